@@ -1,0 +1,5 @@
+r"""Operators and model parts."""
+from .conv import APNetConv
+from .dense import DenseAPNetConv
+
+__all__ = ['APNetConv', 'DenseAPNetConv']

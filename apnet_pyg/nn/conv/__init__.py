@@ -1,0 +1,3 @@
+from .apnet_conv import APNetConv
+
+__all__ = ['APNetConv']

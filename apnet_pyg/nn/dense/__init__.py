@@ -1,0 +1,3 @@
+from .dense_apnet_conv import DenseAPNetConv
+
+__all__ = ['DenseAPNetConv']
