@@ -1,0 +1,200 @@
+r"""Graphs from cosine similarity, in chunks: never an :math:`N \times N`
+matrix at large :math:`N`."""
+import math
+from typing import Iterator, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from apnet_pyg.utils import check_node_features
+
+#: The APNet paper's edge threshold :math:`\epsilon = \cos 40^{\circ}`.
+COS_40_DEGREES = math.cos(math.radians(40.0))
+
+# Similarity entries computed at once (64 MB in float32): bounds the memory
+# of the builders independently of the number of rows.
+_BLOCK_ELEMENTS = 1 << 24
+
+
+def _graph_ranges(
+        batch: Optional[Tensor],
+        num_nodes: int) -> Tuple[List[Tuple[int, int]], Optional[Tensor]]:
+    r"""Contiguous node ranges of the graphs in :obj:`batch`, and the
+    permutation that makes :obj:`batch` sorted (:obj:`None` if it is)."""
+    if batch is None:
+        return [(0, num_nodes)], None
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise ValueError(f"'batch' must have shape [{num_nodes}] (one graph "
+                         f"index per row of 'x'; got {tuple(batch.shape)})")
+    if batch.is_floating_point() or batch.dtype == torch.bool:
+        raise ValueError(f"'batch' must hold integer graph indices "
+                         f"(got dtype {batch.dtype})")
+    if num_nodes > 0 and int(batch.min()) < 0:
+        raise ValueError("'batch' holds negative graph indices")
+    perm = None
+    if num_nodes > 1 and not bool((batch[1:] >= batch[:-1]).all()):
+        batch, perm = torch.sort(batch, stable=True)
+    counts = torch.unique_consecutive(batch, return_counts=True)[1].tolist()
+    ends = torch.tensor(counts).cumsum(0).tolist() if counts else []
+    starts = [0] + ends[:-1]
+    return list(zip(starts, ends)), perm
+
+
+def _normalized_rows(x: Tensor) -> Tensor:
+    check_node_features(x, 'x')
+    return F.normalize(x.detach(), p=2.0, dim=-1)
+
+
+def _row_blocks(start: int, end: int, columns: int,
+                chunk_size: Optional[int]) -> Iterator[Tuple[int, int]]:
+    rows = chunk_size or max(1, _BLOCK_ELEMENTS // max(columns, 1))
+    for block_start in range(start, end, rows):
+        yield block_start, min(block_start + rows, end)
+
+
+def _finish(source: List[Tensor], target: List[Tensor], perm: Optional[Tensor],
+            num_nodes: int, device: torch.device) -> Tensor:
+    if source:
+        source_t, target_t = torch.cat(source), torch.cat(target)
+    else:
+        source_t = target_t = torch.zeros(0, dtype=torch.long, device=device)
+    if perm is not None:  # Back to the caller's node order.
+        source_t, target_t = perm[source_t], perm[target_t]
+    order = torch.argsort(source_t * num_nodes + target_t)
+    return torch.stack([source_t[order], target_t[order]], dim=0)
+
+
+@torch.no_grad()
+def cosine_threshold_graph(
+    x: Tensor,
+    threshold: float = COS_40_DEGREES,
+    loop: bool = True,
+    batch: Optional[Tensor] = None,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    r"""Connects rows of :obj:`x` whose cosine similarity is at least
+    :obj:`threshold`,
+
+    .. math::
+        (i, j) \in \mathcal{E} \iff \cos(\mathbf{x}_i, \mathbf{x}_j) \geq
+        \epsilon,
+
+    the rule of the APNet paper (:math:`\epsilon = \cos 40^{\circ} \approx
+    0.766`, applied there to the projected class vectors
+    :math:`f(\mathbf{X}^{(0)})`). Each pair is decided once, so the graph is
+    exactly undirected (both directions present). Similarities are computed
+    in row blocks of at most :math:`2^{24}` entries (or :obj:`chunk_size`
+    rows), so memory grows with the number of edges, not with :math:`N^2`.
+    A zero row has cosine :math:`0` with every row.
+
+    Args:
+        x (torch.Tensor): Node features :math:`(N, F)`.
+        threshold (float, optional): The threshold :math:`\epsilon \in
+            [-1, 1]`. (default: :math:`\cos 40^{\circ}`)
+        loop (bool, optional): If :obj:`True`, every node gets a self-loop.
+            (default: :obj:`True`)
+        batch (torch.Tensor, optional): Graph index of every node
+            :math:`(N)`; edges connect only nodes of the same graph.
+            (default: :obj:`None`)
+        chunk_size (int, optional): Rows per block. (default: automatic)
+
+    :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
+        source, then target.
+    """
+    if not -1.0 <= float(threshold) <= 1.0:
+        raise ValueError(f"'threshold' must lie in [-1, 1] (got {threshold})")
+    h = _normalized_rows(x)
+    num_nodes = h.size(0)
+    ranges, perm = _graph_ranges(batch, num_nodes)
+    if perm is not None:
+        h = h[perm]
+
+    source, target = [], []
+    for start, end in ranges:
+        for row_start, row_end in _row_blocks(start, end, end - start,
+                                              chunk_size):
+            # Upper triangle only: pair (i, j), i < j, is decided once.
+            block = h[row_start:row_end] @ h[row_start:end].t()
+            block.triu_(diagonal=1)
+            i, j = torch.nonzero(block >= threshold, as_tuple=True)
+            if threshold <= 0:  # triu_ zeroed the lower part: drop it.
+                keep = j > i
+                i, j = i[keep], j[keep]
+            i, j = i + row_start, j + row_start
+            source += [i, j]
+            target += [j, i]
+
+    if loop:
+        nodes = torch.arange(num_nodes, device=h.device)
+        source.append(nodes)
+        target.append(nodes)
+    return _finish(source, target, perm, num_nodes, h.device)
+
+
+@torch.no_grad()
+def cosine_knn_graph(
+    x: Tensor,
+    k: int,
+    loop: bool = True,
+    batch: Optional[Tensor] = None,
+    symmetric: bool = True,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    r"""Connects every row of :obj:`x` to the :obj:`k` rows of highest
+    cosine similarity (a :math:`k`-NN graph in cosine distance), in plain
+    PyTorch: PyG's :func:`~torch_geometric.nn.pool.knn_graph` needs
+    :obj:`torch-cluster`.
+
+    As in PyG, edges point from the neighbours to the node
+    (:obj:`flow="source_to_target"`), and with :obj:`loop=True` a node counts
+    itself among its :obj:`k` neighbours. A graph with fewer than :obj:`k`
+    candidates connects all of them. Similarities are computed in row blocks
+    as in :func:`cosine_threshold_graph`.
+
+    Args:
+        x (torch.Tensor): Node features :math:`(N, F)`.
+        k (int): The number of neighbours.
+        loop (bool, optional): If :obj:`True`, a node may be its own
+            neighbour. (default: :obj:`True`)
+        batch (torch.Tensor, optional): Graph index of every node
+            :math:`(N)`; neighbours are searched within the same graph.
+            (default: :obj:`None`)
+        symmetric (bool, optional): If :obj:`True`, adds the reverse of
+            every edge (the union of both directions). (default: :obj:`True`)
+        chunk_size (int, optional): Rows per block. (default: automatic)
+
+    :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
+        source, then target, without repeated edges.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"'k' must be a positive integer (got {k})")
+    h = _normalized_rows(x)
+    num_nodes = h.size(0)
+    ranges, perm = _graph_ranges(batch, num_nodes)
+    if perm is not None:
+        h = h[perm]
+
+    source, target = [], []
+    for start, end in ranges:
+        num_candidates = end - start if loop else end - start - 1
+        num_neighbours = min(k, num_candidates)
+        if num_neighbours <= 0:
+            continue
+        for row_start, row_end in _row_blocks(start, end, end - start,
+                                              chunk_size):
+            block = h[row_start:row_end] @ h[start:end].t()
+            if not loop:
+                rows = torch.arange(row_end - row_start, device=h.device)
+                block[rows, rows + row_start - start] = -math.inf
+            neighbours = block.topk(num_neighbours, dim=1).indices + start
+            nodes = torch.arange(row_start, row_end, device=h.device)
+            source.append(neighbours.reshape(-1))
+            target.append(nodes.repeat_interleave(num_neighbours))
+
+    if symmetric:
+        source, target = source + target, target + source
+    edge_index = _finish(source, target, perm, num_nodes, h.device)
+    if symmetric:  # The union may hold a pair twice.
+        edge_index = torch.unique_consecutive(edge_index, dim=1)
+    return edge_index

@@ -1,0 +1,140 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from apnet_pyg.graph import (
+    COS_40_DEGREES,
+    cosine_knn_graph,
+    cosine_threshold_graph,
+)
+
+
+def similarity(x):
+    h = F.normalize(x, dim=-1)
+    return h @ h.t()
+
+
+def edge_set(edge_index):
+    return set(map(tuple, edge_index.t().tolist()))
+
+
+def test_cos_40_degrees():
+    assert COS_40_DEGREES == pytest.approx(0.766044443)
+
+
+@pytest.mark.parametrize('loop', [True, False])
+def test_cosine_threshold_graph(loop):
+    x = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
+    edge_index = cosine_threshold_graph(x, loop=loop)
+    sim = similarity(x)
+    expected = sim >= COS_40_DEGREES
+    expected.fill_diagonal_(loop)
+    assert edge_set(edge_index) == edge_set(expected.nonzero().t())
+    assert edge_index.size(1) == len(edge_set(edge_index))  # no repeats
+    # Sorted by source, then target; undirected:
+    key = edge_index[0] * 40 + edge_index[1]
+    assert bool((key[1:] > key[:-1]).all())
+    assert edge_set(edge_index) == edge_set(edge_index.flip(0))
+
+
+def test_cosine_threshold_graph_chunks_and_batch():
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(30, 4, generator=generator)
+    full = cosine_threshold_graph(x, threshold=0.3)
+    for chunk_size in [1, 7, 100]:
+        assert torch.equal(cosine_threshold_graph(x, 0.3,
+                                                  chunk_size=chunk_size),
+                           full)
+
+    batch = torch.tensor([0] * 10 + [1] * 12 + [2] * 8)
+    edge_index = cosine_threshold_graph(x, 0.3, batch=batch)
+    expected = (similarity(x) >= 0.3) & (batch[:, None] == batch[None, :])
+    expected.fill_diagonal_(True)
+    assert edge_set(edge_index) == edge_set(expected.nonzero().t())
+
+    # An unsorted batch vector gives the same graph:
+    # (node k of the permuted input is node perm[k] of the original).
+    perm = torch.randperm(30, generator=generator)
+    permuted = cosine_threshold_graph(x[perm], 0.3, batch=batch[perm])
+    assert edge_set(perm[permuted]) == edge_set(edge_index)
+
+
+def test_cosine_threshold_graph_non_positive_threshold():
+    x = torch.randn(12, 3, generator=torch.Generator().manual_seed(2))
+    for threshold in [0.0, -0.5, -1.0]:
+        edge_index = cosine_threshold_graph(x, threshold, loop=False)
+        expected = similarity(x) >= threshold
+        expected.fill_diagonal_(False)
+        assert edge_set(edge_index) == edge_set(expected.nonzero().t())
+
+
+def test_cosine_threshold_graph_zero_rows_and_empty():
+    x = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
+    edge_index = cosine_threshold_graph(x, loop=False)
+    assert edge_set(edge_index) == {(1, 2), (2, 1)}
+    assert cosine_threshold_graph(torch.zeros(0, 3)).size() == (2, 0)
+
+
+def test_cosine_threshold_graph_bad_input():
+    x = torch.randn(5, 3)
+    with pytest.raises(ValueError, match="threshold"):
+        cosine_threshold_graph(x, threshold=1.5)
+    with pytest.raises(ValueError, match="NaN"):
+        cosine_threshold_graph(torch.full((3, 2), math.nan))
+    with pytest.raises(ValueError, match="2 dimensions"):
+        cosine_threshold_graph(torch.randn(5))
+    with pytest.raises(ValueError, match="'batch' must have shape"):
+        cosine_threshold_graph(x, batch=torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="integer"):
+        cosine_threshold_graph(x, batch=torch.zeros(5))
+
+
+@pytest.mark.parametrize('loop', [True, False])
+def test_cosine_knn_graph(loop):
+    x = torch.randn(25, 4, generator=torch.Generator().manual_seed(3))
+    sim = similarity(x)
+    if not loop:
+        sim.fill_diagonal_(-math.inf)
+    neighbours = sim.topk(5, dim=1).indices
+
+    edge_index = cosine_knn_graph(x, 5, loop=loop, symmetric=False)
+    expected = {(int(j), i) for i in range(25) for j in neighbours[i]}
+    assert edge_set(edge_index) == expected
+    # Every node is the target of exactly k edges:
+    assert torch.bincount(edge_index[1], minlength=25).tolist() == [5] * 25
+    assert bool((edge_index[0] == edge_index[1]).any()) == loop
+
+    edge_index = cosine_knn_graph(x, 5, loop=loop)
+    assert edge_set(edge_index) == expected | {(i, j) for j, i in expected}
+    assert edge_index.size(1) == len(edge_set(edge_index))
+
+
+def test_cosine_knn_graph_chunks_and_batch():
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(20, 4, generator=generator)
+    full = cosine_knn_graph(x, 3)
+    assert torch.equal(cosine_knn_graph(x, 3, chunk_size=3), full)
+
+    batch = torch.tensor([0] * 12 + [1] * 6 + [2] * 2)
+    edge_index = cosine_knn_graph(x, 3, loop=False, batch=batch,
+                                  symmetric=False)
+    assert bool((batch[edge_index[0]] == batch[edge_index[1]]).all())
+    # The two-node graph has only one candidate per node:
+    in_degree = torch.bincount(edge_index[1], minlength=20)
+    assert in_degree.tolist() == [3] * 18 + [1] * 2
+    for graph in range(3):
+        nodes = (batch == graph).nonzero().view(-1)
+        alone = cosine_knn_graph(x[nodes], 3, loop=False, symmetric=False)
+        mask = batch[edge_index[0]] == graph
+        assert edge_set(edge_index[:, mask]) == edge_set(nodes[alone])
+
+
+def test_cosine_knn_graph_bad_input():
+    with pytest.raises(ValueError, match="'k' must be a positive integer"):
+        cosine_knn_graph(torch.randn(4, 2), 0)
+    with pytest.raises(ValueError, match="'k' must be a positive integer"):
+        cosine_knn_graph(torch.randn(4, 2), 2.5)
+    with pytest.raises(ValueError, match="NaN"):
+        cosine_knn_graph(torch.full((3, 2), math.inf), 2)
