@@ -1,0 +1,94 @@
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from torch_geometric.nn.dense.linear import Linear
+
+from apnet_pyg.utils import check_node_features
+
+# In place: the pre-activation sum is a fresh tensor used nowhere else.
+_ACTIVATIONS = {'relu': torch.relu_, 'sigmoid': torch.sigmoid_}
+
+# Pair activations computed at once (128 MB in float32): bounds the memory of
+# scoring many images against many classes.
+_PAIR_BLOCK_ELEMENTS = 1 << 25
+
+
+class RelationHead(torch.nn.Module):
+    r"""The parametric nearest-neighbour head of APNet, scoring every image
+    against every class,
+
+    .. math::
+        h(\mathbf{x}_y, \mathbf{v}) = \mathbf{w}^{\top} \sigma\left(
+        \mathbf{W}_1 \mathbf{x}_y + \mathbf{W}_2 \mathbf{v} + \mathbf{b}_1
+        \right) + b,
+
+    for class vector :math:`\mathbf{x}_y` and image feature
+    :math:`\mathbf{v}`. :math:`\mathbf{W}_1 \mathbf{x}_y` is computed once
+    per class and :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1` once per
+    image; only the sum, the activation and the product with
+    :math:`\mathbf{w}` are per pair (in blocks of images, so memory stays
+    bounded).
+
+    Args:
+        class_channels (int): Size of the class vectors.
+        image_channels (int): Size of the image features.
+        hidden_channels (int, optional): Size of the hidden layer.
+            (default: :obj:`2048`)
+        activation (str, optional): :obj:`"relu"` (the authors' public code)
+            or :obj:`"sigmoid"` (the paper's text). (default: :obj:`"relu"`)
+
+    Shapes:
+        - **input:** class vectors :math:`(C, F_c)`, image features
+          :math:`(B, F_v)`
+        - **output:** scores :math:`(B, C)`
+    """
+    def __init__(self, class_channels: int, image_channels: int,
+                 hidden_channels: int = 2048, activation: str = 'relu'):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"Unknown activation '{activation}' (expected "
+                             f"one of {', '.join(_ACTIVATIONS)})")
+        self.class_channels = class_channels
+        self.image_channels = image_channels
+        self.hidden_channels = hidden_channels
+        self.activation = activation
+
+        self.lin_class = Linear(class_channels, hidden_channels, bias=False)
+        self.lin_image = Linear(image_channels, hidden_channels, bias=True)
+        self.lin_out = Linear(hidden_channels, 1, bias=True)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        self.lin_class.reset_parameters()
+        self.lin_image.reset_parameters()
+        self.lin_out.reset_parameters()
+
+    def forward(self, class_vectors: Tensor, images: Tensor,
+                block_size: Optional[int] = None) -> Tensor:
+        check_node_features(class_vectors, 'class_vectors',
+                            channels=self.class_channels)
+        check_node_features(images, 'images', channels=self.image_channels)
+        act = _ACTIVATIONS[self.activation]
+        per_class = self.lin_class(class_vectors)  # [C, H]
+        per_image = self.lin_image(images)  # [B, H]
+        w = self.lin_out.weight.view(-1)
+
+        num_classes = per_class.size(0)
+        block_size = block_size or max(
+            1, _PAIR_BLOCK_ELEMENTS //
+            max(num_classes * self.hidden_channels, 1))
+        scores = []
+        for start in range(0, per_image.size(0), block_size):
+            block = per_image[start:start + block_size]
+            hidden = act(block.unsqueeze(1) + per_class.unsqueeze(0))
+            scores.append(hidden @ w)  # [b, C]
+        if not scores:
+            return per_class.new_zeros(0, num_classes)
+        return torch.cat(scores, dim=0) + self.lin_out.bias
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.class_channels}, '
+                f'{self.image_channels}, hidden={self.hidden_channels}, '
+                f'activation={self.activation})')
