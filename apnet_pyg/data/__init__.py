@@ -1,0 +1,15 @@
+r"""Data: the xlsa17 benchmark reader, its simulator and episode samplers."""
+from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17, packaged_root
+from apnet_pyg.data.simulator import default_options, simulate_xlsa17
+from apnet_pyg.data.sampler import Episode, EpisodeSampler, MinibatchSampler
+
+__all__ = [
+    'ZSLDataset',
+    'load_xlsa17',
+    'packaged_root',
+    'simulate_xlsa17',
+    'default_options',
+    'Episode',
+    'EpisodeSampler',
+    'MinibatchSampler',
+]

@@ -1,0 +1,546 @@
+r"""Reader for the xlsa17 zero-shot learning benchmark ("Proposed Split" of
+Xian et al., TPAMI 2018), the data APNet is evaluated on.
+
+One dataset folder holds, exactly as distributed by the benchmark's authors::
+
+    <DATASET>/res101.mat        features (2048 x N), labels (N x 1,
+                                1-based), image_files (N x 1 cell)
+    <DATASET>/att_splits.mat    att / original_att (A x C),
+                                allclasses_names (C x 1 cell), 1-based
+                                index lists trainval_loc, test_seen_loc,
+                                test_unseen_loc, train_loc, val_loc
+    <DATASET>/trainvalclasses.txt, testclasses.txt, trainclasses1.txt,
+              valclasses1.txt   (class lists, optional)
+
+The class side of AWA1, AWA2, CUB, SUN and APY ships with the package
+(:func:`packaged_root`); the image side (:obj:`res101.mat`) does not, and is
+either downloaded from the benchmark or simulated with
+:func:`apnet_pyg.data.simulate_xlsa17`, which writes a :obj:`SIMULATED.json`
+sidecar that sets :obj:`ZSLDataset.simulated`.
+
+Everything returned is 0-based; every inconsistency between the files raises
+a :class:`ValueError` (or :class:`FileNotFoundError`) naming the file and the
+problem, because a silently shifted label or leaked unseen class would make
+any accuracy meaningless.
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+FEATURE_DIM = 2048
+FEATURES_FILE = 'res101.mat'
+SPLITS_FILE = 'att_splits.mat'
+SIMULATED_SIDECAR = 'SIMULATED.json'
+SPLIT_KEYS = ('trainval', 'test_seen', 'test_unseen', 'train', 'val')
+CLASS_LIST_FILES = {
+    'seen': 'trainvalclasses.txt',
+    'unseen': 'testclasses.txt',
+    'train': 'trainclasses1.txt',
+    'val': 'valclasses1.txt',
+}
+DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
+
+PathLike = Union[str, Path]
+
+
+def packaged_root() -> Path:
+    r"""Returns the folder of the class side of AWA1, AWA2, CUB, SUN and APY
+    shipped with the package (:obj:`att_splits.mat` and the class lists, no
+    :obj:`res101.mat`)."""
+    return Path(__file__).resolve().parent / 'xlsa17'
+
+
+@dataclass(eq=False, repr=False)
+class ZSLDataset:
+    r"""One xlsa17 dataset, 0-based throughout.
+
+    Attributes:
+        name (str): Dataset name (e.g. :obj:`'AWA2'`).
+        class_names (List[str]): The :obj:`C` class names, in
+            :obj:`allclasses_names` order (class :obj:`i` is
+            :obj:`class_names[i]`).
+        attributes (Tensor): Class attributes, one row per class.
+            Shape :obj:`[C, A]`, float32.
+        features (Tensor, optional): Image features. Shape
+            :obj:`[N, 2048]`, float32. :obj:`None` when not loaded.
+        labels (Tensor, optional): Class of each image. Shape :obj:`[N]`,
+            int64 in :obj:`[0, C)`. :obj:`None` when not loaded.
+        trainval_loc, test_seen_loc, test_unseen_loc (Tensor): Image indices
+            of the three benchmark splits, int64 in :obj:`[0, N)`.
+        train_loc, val_loc (Tensor, optional): Image indices of the
+            benchmark's validation split (:obj:`None` when absent). They do
+            not always partition :obj:`trainval_loc`.
+        seen_classes, unseen_classes (Tensor): Sorted class indices of the
+            seen (trainval) and unseen (test) classes.
+        train_classes, val_classes (Tensor, optional): Sorted class indices
+            of the class-level validation split of the seen classes
+            (:obj:`trainclasses1.txt` / :obj:`valclasses1.txt`).
+        simulated (bool): :obj:`True` when the folder holds the simulator's
+            :obj:`SIMULATED.json` sidecar: the features are synthetic.
+        simulation (dict, optional): The sidecar's content (seed, options,
+            simulator version).
+    """
+    name: str
+    class_names: List[str]
+    attributes: Tensor
+    features: Optional[Tensor]
+    labels: Optional[Tensor]
+    trainval_loc: Tensor
+    test_seen_loc: Tensor
+    test_unseen_loc: Tensor
+    train_loc: Optional[Tensor]
+    val_loc: Optional[Tensor]
+    seen_classes: Tensor
+    unseen_classes: Tensor
+    train_classes: Optional[Tensor] = None
+    val_classes: Optional[Tensor] = None
+    simulated: bool = False
+    simulation: Optional[Dict[str, Any]] = None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def attribute_dim(self) -> int:
+        return self.attributes.size(1)
+
+    @property
+    def num_images(self) -> Optional[int]:
+        return None if self.labels is None else self.labels.numel()
+
+    def loc(self, split: str) -> Tensor:
+        r"""Returns the image indices of :obj:`split`, one of
+        :obj:`'trainval'`, :obj:`'test_seen'`, :obj:`'test_unseen'`,
+        :obj:`'train'`, :obj:`'val'`."""
+        if split not in SPLIT_KEYS:
+            raise ValueError(f"Unknown split '{split}' "
+                             f"(expected one of {', '.join(SPLIT_KEYS)})")
+        index = getattr(self, f'{split}_loc')
+        if index is None:
+            raise ValueError(f"Dataset '{self.name}' has no '{split}_loc'")
+        return index
+
+    def images_of(self, classes: Union[Tensor, Sequence[int]],
+                  split: str = 'trainval') -> Tensor:
+        r"""Returns the indices of the images of :obj:`split` whose label is
+        one of :obj:`classes` (e.g. the training images of
+        :obj:`train_classes` within :obj:`'trainval'`), in split order.
+
+        Args:
+            classes (Tensor or Sequence[int]): Class indices.
+            split (str, optional): The split to select from.
+                (default: :obj:`'trainval'`)
+
+        Returns:
+            Tensor: Image indices, int64.
+        """
+        if self.labels is None:
+            raise ValueError(f"Dataset '{self.name}' was loaded without "
+                             f"features/labels (load_features=False)")
+        index = self.loc(split)
+        classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
+        keep = torch.isin(self.labels[index], classes)
+        return index[keep]
+
+    def __repr__(self) -> str:
+        images = ('no images' if self.labels is None else
+                  f'images={self.num_images}')
+        tag = ', simulated' if self.simulated else ''
+        return (f'{self.__class__.__name__}({self.name}, '
+                f'classes={self.num_classes} '
+                f'({self.seen_classes.numel()} seen, '
+                f'{self.unseen_classes.numel()} unseen), '
+                f'attributes={self.attribute_dim}, {images}{tag})')
+
+
+def load_xlsa17(root: Optional[PathLike], dataset: str,
+                attributes: str = 'att',
+                load_features: bool = True) -> ZSLDataset:
+    r"""Reads one dataset of the xlsa17 benchmark in its original layout.
+
+    Args:
+        root (str or Path, optional): Folder holding :obj:`<DATASET>/`.
+            :obj:`None` reads the class side shipped with the package (then
+            :obj:`load_features` must be :obj:`False`).
+        dataset (str): Dataset folder name (:obj:`'AWA1'`, :obj:`'AWA2'`,
+            :obj:`'CUB'`, :obj:`'SUN'`, :obj:`'APY'`; case-insensitive when
+            only the upper-case folder exists).
+        attributes (str, optional): :obj:`'att'` (L2-normalised per class,
+            the benchmark's default) or :obj:`'original_att'` (raw values).
+            (default: :obj:`'att'`)
+        load_features (bool, optional): Read :obj:`res101.mat` (features and
+            labels). Without them, the seen/unseen classes come from
+            :obj:`trainvalclasses.txt` / :obj:`testclasses.txt` alone.
+            (default: :obj:`True`)
+
+    Returns:
+        ZSLDataset
+
+    Shapes:
+        - attributes: :obj:`[C, A]`; features: :obj:`[N, 2048]`;
+          labels: :obj:`[N]`.
+    """
+    if attributes not in ('att', 'original_att'):
+        raise ValueError(f"'attributes' must be 'att' or 'original_att' "
+                         f"(got '{attributes}')")
+    if root is None:
+        if load_features:
+            raise FileNotFoundError(
+                f"The package ships only the class side of xlsa17 "
+                f"(att_splits.mat and class lists); '{FEATURES_FILE}' is not "
+                f"shipped. Pass load_features=False for the class side, "
+                f"simulate the image side with "
+                f"apnet_pyg.data.simulate_xlsa17('{dataset}', out_dir) (or "
+                f"'apnet-zsl simulate') and load from out_dir, or download "
+                f"the benchmark (xlsa17.zip from Xian et al.) and pass its "
+                f"folder as 'root'.")
+        root = packaged_root()
+    folder = dataset_dir(root, dataset)
+
+    # Class side.
+    splits_path = folder / SPLITS_FILE
+    splits = _read_mat(splits_path)
+    class_names = _read_names(splits, 'allclasses_names', splits_path)
+    num_classes = len(class_names)
+    if len(set(class_names)) != num_classes:
+        raise ValueError(f"'allclasses_names' in '{splits_path}' contains "
+                         f"duplicate names")
+    att = _numeric(splits, attributes, splits_path)
+    if att.ndim != 2 or att.shape[1] != num_classes:
+        hint = (' (it looks transposed: the file stores attributes x '
+                'classes)' if att.ndim == 2 and att.shape[0] == num_classes
+                else '')
+        raise ValueError(f"'{attributes}' in '{splits_path}' must be A x C "
+                         f"(attributes x classes) with C={num_classes} "
+                         f"classes, got shape {att.shape}{hint}")
+    if not np.isfinite(att).all():
+        raise ValueError(f"'{attributes}' in '{splits_path}' contains NaN "
+                         f"or infinite values")
+
+    # Image side.
+    features = labels = None
+    num_images = None
+    if load_features:
+        features_path = folder / FEATURES_FILE
+        features, labels = _read_features(features_path, num_classes)
+        num_images = labels.shape[0]
+
+    locs: Dict[str, Optional[np.ndarray]] = {}
+    for split in SPLIT_KEYS:
+        key = f'{split}_loc'
+        required = split in ('trainval', 'test_seen', 'test_unseen')
+        if key not in splits:
+            if required:
+                raise ValueError(f"'{splits_path}' has no variable '{key}' "
+                                 f"(found: {_keys(splits)})")
+            locs[split] = None
+            continue
+        locs[split] = _index_list(splits[key], key, splits_path, num_images)
+    _check_disjoint(locs, splits_path)
+
+    # Class lists.
+    name_to_index = {name: i for i, name in enumerate(class_names)}
+    lists = {
+        role: _read_class_list(folder / filename, name_to_index)
+        for role, filename in CLASS_LIST_FILES.items()
+    }
+    seen, unseen = lists['seen'], lists['unseen']
+    if seen is None or unseen is None:
+        if labels is None:
+            missing = [CLASS_LIST_FILES[r] for r in ('seen', 'unseen')
+                       if lists[r] is None]
+            raise FileNotFoundError(
+                f"Cannot tell seen from unseen classes in '{folder}': "
+                f"{', '.join(missing)} missing and no labels loaded "
+                f"(load_features=False)")
+        if seen is None:
+            seen = np.unique(labels[np.concatenate(
+                [locs['trainval'], locs['test_seen']])])
+        if unseen is None:
+            unseen = np.unique(labels[locs['test_unseen']])
+    overlap = np.intersect1d(seen, unseen)
+    if overlap.size:
+        raise ValueError(
+            f"Seen and unseen classes overlap in '{folder}' "
+            f"({CLASS_LIST_FILES['seen']} vs {CLASS_LIST_FILES['unseen']}): "
+            f"{_names(overlap, class_names)}")
+    train, val = lists['train'], lists['val']
+    for role, cls in (('train', train), ('val', val)):
+        if cls is not None and np.setdiff1d(cls, seen).size:
+            raise ValueError(
+                f"'{folder / CLASS_LIST_FILES[role]}' lists classes that are "
+                f"not seen classes: "
+                f"{_names(np.setdiff1d(cls, seen), class_names)}")
+    if train is not None and val is not None and \
+            np.intersect1d(train, val).size:
+        raise ValueError(
+            f"'{CLASS_LIST_FILES['train']}' and '{CLASS_LIST_FILES['val']}' "
+            f"in '{folder}' overlap: "
+            f"{_names(np.intersect1d(train, val), class_names)}")
+
+    if labels is not None:
+        # Images of a split must carry classes of the matching side, else
+        # the label file and the split file do not belong together.
+        for split, allowed, side in (('trainval', seen, 'unseen'),
+                                     ('test_seen', seen, 'unseen'),
+                                     ('test_unseen', unseen, 'seen')):
+            split_labels = labels[locs[split]]
+            bad = ~np.isin(split_labels, allowed)
+            if bad.any():
+                raise ValueError(
+                    f"{int(bad.sum())} images of '{split}_loc' "
+                    f"('{splits_path}') are labelled in "
+                    f"'{folder / FEATURES_FILE}' with {side} (or unlisted) "
+                    f"classes, e.g. "
+                    f"{_names(np.unique(split_labels[bad])[:5], class_names)}")
+
+    sidecar = folder / SIMULATED_SIDECAR
+    simulation = None
+    if sidecar.is_file():
+        try:
+            simulation = json.loads(sidecar.read_text())
+        except ValueError as error:
+            raise ValueError(f"'{sidecar}' is not valid JSON: {error}")
+
+    def tensor(array: Optional[np.ndarray]) -> Optional[Tensor]:
+        return None if array is None else torch.from_numpy(
+            np.ascontiguousarray(array, dtype=np.int64))
+
+    return ZSLDataset(
+        name=folder.name,
+        class_names=class_names,
+        attributes=torch.from_numpy(np.ascontiguousarray(
+            att.T, dtype=np.float32)),
+        features=None if features is None else torch.from_numpy(features),
+        labels=tensor(labels),
+        trainval_loc=tensor(locs['trainval']),
+        test_seen_loc=tensor(locs['test_seen']),
+        test_unseen_loc=tensor(locs['test_unseen']),
+        train_loc=tensor(locs['train']),
+        val_loc=tensor(locs['val']),
+        seen_classes=tensor(np.sort(seen)),
+        unseen_classes=tensor(np.sort(unseen)),
+        train_classes=tensor(None if train is None else np.sort(train)),
+        val_classes=tensor(None if val is None else np.sort(val)),
+        simulated=sidecar.is_file(),
+        simulation=simulation,
+    )
+
+
+def dataset_dir(root: PathLike, dataset: str) -> Path:
+    r"""Returns :obj:`<root>/<dataset>` (trying the upper-case name too)."""
+    root = Path(root)
+    for name in (dataset, dataset.upper()):
+        if (root / name).is_dir():
+            return root / name
+    found = sorted(p.name for p in root.iterdir() if p.is_dir()) \
+        if root.is_dir() else []
+    raise FileNotFoundError(f"No dataset folder '{dataset}' in '{root}' "
+                            f"(found: {found or 'nothing'})")
+
+
+# Reading ---------------------------------------------------------------------
+
+def _read_mat(path: Path,
+              variable_names: Optional[Sequence[str]] = None
+              ) -> Dict[str, Any]:
+    from scipy.io import loadmat
+    from scipy.io.matlab import matfile_version
+
+    if not path.is_file():
+        raise FileNotFoundError(f"Missing file '{path}'")
+    try:
+        major, _ = matfile_version(str(path))
+    except Exception as error:  # scipy raises several types here
+        raise ValueError(f"'{path}' is not a MATLAB .mat file ({error})")
+    if major == 2:
+        return _read_mat_v73(path, variable_names)
+    try:
+        return loadmat(str(path), variable_names=variable_names)
+    except Exception as error:
+        raise ValueError(f"Cannot read '{path}' with scipy.io.loadmat: "
+                         f"{error}")
+
+
+def _read_mat_v73(path: Path,
+                  variable_names: Optional[Sequence[str]]) -> Dict[str, Any]:
+    # MATLAB v7.3 files are HDF5: scipy cannot read them. h5py is optional.
+    try:
+        import h5py
+    except ImportError:
+        raise ValueError(
+            f"'{path}' is a MATLAB v7.3 (HDF5) file, which scipy.io.loadmat "
+            f"cannot read. Install h5py to read it, or re-save it in MATLAB "
+            f"as v7 (save(..., '-v7')); the benchmark's own files are v5.")
+
+    def convert(file, node):
+        if h5py.check_dtype(ref=node.dtype) is not None:  # a cell array
+            refs = node[()]
+            cells = np.empty(refs.shape, dtype=object)
+            for index in np.ndindex(refs.shape):
+                cells[index] = convert(file, file[refs[index]])
+            return cells.T
+        data = node[()]
+        if node.attrs.get('MATLAB_class') in (b'char', 'char'):
+            return ''.join(map(chr, np.asarray(data).T.ravel()))
+        return np.asarray(data).T  # h5py sees MATLAB arrays transposed
+
+    with h5py.File(path, 'r') as file:
+        return {key: convert(file, file[key]) for key in file.keys()
+                if not key.startswith('#') and
+                (variable_names is None or key in variable_names)}
+
+
+def _keys(mat: Dict[str, Any]) -> List[str]:
+    return sorted(k for k in mat if not k.startswith('__'))
+
+
+def _numeric(mat: Dict[str, Any], key: str, path: Path) -> np.ndarray:
+    if key not in mat:
+        raise ValueError(f"'{path}' has no variable '{key}' "
+                         f"(found: {_keys(mat)})")
+    value = mat[key]
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in 'biuf':
+        raise ValueError(f"'{key}' in '{path}' must be a numeric array "
+                         f"(got {getattr(value, 'dtype', type(value))})")
+    return value
+
+
+def _integers(value: np.ndarray, key: str, path: Path) -> np.ndarray:
+    if value.dtype.kind == 'f':
+        if not np.isfinite(value).all() or (value != np.round(value)).any():
+            raise ValueError(f"'{key}' in '{path}' must hold integers "
+                             f"(found non-integral values)")
+    return value.astype(np.int64).reshape(-1)
+
+
+def _index_list(value: Any, key: str, path: Path,
+                num_images: Optional[int]) -> np.ndarray:
+    value = _numeric({key: value}, key, path)
+    if value.ndim != 2 or 1 not in value.shape:
+        raise ValueError(f"'{key}' in '{path}' must be an N x 1 index list "
+                         f"(got shape {value.shape})")
+    index = _integers(value, key, path)
+    upper = num_images if num_images is not None else np.iinfo(np.int64).max
+    bad = (index < 1) | (index > upper)
+    if bad.any():
+        bound = f'1..{num_images}' if num_images is not None else '>= 1'
+        raise ValueError(f"'{key}' in '{path}' has {int(bad.sum())} indices "
+                         f"outside {bound} (1-based; e.g. "
+                         f"{index[bad][:3].tolist()})")
+    if np.unique(index).size != index.size:
+        raise ValueError(f"'{key}' in '{path}' contains duplicate indices")
+    return index - 1
+
+
+def _check_disjoint(locs: Dict[str, Optional[np.ndarray]],
+                    path: Path) -> None:
+    names = ('trainval', 'test_seen', 'test_unseen')
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = np.intersect1d(locs[a], locs[b])
+            if shared.size:
+                raise ValueError(f"'{a}_loc' and '{b}_loc' in '{path}' share "
+                                 f"{shared.size} images (e.g. 1-based "
+                                 f"{(shared[:3] + 1).tolist()})")
+
+
+def _cell_to_str(value: Any) -> str:
+    while isinstance(value, np.ndarray) and value.dtype == object and \
+            value.size == 1:
+        value = value.reshape(-1)[0]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.ndarray) and value.dtype.kind == 'U':
+        return ''.join(value.reshape(-1).tolist())
+    if isinstance(value, np.ndarray) and value.size == 0:
+        return ''
+    raise TypeError(type(value).__name__)
+
+
+def _read_names(mat: Dict[str, Any], key: str, path: Path) -> List[str]:
+    if key not in mat:
+        raise ValueError(f"'{path}' has no variable '{key}' "
+                         f"(found: {_keys(mat)})")
+    value = mat[key]
+    if isinstance(value, np.ndarray) and value.dtype.kind == 'U':
+        return [s.rstrip() for s in value.reshape(-1).tolist()]  # char matrix
+    if not isinstance(value, np.ndarray) or value.dtype != object or \
+            value.ndim != 2 or 1 not in value.shape:
+        raise ValueError(f"'{key}' in '{path}' must be a C x 1 cell array of "
+                         f"strings (got {getattr(value, 'dtype', value)} "
+                         f"{getattr(value, 'shape', '')})")
+    try:
+        return [_cell_to_str(v).strip() for v in value.reshape(-1)]
+    except TypeError as error:
+        raise ValueError(f"'{key}' in '{path}' must be a cell array of "
+                         f"strings (found an element of type {error})")
+
+
+def _read_class_list(path: Path,
+                     name_to_index: Dict[str, int]) -> Optional[np.ndarray]:
+    if not path.is_file():
+        return None
+    names = [line.strip() for line in path.read_text().splitlines()
+             if line.strip()]
+    unknown = [name for name in names if name not in name_to_index]
+    if unknown:
+        raise ValueError(f"'{path}' lists {len(unknown)} class names that are "
+                         f"not in 'allclasses_names': {unknown[:5]}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"'{path}' lists a class more than once")
+    return np.array([name_to_index[name] for name in names], dtype=np.int64)
+
+
+def _read_features(path: Path, num_classes: int):
+    mat = _read_mat(path, variable_names=['features', 'labels'])
+    for key in ('features', 'labels'):
+        if key not in mat:
+            raise ValueError(f"'{path}' has no variable '{key}' "
+                             f"(found: {_whos(path)})")
+    features = _numeric(mat, 'features', path)
+    labels = _numeric(mat, 'labels', path)
+    if labels.ndim != 2 or labels.shape[1] != 1:
+        raise ValueError(f"'labels' in '{path}' must be N x 1 "
+                         f"(got shape {labels.shape})")
+    num_images = labels.shape[0]
+    if features.shape != (FEATURE_DIM, num_images):
+        hint = (' (it looks transposed)' if features.shape ==
+                (num_images, FEATURE_DIM) else '')
+        raise ValueError(f"'features' in '{path}' must be {FEATURE_DIM} x N "
+                         f"with N={num_images} (the rows of 'labels'), got "
+                         f"shape {features.shape}{hint}")
+    labels = _integers(labels, 'labels', path)
+    bad = (labels < 1) | (labels > num_classes)
+    if bad.any():
+        raise ValueError(f"'labels' in '{path}' has {int(bad.sum())} values "
+                         f"outside 1..{num_classes} (1-based into "
+                         f"'allclasses_names'; e.g. "
+                         f"{labels[bad][:3].tolist()})")
+    # The file stores features column-major as 2048 x N, so the transpose is
+    # a C-contiguous N x 2048 view: no copy unless the dtype changes.
+    features = np.ascontiguousarray(features.T, dtype=np.float32)
+    if not np.isfinite(features).all():
+        rows = np.flatnonzero(~np.isfinite(features).all(axis=1))
+        raise ValueError(f"'features' in '{path}' contain NaN or infinite "
+                         f"values in {rows.size} images (e.g. 1-based "
+                         f"{(rows[:3] + 1).tolist()})")
+    return features, labels - 1
+
+
+def _whos(path: Path) -> List[str]:
+    from scipy.io import whosmat
+    try:
+        return sorted(name for name, _, _ in whosmat(str(path)))
+    except Exception:  # the v7.3 path or an unreadable header
+        return []
+
+
+def _names(classes: np.ndarray, class_names: List[str]) -> List[str]:
+    return [class_names[int(c)] for c in np.asarray(classes).reshape(-1)]

@@ -1,0 +1,149 @@
+import pytest
+import torch
+
+from apnet_pyg.data import Episode, EpisodeSampler, MinibatchSampler
+
+# 6 classes; class c has 2 + c images, interleaved; images 0..3 are outside
+# the pool.
+LABELS = torch.tensor([c for c in range(6) for _ in range(2 + c)])
+LABELS = LABELS[torch.randperm(LABELS.numel(),
+                               generator=torch.Generator().manual_seed(0))]
+POOL = torch.arange(4, LABELS.numel())
+
+
+def generator(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def check_episode(episode, n_way, k_shot, classes, pool=POOL):
+    image_index, episode_classes, target = episode
+    assert image_index.shape == (n_way * k_shot, )
+    assert episode_classes.shape == (n_way, )
+    assert target.shape == (n_way * k_shot, )
+    assert episode_classes.unique().numel() == n_way
+    assert torch.isin(episode_classes, classes).all()
+    assert torch.isin(image_index, pool).all()
+    assert torch.equal(LABELS[image_index], episode_classes[target])
+    assert torch.equal(target, torch.arange(n_way).repeat_interleave(k_shot))
+
+
+def test_episodes():
+    classes = torch.tensor([1, 2, 3, 4, 5])
+    sampler = EpisodeSampler(LABELS, classes, n_way=3, k_shot=2,
+                             generator=generator(), pool=POOL)
+    for _ in range(50):
+        episode = sampler.sample()
+        assert isinstance(episode, Episode)
+        check_episode(episode, 3, 2, classes)
+        # Distinct images within a class.
+        assert episode.image_index.unique().numel() == 6
+
+
+def test_fewer_classes_than_n_way_uses_all():
+    classes = torch.tensor([0, 3, 5])
+    sampler = EpisodeSampler(LABELS, classes, n_way=30,
+                             generator=generator())
+    episode = sampler.sample()
+    check_episode(episode, 3, 1, classes, pool=torch.arange(LABELS.numel()))
+    assert set(episode.episode_classes.tolist()) == {0, 3, 5}
+
+
+def test_k_shot_one_is_uniform_over_images():
+    sampler = EpisodeSampler(LABELS, torch.tensor([4, 5]), n_way=2,
+                             generator=generator())
+    counts = torch.zeros(LABELS.numel())
+    for _ in range(2000):
+        counts[sampler.sample().image_index] += 1
+    counts = counts[LABELS == 5]  # 7 images, expected 2000 / 7 each
+    assert counts.min() > 200 and counts.max() < 380
+
+
+def test_deterministic_and_resumable():
+    a = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
+                       generator=generator(1), num_episodes=5)
+    b = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
+                       generator=generator(1), num_episodes=5)
+    assert len(a) == 5
+    for x, y in zip(a, b):
+        assert all(torch.equal(u, v) for u, v in zip(x, y))
+    state = a.state_dict()
+    expected = [a.sample() for _ in range(3)]
+    a.load_state_dict(state)
+    for episode in expected:
+        assert all(torch.equal(u, v) for u, v in zip(episode, a.sample()))
+
+
+def test_global_seed_applies_without_generator():
+    torch.manual_seed(3)
+    x = EpisodeSampler(LABELS, torch.arange(6), n_way=3).sample()
+    torch.manual_seed(3)
+    y = EpisodeSampler(LABELS, torch.arange(6), n_way=3).sample()
+    assert torch.equal(x.image_index, y.image_index)
+
+
+def test_class_with_fewer_than_k_shot_images():
+    # Class 0 has 2 images.
+    with pytest.raises(ValueError, match='fewer than k_shot=3.*class 0'):
+        EpisodeSampler(LABELS, torch.arange(6), n_way=6, k_shot=3)
+    sampler = EpisodeSampler(LABELS, torch.arange(6), n_way=6, k_shot=3,
+                             allow_replacement=True, generator=generator())
+    episode = sampler.sample()
+    check_episode(episode, 6, 3, torch.arange(6),
+                  pool=torch.arange(LABELS.numel()))
+    row = (episode.episode_classes == 0).nonzero().item()
+    shots = episode.image_index[3 * row:3 * row + 3]
+    assert set(shots.tolist()) <= set((LABELS == 0).nonzero().view(-1)
+                                      .tolist())
+    # Classes with enough images still get distinct images.
+    row = (episode.episode_classes == 5).nonzero().item()
+    assert episode.image_index[3 * row:3 * row + 3].unique().numel() == 3
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="'n_way' must be at least 2"):
+        EpisodeSampler(LABELS, torch.arange(6), n_way=1)
+    with pytest.raises(ValueError, match='at least 2 classes'):
+        EpisodeSampler(LABELS, torch.tensor([1]), n_way=5)
+    with pytest.raises(ValueError, match='unknown.*\\[9\\]'):
+        EpisodeSampler(LABELS, torch.tensor([1, 9]))
+    with pytest.raises(ValueError, match='duplicates'):
+        EpisodeSampler(LABELS, torch.tensor([1, 1, 2]))
+    with pytest.raises(ValueError, match="'pool'"):
+        EpisodeSampler(LABELS, torch.tensor([1, 2]), pool=torch.tensor([99]))
+    with pytest.raises(TypeError, match='endless'):
+        len(EpisodeSampler(LABELS, torch.tensor([1, 2])))
+
+
+def test_minibatches_cover_each_image_once():
+    classes = torch.tensor([5, 1, 2])
+    sampler = MinibatchSampler(LABELS, classes, batch_size=4,
+                               generator=generator(), pool=POOL)
+    expected = POOL[torch.isin(LABELS[POOL], classes)]
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == -(-expected.numel() // 4)
+    images = torch.cat([b.image_index for b in batches])
+    assert torch.equal(images.sort()[0], expected.sort()[0])
+    for image_index, target in batches:
+        assert torch.equal(classes[target], LABELS[image_index])
+    assert len(MinibatchSampler(LABELS, classes, 4, pool=POOL,
+                                drop_last=True)) == expected.numel() // 4
+
+
+def test_minibatches_deterministic():
+    def epoch(sampler):
+        return torch.cat([b.image_index for b in sampler])
+
+    a = MinibatchSampler(LABELS, torch.arange(6), 5, generator=generator(2))
+    b = MinibatchSampler(LABELS, torch.arange(6), 5, generator=generator(2))
+    assert torch.equal(epoch(a), epoch(b))
+    state = a.state_dict()
+    first = epoch(a)
+    a.load_state_dict(state)
+    assert torch.equal(epoch(a), first)
+    assert not torch.equal(epoch(a), first)  # the next epoch differs
+    unshuffled = MinibatchSampler(LABELS, torch.tensor([1, 2]), 5,
+                                  shuffle=False, pool=POOL)
+    assert torch.equal(epoch(unshuffled), POOL[LABELS[POOL] <= 2][
+        LABELS[POOL][LABELS[POOL] <= 2] >= 1])
+    with pytest.raises(ValueError, match='unknown'):
+        MinibatchSampler(LABELS, torch.tensor([0, 7]), 5)

@@ -1,0 +1,346 @@
+import numpy as np
+import pytest
+import scipy.io
+import torch
+
+from apnet_pyg.data import ZSLDataset, load_xlsa17, packaged_root
+from apnet_pyg.data.xlsa17 import DATASETS
+
+# A tiny dataset in the exact real layout: 5 classes (0, 1, 2 seen; 3, 4
+# unseen), 12 images, attributes x classes, uint16 N x 1 index lists, C x 1
+# object array of names, features 2048 x N, labels N x 1 double.
+NAMES = ['antelope', 'grizzly+bear', 'killer+whale', 'beaver', 'dalmatian']
+LABELS = np.array([1, 1, 2, 2, 3, 3, 1, 2, 3, 4, 4, 5])  # 1-based
+TRAINVAL = np.array([1, 3, 5, 2, 4, 6])
+TEST_SEEN = np.array([7, 8, 9])
+TEST_UNSEEN = np.array([10, 11, 12])
+TRAIN = np.array([1, 2, 3, 4, 7, 8])  # classes 1, 2 (1-based)
+VAL = np.array([5, 6, 9])  # class 3
+
+
+def names_cell(names):
+    cell = np.empty((len(names), 1), dtype=object)
+    for i, name in enumerate(names):
+        cell[i, 0] = np.array([name])
+    return cell
+
+
+def index_list(index):
+    return np.asarray(index, dtype=np.uint16).reshape(-1, 1)
+
+
+def write_dataset(root, name='TOY', splits=None, features=None, lists=None,
+                  drop=(), seed=0):
+    rng = np.random.default_rng(seed)
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    att = rng.random((7, len(NAMES)))
+    mat = {
+        'allclasses_names': names_cell(NAMES),
+        'att': att / np.linalg.norm(att, axis=0, keepdims=True),
+        'original_att': 100 * att,
+        'trainval_loc': index_list(TRAINVAL),
+        'test_seen_loc': index_list(TEST_SEEN),
+        'test_unseen_loc': index_list(TEST_UNSEEN),
+        'train_loc': index_list(TRAIN),
+        'val_loc': index_list(VAL),
+    }
+    mat.update(splits or {})
+    for key in drop:
+        mat.pop(key, None)
+    scipy.io.savemat(folder / 'att_splits.mat', mat)
+    res = {
+        'features': rng.random((2048, LABELS.size)).astype(np.float32),
+        'labels': LABELS.astype(np.float64).reshape(-1, 1),
+        'image_files': names_cell([f'img_{i}.jpg' for i in
+                                   range(LABELS.size)]),
+    }
+    res.update(features or {})
+    for key in drop:
+        res.pop(key, None)
+    scipy.io.savemat(folder / 'res101.mat', res)
+    class_lists = {
+        'trainvalclasses.txt': NAMES[:3],
+        'testclasses.txt': NAMES[3:],
+        'trainclasses1.txt': NAMES[:2],
+        'valclasses1.txt': NAMES[2:3],
+    }
+    class_lists.update(lists or {})
+    for filename, names in class_lists.items():
+        if names is not None:
+            (folder / filename).write_text('\n'.join(names) + '\n')
+    return folder
+
+
+def test_load_tiny_dataset(tmp_path):
+    write_dataset(tmp_path)
+    data = load_xlsa17(tmp_path, 'TOY')
+    assert isinstance(data, ZSLDataset)
+    assert data.name == 'TOY' and data.class_names == NAMES
+    assert data.attributes.shape == (5, 7)
+    assert data.attributes.dtype == torch.float32
+    assert torch.allclose(data.attributes.norm(dim=1), torch.ones(5))
+    assert data.features.shape == (12, 2048)
+    assert data.features.dtype == torch.float32
+    assert data.labels.tolist() == (LABELS - 1).tolist()
+    assert data.trainval_loc.tolist() == (TRAINVAL - 1).tolist()
+    assert data.test_unseen_loc.tolist() == (TEST_UNSEEN - 1).tolist()
+    assert data.val_loc.tolist() == (VAL - 1).tolist()
+    assert data.seen_classes.tolist() == [0, 1, 2]
+    assert data.unseen_classes.tolist() == [3, 4]
+    assert data.train_classes.tolist() == [0, 1]
+    assert data.val_classes.tolist() == [2]
+    assert not data.simulated and data.simulation is None
+    assert data.num_classes == 5 and data.attribute_dim == 7
+    assert data.num_images == 12
+    # features[i] is column i of the 2048 x N matrix in the file.
+    raw = scipy.io.loadmat(tmp_path / 'TOY' / 'res101.mat')['features']
+    assert np.array_equal(data.features[4].numpy(), raw[:, 4])
+    # images_of: the training images of the train classes within trainval.
+    assert data.images_of(data.train_classes).tolist() == [0, 2, 1, 3]
+    assert data.images_of([2], 'test_seen').tolist() == [8]
+    assert 'TOY' in repr(data)
+
+
+def test_original_att_and_lowercase_name(tmp_path):
+    write_dataset(tmp_path, name='TOY')
+    data = load_xlsa17(tmp_path, 'toy', attributes='original_att')
+    raw = scipy.io.loadmat(tmp_path / 'TOY' / 'att_splits.mat')
+    assert np.allclose(data.attributes.numpy(), raw['original_att'].T)
+    with pytest.raises(ValueError, match="'att' or 'original_att'"):
+        load_xlsa17(tmp_path, 'TOY', attributes='w2v')
+
+
+def test_class_side_only(tmp_path):
+    write_dataset(tmp_path)
+    data = load_xlsa17(tmp_path, 'TOY', load_features=False)
+    assert data.features is None and data.labels is None
+    assert data.seen_classes.tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match='load_features=False'):
+        data.images_of([0])
+
+
+def test_classes_derived_from_labels_without_lists(tmp_path):
+    write_dataset(tmp_path, lists={'trainvalclasses.txt': None,
+                                   'testclasses.txt': None,
+                                   'trainclasses1.txt': None,
+                                   'valclasses1.txt': None})
+    for f in ('trainvalclasses', 'testclasses', 'trainclasses1',
+              'valclasses1'):
+        (tmp_path / 'TOY' / f'{f}.txt').unlink(missing_ok=True)
+    data = load_xlsa17(tmp_path, 'TOY')
+    assert data.seen_classes.tolist() == [0, 1, 2]
+    assert data.unseen_classes.tolist() == [3, 4]
+    assert data.train_classes is None and data.val_classes is None
+    with pytest.raises(FileNotFoundError, match='testclasses.txt'):
+        load_xlsa17(tmp_path, 'TOY', load_features=False)
+
+
+def test_packaged_root_needs_load_features_false():
+    with pytest.raises(FileNotFoundError, match='res101.mat.*not shipped'):
+        load_xlsa17(None, 'AWA2')
+
+
+# Bad input: one test per case -----------------------------------------------
+
+def test_missing_dataset_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No dataset folder 'TOY'"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_missing_features_file(tmp_path):
+    (write_dataset(tmp_path) / 'res101.mat').unlink()
+    with pytest.raises(FileNotFoundError, match='res101.mat'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_missing_splits_file(tmp_path):
+    (write_dataset(tmp_path) / 'att_splits.mat').unlink()
+    with pytest.raises(FileNotFoundError, match='att_splits.mat'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+@pytest.mark.parametrize('key', ['att', 'allclasses_names', 'trainval_loc',
+                                 'test_unseen_loc'])
+def test_missing_split_key(tmp_path, key):
+    write_dataset(tmp_path, drop=[key])
+    with pytest.raises(ValueError, match=f"no variable '{key}'"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+@pytest.mark.parametrize('key', ['features', 'labels'])
+def test_missing_feature_key(tmp_path, key):
+    write_dataset(tmp_path, drop=[key])
+    with pytest.raises(ValueError, match=f"res101.mat' has no variable "
+                                         f"'{key}'"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_wrong_key_type(tmp_path):
+    write_dataset(tmp_path, splits={'att': names_cell(NAMES)})
+    with pytest.raises(ValueError, match="'att' .* numeric"):
+        load_xlsa17(tmp_path, 'TOY')
+    write_dataset(tmp_path, splits={'allclasses_names': np.ones((5, 1))})
+    with pytest.raises(ValueError, match='cell array of strings'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_features_not_2048_by_n(tmp_path):
+    write_dataset(tmp_path, features={
+        'features': np.ones((LABELS.size, 2048), dtype=np.float32)})
+    with pytest.raises(ValueError, match='2048 x N.*looks transposed'):
+        load_xlsa17(tmp_path, 'TOY')
+    write_dataset(tmp_path, features={
+        'features': np.ones((512, LABELS.size), dtype=np.float32)})
+    with pytest.raises(ValueError, match='2048 x N'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_labels_not_n_by_1(tmp_path):
+    write_dataset(tmp_path, features={'labels': np.ones((12, 2))})
+    with pytest.raises(ValueError, match="'labels' .* N x 1"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_att_not_a_by_c(tmp_path):
+    rng = np.random.default_rng(0)
+    write_dataset(tmp_path, splits={'att': rng.random((5, 7))})
+    with pytest.raises(ValueError, match='A x C.*looks transposed'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+@pytest.mark.parametrize('bad', [0, 13])
+def test_index_outside_range(tmp_path, bad):
+    write_dataset(tmp_path, splits={
+        'test_unseen_loc': index_list([10, 11, bad])})
+    with pytest.raises(ValueError, match=r"test_unseen_loc.*outside 1\.\.12"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_overlapping_split_lists(tmp_path):
+    write_dataset(tmp_path, splits={'test_seen_loc': index_list([7, 8, 1])})
+    with pytest.raises(ValueError, match="'trainval_loc' and 'test_seen_loc' "
+                                         "in .* share 1 images"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+@pytest.mark.parametrize('bad', [0, 6])
+def test_label_outside_range(tmp_path, bad):
+    labels = LABELS.astype(np.float64).copy()
+    labels[0] = bad
+    write_dataset(tmp_path, features={'labels': labels.reshape(-1, 1)})
+    with pytest.raises(ValueError, match=r"'labels' .* outside 1\.\.5"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_non_integer_label(tmp_path):
+    labels = LABELS.astype(np.float64).copy()
+    labels[0] = 1.5
+    write_dataset(tmp_path, features={'labels': labels.reshape(-1, 1)})
+    with pytest.raises(ValueError, match='integers'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_seen_unseen_overlap(tmp_path):
+    write_dataset(tmp_path, lists={'testclasses.txt': NAMES[2:]})
+    with pytest.raises(ValueError, match="overlap.*killer\\+whale"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_test_unseen_labelled_with_seen_class(tmp_path):
+    labels = LABELS.copy()
+    labels[9] = 1  # image 10 is in test_unseen_loc
+    write_dataset(tmp_path, features={
+        'labels': labels.astype(np.float64).reshape(-1, 1)})
+    with pytest.raises(ValueError, match="test_unseen_loc.*with seen"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_trainval_labelled_with_unseen_class(tmp_path):
+    labels = LABELS.copy()
+    labels[0] = 4  # image 1 is in trainval_loc
+    write_dataset(tmp_path, features={
+        'labels': labels.astype(np.float64).reshape(-1, 1)})
+    with pytest.raises(ValueError, match="trainval_loc.*with unseen"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_unknown_class_name_in_list(tmp_path):
+    write_dataset(tmp_path, lists={'testclasses.txt': ['beaver', 'unicorn']})
+    with pytest.raises(ValueError, match="testclasses.txt.*unicorn"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_validation_classes_outside_seen(tmp_path):
+    write_dataset(tmp_path, lists={'valclasses1.txt': ['beaver']})
+    with pytest.raises(ValueError, match="valclasses1.txt.*not seen"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+@pytest.mark.parametrize('value', [np.nan, np.inf])
+def test_features_not_finite(tmp_path, value):
+    features = np.ones((2048, LABELS.size), dtype=np.float32)
+    features[3, 5] = value
+    write_dataset(tmp_path, features={'features': features})
+    with pytest.raises(ValueError, match=r"NaN or infinite .* \[6\]"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_matlab_v73_file(tmp_path):
+    pytest.importorskip('scipy')
+    try:
+        import h5py  # noqa: F401
+        pytest.skip('h5py installed: v7.3 files are readable')
+    except ImportError:
+        pass
+    folder = write_dataset(tmp_path)
+    # A v7.3 header: 116 bytes of text, 8 of subsystem offset, version 0x0200
+    # and the endian indicator; an HDF5 file follows at byte 512.
+    header = b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ')
+    header += b'\x00' * 8 + b'\x00\x02' + b'IM'
+    (folder / 'res101.mat').write_bytes(header.ljust(512, b'\x00') +
+                                        b'\x89HDF\r\n\x1a\n')
+    with pytest.raises(ValueError, match='v7.3 \\(HDF5\\).*h5py'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_not_a_mat_file(tmp_path):
+    folder = write_dataset(tmp_path)
+    (folder / 'att_splits.mat').write_bytes(b'hello')
+    with pytest.raises(ValueError, match='att_splits.mat'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+# Packaged class side --------------------------------------------------------
+
+# classes, seen, unseen, attribute dim, trainval, test seen, test unseen
+COUNTS = {
+    'SUN': (717, 645, 72, 102, 10320, 2580, 1440),
+    'CUB': (200, 150, 50, 312, 7057, 1764, 2967),
+    'AWA1': (50, 40, 10, 85, 19832, 4958, 5685),
+    'AWA2': (50, 40, 10, 85, 23527, 5882, 7913),
+    'APY': (32, 20, 12, 64, 5932, 1483, 7924),
+}
+
+
+@pytest.mark.parametrize('name', DATASETS)
+def test_packaged_class_side(name):
+    assert (packaged_root() / name / 'att_splits.mat').is_file()
+    data = load_xlsa17(None, name, load_features=False)
+    classes, seen, unseen, dim, trainval, test_seen, test_unseen = \
+        COUNTS[name]
+    assert data.num_classes == classes
+    assert data.seen_classes.numel() == seen
+    assert data.unseen_classes.numel() == unseen
+    assert data.attribute_dim == dim
+    assert data.trainval_loc.numel() == trainval
+    assert data.test_seen_loc.numel() == test_seen
+    assert data.test_unseen_loc.numel() == test_unseen
+    assert torch.allclose(data.attributes.norm(dim=1), torch.ones(classes),
+                          atol=1e-5)
+    train_val = torch.cat([data.train_classes, data.val_classes]).sort()[0]
+    assert torch.equal(train_val, data.seen_classes)
+    # The three lists partition the images 0..N-1.
+    every = torch.cat([data.trainval_loc, data.test_seen_loc,
+                       data.test_unseen_loc]).sort()[0]
+    assert torch.equal(every, torch.arange(every.numel()))
