@@ -1,0 +1,5 @@
+import sys
+
+from apnet_pyg.zsl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+r"""Zero-shot learning metrics of the xlsa17 protocol (Xian et al., 2018):
+per-class mean accuracy and the harmonic mean of seen and unseen accuracy."""
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+
+def per_class_accuracy(pred: Tensor, target: Tensor,
+                       classes: Optional[Tensor] = None) -> float:
+    r"""Mean over classes of the accuracy within each class (the benchmark's
+    "average per-class top-1 accuracy"), so that large classes do not
+    dominate.
+
+    Args:
+        pred (Tensor): Predicted class of each sample. Shape :obj:`[n]`.
+        target (Tensor): True class of each sample. Shape :obj:`[n]`.
+        classes (Tensor, optional): The classes to average over. Classes
+            without any sample in :obj:`target` are left out of the mean;
+            samples of other classes are ignored. :obj:`None` means the
+            classes present in :obj:`target`. (default: :obj:`None`)
+
+    Returns:
+        float: Accuracy in :obj:`[0, 1]`.
+    """
+    pred = torch.as_tensor(pred).view(-1).long()
+    target = torch.as_tensor(target).view(-1).long()
+    if pred.numel() != target.numel():
+        raise ValueError(f"'pred' and 'target' must have the same number of "
+                         f"elements (got {pred.numel()} and {target.numel()})")
+    if classes is None:
+        classes = target.unique()
+    classes = torch.as_tensor(classes).view(-1).long()
+    # Position of each sample's class in 'classes' (-1: not counted).
+    size = int(max(classes.max(), target.max(), 0)) + 1 \
+        if target.numel() else int(classes.max()) + 1
+    position = torch.full((size, ), -1, dtype=torch.long)
+    position[classes] = torch.arange(classes.numel())
+    slot = position[target]
+    keep = slot >= 0
+    slot = slot[keep]
+    total = torch.bincount(slot, minlength=classes.numel())
+    hits = torch.bincount(slot[(pred[keep] == target[keep])],
+                          minlength=classes.numel())
+    present = total > 0
+    if not bool(present.any()):
+        raise ValueError("None of 'classes' has a sample in 'target'")
+    return float((hits[present].double() / total[present]).mean())
+
+
+def harmonic_mean(seen: Union[float, Tensor],
+                  unseen: Union[float, Tensor]) -> float:
+    r"""Harmonic mean :math:`H = 2 s u / (s + u)` of the seen and unseen
+    accuracy of generalised zero-shot learning (:obj:`0` when both are
+    :obj:`0`)."""
+    seen, unseen = float(seen), float(unseen)
+    if seen + unseen == 0:
+        return 0.0
+    return 2 * seen * unseen / (seen + unseen)

@@ -1,0 +1,74 @@
+r"""Figure 2 of the APNet paper: a t-SNE map of the propagated class
+vectors, seen and unseen classes in two colours, with the edges of the
+learned class graph."""
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+
+from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.nn.models.apnet import APNet
+from apnet_pyg.zsl.class_graph import ClassPrior
+
+
+@torch.no_grad()
+def plot_class_vectors(model: APNet, data: ZSLDataset,
+                       out: Union[str, Path], seed: int = 0,
+                       prior: Optional[ClassPrior] = None) -> Path:
+    r"""Writes the t-SNE figure of the class vectors of all classes (graph
+    over all classes, as in GZSL) to :obj:`out` (PNG) and returns the path.
+    Needs :obj:`matplotlib` and :obj:`scikit-learn` (the :obj:`plot`
+    extra)."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+        from sklearn.manifold import TSNE
+    except ImportError as error:  # pragma: no cover
+        raise ImportError("The plot needs matplotlib and scikit-learn: "
+                          "pip install 'apnet_pyg[plot]'") from error
+    model.eval()
+    device = next(model.parameters()).device
+    attributes = data.attributes.to(device)
+    initial = model.encoder(attributes)
+    edge_index = torch.zeros(2, 0, dtype=torch.long)
+    if model.graph == 'wordnet':
+        prior = prior or ClassPrior.wordnet(data.name, data.class_names)
+        edge_index = prior.subgraph(torch.arange(data.num_classes))[0]
+    elif model.graph == 'learned':
+        edge_index = model.class_graph(initial)[0]
+    vectors = model.class_vectors(
+        attributes,
+        prior.subgraph(torch.arange(data.num_classes, device=device))
+        if prior is not None else None).cpu().numpy()
+
+    perplexity = min(30.0, (data.num_classes - 1) / 3)
+    points = TSNE(n_components=2, perplexity=perplexity, init='pca',
+                  random_state=seed).fit_transform(vectors)
+
+    unseen = torch.zeros(data.num_classes, dtype=torch.bool)
+    unseen[data.unseen_classes] = True
+    figure, axis = plt.subplots(figsize=(9, 8))
+    for source, target in edge_index.t().tolist():
+        if source < target:  # Undirected: draw each pair once.
+            axis.plot(*points[[source, target]].T, color='0.75', lw=0.6,
+                      zorder=1)
+    for mask, colour, name in [(~unseen, 'tab:blue', 'seen'),
+                               (unseen, 'tab:red', 'unseen')]:
+        axis.scatter(*points[mask.numpy()].T, c=colour, s=22, label=name,
+                     zorder=2)
+    if data.num_classes <= 60:
+        for index, name in enumerate(data.class_names):
+            axis.annotate(name, points[index], fontsize=7, alpha=0.8)
+    title = f'{data.name}: propagated class vectors, {model.graph} graph'
+    if data.simulated:
+        title += ' (SIMULATED features)'
+    axis.set_title(title)
+    axis.legend()
+    axis.set_xticks([])
+    axis.set_yticks([])
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120, bbox_inches='tight')
+    plt.close(figure)
+    return out

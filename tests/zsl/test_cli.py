@@ -1,0 +1,73 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from apnet_pyg.zsl.cli import format_table, main
+
+SMALL = ['--epochs', '2', '--iterations-per-epoch', '3', '--n-way', '4',
+         '--no-progress']
+
+
+def test_cli_train_evaluate_plot(tiny_root, tmp_path, capsys):
+    run_dir = tmp_path / 'run'
+    assert main(['train', '--dataset', 'TINY', '--root', str(tiny_root),
+                 '--out', str(run_dir), '--graph', 'wordnet', '--recipe',
+                 'fast'] + SMALL) == 0
+    printed = capsys.readouterr().out
+    assert 'SIMULATED features' in printed and '| ZSL acc |' in printed
+    metrics = json.loads((run_dir / 'metrics.json').read_text())
+    assert metrics['config']['graph'] == 'wordnet'
+    assert metrics['config']['epochs'] == 2
+    assert metrics['simulated'] is True
+    assert (run_dir / 'model.pt').exists()
+
+    assert main(['evaluate', '--run', str(run_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert f"| {metrics['zsl_acc']:.1f} |" in printed
+
+    assert main(['plot', '--run', str(run_dir), '--out',
+                 str(tmp_path / 'tsne.png')]) == 0
+    assert (tmp_path / 'tsne.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
+    # The pipeline reuses simulated data found in OUT/data:
+    out = tmp_path / 'demo'
+    (out / 'data').mkdir(parents=True)
+    (out / 'data' / 'TINY').symlink_to(tiny_root / 'TINY')
+    assert main(['pipeline', '--dataset', 'TINY', '--out', str(out),
+                 '--model-selection', 'none'] + SMALL) == 0
+    printed = capsys.readouterr().out
+    assert 'reusing' in printed and 'SIMULATED' in printed
+    metrics = json.loads((out / 'run' / 'metrics.json').read_text())
+    assert metrics['model_selection'].startswith('none')
+    assert metrics['config']['lr'] == 1e-4  # the fast recipe
+
+
+def test_cli_errors(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match="No dataset folder 'NOPE'"):
+        main(['train', '--dataset', 'NOPE', '--root', str(tmp_path),
+              '--out', str(tmp_path / 'x')])
+    with pytest.raises(SystemExit, match='no metrics.json'):
+        main(['evaluate', '--run', str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(['train', '--dataset', 'TINY', '--root', str(tmp_path),
+              '--out', str(tmp_path), '--graph', 'knn'])
+    assert "invalid choice: 'knn'" in capsys.readouterr().err
+
+
+def test_format_table():
+    table = format_table({'dataset': 'AWA2', 'simulated': True,
+                          'zsl_acc': 60.04, 'gzsl_seen': 80.0,
+                          'gzsl_unseen': 20.0, 'gzsl_h': 32.0})
+    assert table.splitlines()[0] == \
+        'AWA2: SIMULATED features (not a benchmark result)'
+    assert table.splitlines()[-1] == '| 60.0 | 80.0 | 20.0 | 32.0 |'
+
+
+def test_python_module_entry_point():
+    result = subprocess.run([sys.executable, '-m', 'apnet_pyg.zsl', '--help'],
+                            capture_output=True, text=True, check=True)
+    assert 'simulate' in result.stdout and 'pipeline' in result.stdout

@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+import torch
+
+from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl, predict_eszsl
+from apnet_pyg.zsl.metrics import per_class_accuracy
+
+
+def explicit_eszsl(x, y, s, gamma, lam, signed):
+    # The paper's formula with explicit X (d x n), Y (n x z), S (a x z).
+    eye = np.eye
+    targets = np.where(y, 1.0, -1.0 if signed else 0.0)
+    return np.linalg.inv(x @ x.T + gamma * eye(x.shape[0])) @ x @ targets \
+        @ s.T @ np.linalg.inv(s @ s.T + lam * eye(s.shape[0]))
+
+
+@pytest.mark.parametrize('signed', [True, False])
+def test_closed_form_matches_formula(signed):
+    rng = np.random.default_rng(0)
+    features = rng.standard_normal((30, 6))
+    attributes = rng.standard_normal((7, 4))
+    classes = np.array([1, 2, 4, 6])
+    labels = classes[rng.integers(0, 4, 30)]
+    v = fit_eszsl(torch.from_numpy(features), torch.from_numpy(labels),
+                  torch.from_numpy(attributes), torch.from_numpy(classes),
+                  gamma=0.5, lam=2.0, signed_targets=signed)
+    y = labels[:, None] == classes[None, :]
+    expected = explicit_eszsl(features.T, y, attributes[classes].T, 0.5, 2.0,
+                              signed)
+    assert v.shape == (6, 4)
+    assert np.allclose(v.numpy(), expected)
+    scores = eszsl_scores(v, torch.from_numpy(features),
+                          torch.from_numpy(attributes), torch.tensor([0, 3]))
+    assert np.allclose(scores.numpy(),
+                       features @ expected @ attributes[[0, 3]].T)
+
+
+def test_known_answer_transfers_to_unseen_classes():
+    # Features are an invertible linear image of the attributes, x = A s_y,
+    # and the 6 seen classes have orthonormal attributes (S S^T = I). With
+    # {0, 1} targets and vanishing ridges the closed form is then exactly
+    # V = A^{-T}, whatever the class sizes, so x^T V s_c = s_y^T s_c: every
+    # unseen class (unit attributes) is recognised.
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=gen,
+                                       dtype=torch.float64))
+    unseen_attributes = torch.nn.functional.normalize(
+        torch.randn(4, 6, generator=gen, dtype=torch.float64), dim=1)
+    attributes = torch.cat([q, unseen_attributes])  # [10, 6]
+    mixing = torch.randn(6, 6, generator=gen, dtype=torch.float64) + \
+        3 * torch.eye(6, dtype=torch.float64)  # A^T, well conditioned
+    seen, unseen = torch.arange(6), torch.arange(6, 10)
+    labels = torch.tensor([0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5, 5])
+    v = fit_eszsl(attributes[labels] @ mixing, labels, attributes, seen,
+                  gamma=1e-9, lam=1e-9, signed_targets=False)
+    assert torch.allclose(v, torch.linalg.inv(mixing), atol=1e-5)
+
+    test_labels = unseen.repeat_interleave(5)
+    x = attributes[test_labels] @ mixing
+    x = x + 0.01 * torch.randn(x.shape, generator=gen, dtype=torch.float64)
+    pred = predict_eszsl(v, x, attributes, unseen)
+    assert torch.isin(pred, unseen).all()
+    assert per_class_accuracy(pred, test_labels, unseen) == 1.0
+    # Generalised ZSL: among all 10 classes the unseen images still win.
+    pred = predict_eszsl(v, x, attributes, torch.arange(10))
+    assert per_class_accuracy(pred, test_labels, unseen) == 1.0
+
+
+def test_bad_input():
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError, match='not in'):
+        fit_eszsl(x, torch.tensor([0, 1, 2, 2]), torch.randn(3, 2),
+                  torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r'\[n, d\]'):
+        fit_eszsl(x, torch.tensor([0, 1]), torch.randn(3, 2),
+                  torch.tensor([0, 1]))
