@@ -41,9 +41,16 @@ def _graph_ranges(
     return list(zip(starts, ends)), perm
 
 
-def _normalized_rows(x: Tensor) -> Tensor:
+def _normalized_graphs(
+    x: Tensor, batch: Optional[Tensor]
+) -> Tuple[Tensor, List[Tuple[int, int]], Optional[Tensor]]:
+    r"""Unit-norm rows of :obj:`x`, ordered so that every graph of
+    :obj:`batch` is a contiguous range, the ranges, and the permutation
+    applied (:obj:`None` if none was needed)."""
     check_node_features(x, 'x')
-    return F.normalize(x.detach(), p=2.0, dim=-1)
+    h = F.normalize(x.detach(), p=2.0, dim=-1)
+    ranges, perm = _graph_ranges(batch, h.size(0))
+    return (h if perm is None else h[perm]), ranges, perm
 
 
 def _row_blocks(start: int, end: int, columns: int,
@@ -104,11 +111,8 @@ def cosine_threshold_graph(
     """
     if not -1.0 <= float(threshold) <= 1.0:
         raise ValueError(f"'threshold' must lie in [-1, 1] (got {threshold})")
-    h = _normalized_rows(x)
+    h, ranges, perm = _normalized_graphs(x, batch)
     num_nodes = h.size(0)
-    ranges, perm = _graph_ranges(batch, num_nodes)
-    if perm is not None:
-        h = h[perm]
 
     source, target = [], []
     for start, end in ranges:
@@ -169,11 +173,8 @@ def cosine_knn_graph(
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"'k' must be a positive integer (got {k})")
-    h = _normalized_rows(x)
+    h, ranges, perm = _normalized_graphs(x, batch)
     num_nodes = h.size(0)
-    ranges, perm = _graph_ranges(batch, num_nodes)
-    if perm is not None:
-        h = h[perm]
 
     source, target = [], []
     for start, end in ranges:

@@ -25,28 +25,56 @@ from apnet_pyg.utils import (
     check_node_features,
 )
 
-def projection(in_channels: int, proj_channels: Optional[int]) -> torch.nn.Module:
-    r"""The bias-free projection :math:`f` shared by :class:`APNetConv` and
-    :class:`~apnet_pyg.nn.DenseAPNetConv` (identity for
-    :obj:`proj_channels=None`)."""
-    if proj_channels is None:
-        return torch.nn.Identity()
-    if proj_channels <= 0:
-        raise ValueError(f"'proj_channels' must be positive or None "
-                         f"(got {proj_channels})")
-    return Linear(in_channels, proj_channels, bias=False,
-                  weight_initializer='glorot')
+class PropagationParameters:
+    r"""The parameters shared by :class:`APNetConv` and
+    :class:`~apnet_pyg.nn.DenseAPNetConv` (same names, so their
+    :obj:`state_dict` is interchangeable): the bias-free projection
+    :math:`f` (:obj:`lin`, identity for :obj:`proj_channels=None`) and the
+    temperature :math:`\gamma` (a parameter if learned, else a buffer)."""
+    def _init_propagation(self, in_channels: int,
+                          proj_channels: Optional[int], temperature: float,
+                          learn_temperature: bool, add_self_loops: bool,
+                          num_steps: int) -> None:
+        if not math.isfinite(temperature):
+            raise ValueError(f"'temperature' must be finite "
+                             f"(got {temperature})")
+        if not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"'num_steps' must be a positive integer "
+                             f"(got {num_steps})")
+        self.in_channels = in_channels
+        self.proj_channels = proj_channels
+        self.initial_temperature = float(temperature)
+        self.learn_temperature = learn_temperature
+        self.add_self_loops = add_self_loops
+        self.num_steps = num_steps
+
+        if proj_channels is None:
+            self.lin = torch.nn.Identity()
+        elif proj_channels <= 0:
+            raise ValueError(f"'proj_channels' must be positive or None "
+                             f"(got {proj_channels})")
+        else:
+            self.lin = Linear(in_channels, proj_channels, bias=False,
+                              weight_initializer='glorot')
+        if learn_temperature:
+            self.temperature = Parameter(torch.empty(()))
+        else:
+            self.register_buffer('temperature', torch.empty(()))
+
+    def _reset_propagation(self) -> None:
+        if hasattr(self.lin, 'reset_parameters'):
+            self.lin.reset_parameters()
+        with torch.no_grad():
+            self.temperature.fill_(self.initial_temperature)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.in_channels}, '
+                f'proj_channels={self.proj_channels}, '
+                f'temperature={self.initial_temperature}, '
+                f'num_steps={self.num_steps})')
 
 
-def check_conv_arguments(temperature: float, num_steps: int) -> None:
-    if not math.isfinite(temperature):
-        raise ValueError(f"'temperature' must be finite (got {temperature})")
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"'num_steps' must be a positive integer "
-                         f"(got {num_steps})")
-
-
-class APNetConv(MessagePassing):
+class APNetConv(PropagationParameters, MessagePassing):
     r"""The attribute propagation layer from the `"Attribute Propagation
     Network for Graph Zero-shot Learning" <https://arxiv.org/abs/2009.11816>`_
     paper (APNet).
@@ -137,30 +165,14 @@ class APNetConv(MessagePassing):
     ):
         kwargs.setdefault('aggr', 'add')
         super().__init__(**kwargs)
-        check_conv_arguments(temperature, num_steps)
-
-        self.in_channels = in_channels
-        self.proj_channels = proj_channels
-        self.initial_temperature = float(temperature)
-        self.learn_temperature = learn_temperature
-        self.add_self_loops = add_self_loops
-        self.num_steps = num_steps
+        self._init_propagation(in_channels, proj_channels, temperature,
+                               learn_temperature, add_self_loops, num_steps)
         self.fused = fused
-
-        self.lin = projection(in_channels, proj_channels)
-        if learn_temperature:
-            self.temperature = Parameter(torch.empty(()))
-        else:
-            self.register_buffer('temperature', torch.empty(()))
-
         self.reset_parameters()
 
     def reset_parameters(self):
         super().reset_parameters()
-        if hasattr(self.lin, 'reset_parameters'):
-            self.lin.reset_parameters()
-        with torch.no_grad():
-            self.temperature.fill_(self.initial_temperature)
+        self._reset_propagation()
 
     def forward(
         self,
@@ -306,9 +318,3 @@ class APNetConv(MessagePassing):
         if layout == torch.sparse_csc:
             return to_torch_csc_tensor(index_t, alpha, size)
         return to_torch_coo_tensor(index_t, alpha, size)
-
-    def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}({self.in_channels}, '
-                f'proj_channels={self.proj_channels}, '
-                f'temperature={self.initial_temperature}, '
-                f'num_steps={self.num_steps})')

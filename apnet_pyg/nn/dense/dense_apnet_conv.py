@@ -3,13 +3,12 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn import Parameter
 
-from apnet_pyg.nn.conv.apnet_conv import check_conv_arguments, projection
+from apnet_pyg.nn.conv.apnet_conv import PropagationParameters
 from apnet_pyg.utils import check_node_features
 
 
-class DenseAPNetConv(torch.nn.Module):
+class DenseAPNetConv(PropagationParameters, torch.nn.Module):
     r"""See :class:`apnet_pyg.nn.APNetConv`: the same layer on dense
     (padded, batched) graphs,
 
@@ -66,28 +65,12 @@ class DenseAPNetConv(torch.nn.Module):
         num_steps: int = 1,
     ):
         super().__init__()
-        check_conv_arguments(temperature, num_steps)
-
-        self.in_channels = in_channels
-        self.proj_channels = proj_channels
-        self.initial_temperature = float(temperature)
-        self.learn_temperature = learn_temperature
-        self.add_self_loops = add_self_loops
-        self.num_steps = num_steps
-
-        self.lin = projection(in_channels, proj_channels)
-        if learn_temperature:
-            self.temperature = Parameter(torch.empty(()))
-        else:
-            self.register_buffer('temperature', torch.empty(()))
-
+        self._init_propagation(in_channels, proj_channels, temperature,
+                               learn_temperature, add_self_loops, num_steps)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if hasattr(self.lin, 'reset_parameters'):
-            self.lin.reset_parameters()
-        with torch.no_grad():
-            self.temperature.fill_(self.initial_temperature)
+        self._reset_propagation()
 
     def forward(
         self,
@@ -187,9 +170,3 @@ class DenseAPNetConv(torch.nn.Module):
             mask = mask.bool()
             edges = edges & mask.unsqueeze(1) & mask.unsqueeze(2)
         return edges
-
-    def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}({self.in_channels}, '
-                f'proj_channels={self.proj_channels}, '
-                f'temperature={self.initial_temperature}, '
-                f'num_steps={self.num_steps})')
