@@ -148,7 +148,6 @@ control) leaves the labels and every other random draw unchanged.
 import json
 import os
 import shutil
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union

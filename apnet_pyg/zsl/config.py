@@ -5,8 +5,14 @@ r"""Training configurations of the APNet pipeline.
 and weight decay :math:`10^{-4}`, 360 epochs, the learning rate multiplied
 by 0.1 at epoch 240, episodes of :math:`N = 30` classes :math:`\times`
 :math:`K = 1` image, and :math:`|X_{train}| / (N K)` episodes per epoch.
-:data:`FAST` is the short recipe of the offline demo; its validation
-accuracy is compared with :data:`PAPER` in the README.
+:data:`FAST` is the short recipe of the offline demo: the paper's optimiser
+(Adam, learning rate :math:`2 \cdot 10^{-5}`, weight decay
+:math:`10^{-4}`) for 20 epochs of 200 episodes. On simulated AWA2 (seed 0),
+the validation ZSL accuracy of the paper's optimiser stops improving after
+about 4,000 episodes: 64.9% at 4,000 episodes, 65.3% +- 0.5 over episodes
+4,200 to 8,000. A learning rate of :math:`10^{-4}` learns faster at first
+but settles lower (60 to 64%, 63.2% with a decay after 1,600 episodes),
+and :math:`3 \cdot 10^{-4}` or more diverges. See the README.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -103,8 +109,8 @@ class TrainConfig:
 #: The paper's recipe.
 PAPER = TrainConfig()
 
-#: A short recipe for the offline demo (a few minutes on 2 CPU cores).
-FAST = TrainConfig(lr=1e-4, epochs=4, lr_decay_epoch=3,
-                   iterations_per_epoch=200)
+#: The offline demo's recipe: the paper's optimiser for 20 x 200 episodes
+#: (a few minutes on 2 CPU cores).
+FAST = TrainConfig(epochs=20, lr_decay_epoch=None, iterations_per_epoch=200)
 
 RECIPES = {'paper': PAPER, 'fast': FAST}

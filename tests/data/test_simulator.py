@@ -179,8 +179,9 @@ def test_bad_options_and_real_files(tmp_path):
 
 def test_command_line(tmp_path, capsys):
     write_class_side(tmp_path / 'real')
-    cli_main(['simulate', '--dataset', 'TOY', '--out', str(tmp_path / 'sim'), '--data-root',
-          str(tmp_path / 'real'), '--seed', '4', '--shared-strength', '0'])
+    cli_main(['simulate', '--dataset', 'TOY', '--out', str(tmp_path / 'sim'),
+              '--data-root', str(tmp_path / 'real'), '--seed', '4',
+              '--shared-strength', '0'])
     assert 'wrote' in capsys.readouterr().out
     data = load_xlsa17(tmp_path / 'sim', 'TOY')
     assert data.simulation['seed'] == 4
@@ -192,8 +193,9 @@ def test_dataset_defaults(tmp_path):
     assert default_options('cub')['isotropic_noise'] == 8.0
     write_class_side(tmp_path / 'real', name='CUB')
     # Unset command-line flags keep the dataset's values; set ones win.
-    cli_main(['simulate', '--dataset', 'CUB', '--out', str(tmp_path / 'sim'), '--data-root',
-          str(tmp_path / 'real'), '--residual-strength', '0.5'])
+    cli_main(['simulate', '--dataset', 'CUB', '--out', str(tmp_path / 'sim'),
+              '--data-root', str(tmp_path / 'real'),
+              '--residual-strength', '0.5'])
     options = load_xlsa17(tmp_path / 'sim', 'CUB').simulation['options']
     assert options['isotropic_noise'] == 8.0
     assert options['residual_strength'] == 0.5

@@ -43,7 +43,9 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     assert 'reusing' in printed and 'SIMULATED' in printed
     metrics = json.loads((out / 'run' / 'metrics.json').read_text())
     assert metrics['model_selection'].startswith('none')
-    assert metrics['config']['lr'] == 1e-4  # the fast recipe
+    # The fast recipe, with the command line's overrides:
+    assert metrics['config']['iterations_per_epoch'] == 3
+    assert metrics['config']['lr_decay_epoch'] is None
 
 
 def test_cli_errors(tmp_path, capsys):

@@ -25,6 +25,7 @@ from apnet_pyg.utils import (
     check_node_features,
 )
 
+
 class PropagationParameters:
     r"""The parameters shared by :class:`APNetConv` and
     :class:`~apnet_pyg.nn.DenseAPNetConv` (same names, so their
@@ -187,14 +188,18 @@ class APNetConv(PropagationParameters, MessagePassing):
         Args:
             x (torch.Tensor): The input node features.
             edge_index (torch.Tensor or SparseTensor): The edge indices, or a
-                sparse adjacency :obj:`adj_t` (row = target node).
+                sparse adjacency :obj:`adj_t` (row = target node; a
+                :obj:`torch.sparse` tensor, or :obj:`torch_sparse`'s
+                :obj:`SparseTensor` when that is installed).
             edge_weight (torch.Tensor, optional): Strictly positive prior
                 weights :math:`w_{i,j}`, one per edge. (default: :obj:`None`)
             return_attention_weights (bool, optional): Will additionally
                 return :obj:`(edge_index, attention_weights)` (the edges
                 including the added self-loops), or, for a sparse adjacency,
-                the adjacency with the attention as its values, whenever it
-                is set to a value, regardless of its actual value.
+                the adjacency with the attention as its values (in the
+                input's layout; a COO tensor for a :obj:`SparseTensor`),
+                whenever it is set to a value, regardless of its actual
+                value.
                 (default: :obj:`None`)
         """
         check_node_features(x, 'x', channels=self.in_channels)

@@ -1,0 +1,95 @@
+r"""Smoke tests of the benchmark suite: the smallest configuration runs
+through the real code path (worker processes, CSV, summary, plots) in a few
+seconds, so the suite cannot rot. The benchmarks themselves are not tests."""
+import csv
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
+    sys.path.insert(0, str(ROOT))
+
+pytest.importorskip('psutil')
+pytest.importorskip('matplotlib')
+
+from benchmarks import propagation  # noqa: E402
+from benchmarks.__main__ import main  # noqa: E402
+
+
+def read_rows(path: Path):
+    with open(path, newline='') as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def test_propagation_smallest_configuration(tmp_path):
+    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '40',
+          '--degrees', '4', '--features', '16', '--methods', 'apnet_sparse',
+          'apnet_dense', '--min-runs', '2', '--min-time', '0'])
+
+    columns, rows = read_rows(tmp_path / 'propagation.csv')
+    assert tuple(columns) == propagation.COLUMNS
+    assert len(rows) == 4  # 2 methods x 2 passes
+    assert {row['pass'] for row in rows} == set(propagation.PASSES)
+    for row in rows:
+        assert row['status'] == 'ok', row['note']
+        assert (row['N'], row['E'], row['F']) == ('40', '160', '16')
+        assert int(row['runs']) >= 2
+        assert 0 < float(row['min_ms']) <= float(row['median_ms'])
+        assert float(row['peak_mb']) >= 0
+        assert row['proj_channels'] == str(propagation.PROJ_CHANNELS)
+        assert row['load_start'] and row['load_end'] and row['other_cores']
+
+    summary = (tmp_path / 'README.md').read_text()
+    for section in ('## Headline', '## Machine', '## Method',
+                    '## Sparse / dense crossover', '## Plots'):
+        assert section in summary
+    for name in ('time_F16.png', 'memory_F16.png', 'crossover.png'):
+        assert (tmp_path / name).stat().st_size > 1000
+        assert f'({name})' in summary
+
+
+def test_propagation_records_skips_without_running(tmp_path):
+    # Nothing fits in 1 MB: every pass is skipped from the estimate alone.
+    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '40',
+          '--degrees', '4', '--features', '16', '--methods', 'gat',
+          '--memory-cap-gb', '0.001'])
+    _, rows = read_rows(tmp_path / 'propagation.csv')
+    assert [row['status'] for row in rows] == ['skipped', 'skipped']
+    assert all(row['note'].startswith('memory:') for row in rows)
+    assert '## Skipped and failed passes' in (tmp_path / 'README.md'
+                                              ).read_text()
+
+
+def test_random_graph_has_exact_size():
+    for num_nodes, degree in [(50, 4), (50, 30), (50, 'complete')]:
+        graph = propagation.random_graph_spec(num_nodes, degree)
+        edge_index = propagation.build_edge_index(graph, seed=0)
+        source, target = edge_index.tolist()
+        pairs = set(zip(source, target))
+        assert len(pairs) == edge_index.size(1) == graph.num_edges
+        assert all(s != t for s, t in pairs)
+        assert all((t, s) in pairs for s, t in pairs)
+    assert propagation.random_graph_spec(50, 'complete').num_edges == 50 * 49
+
+
+def test_crossover_interpolates_in_log_space():
+    def row(method, degree, ms):
+        return {'method': method, 'N': 1000, 'F': 256, 'pass': 'forward',
+                'status': 'ok', 'graph': 'random', 'degree': degree,
+                'min_ms': ms}
+
+    # Sparse time proportional to the degree, dense flat at 40 ms: equal at
+    # degree 40, which log-log interpolation between 16 and 64 recovers.
+    rows = [row('apnet_sparse', d, float(d)) for d in (4, 16, 64)]
+    rows += [row('apnet_dense', d, 40.0) for d in (4, 64)]
+    crossover = propagation.find_crossover(rows, 1000, 256, 'forward')
+    assert crossover['bracket'] == (16, 64)
+    assert math.isclose(crossover['degree'], 40.0, rel_tol=1e-9)
+
+    dense_always = rows[:3] + [row('apnet_dense', 4, 1.0)]
+    assert propagation.find_crossover(dense_always, 1000, 256,
+                                      'forward')['bound'] == 'below'
