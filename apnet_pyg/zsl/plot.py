@@ -30,17 +30,17 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     model.eval()
     device = next(model.parameters()).device
     attributes = data.attributes.to(device)
-    initial = model.encoder(attributes)
-    edge_index = torch.zeros(2, 0, dtype=torch.long)
+    every_class = torch.arange(data.num_classes, device=device)
+    subgraph = None
     if model.graph == 'wordnet':
         prior = prior or ClassPrior.wordnet(data.name, data.class_names)
-        edge_index = prior.subgraph(torch.arange(data.num_classes))[0]
-    elif model.graph == 'learned':
-        edge_index = model.class_graph(initial)[0]
-    vectors = model.class_vectors(
-        attributes,
-        prior.subgraph(torch.arange(data.num_classes, device=device))
-        if prior is not None else None).cpu().numpy()
+        subgraph = prior.subgraph(every_class)
+    vectors = model.class_vectors(attributes, subgraph)
+    edge_index = torch.zeros(2, 0, dtype=torch.long)
+    if model.graph != 'none':
+        edge_index = model.class_graph(model.encoder(attributes),
+                                       subgraph)[0].cpu()
+    vectors = vectors.cpu().numpy()
 
     perplexity = min(30.0, (data.num_classes - 1) / 3)
     points = TSNE(n_components=2, perplexity=perplexity, init='pca',
