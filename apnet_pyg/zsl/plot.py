@@ -37,9 +37,10 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
         subgraph = prior.subgraph(every_class)
     vectors = model.class_vectors(attributes, subgraph)
     edge_index = torch.zeros(2, 0, dtype=torch.long)
-    if model.graph != 'none':
-        edge_index = model.class_graph(model.encoder(attributes),
-                                       subgraph)[0].cpu()
+    if model.graph == 'learned':
+        edge_index = model.class_graph(model.encoder(attributes))[0].cpu()
+    elif model.graph == 'wordnet':  # Fully connected: draw d <= 2 only.
+        edge_index = subgraph[0][:, subgraph[1] >= 0.5].cpu()
     vectors = vectors.cpu().numpy()
 
     perplexity = min(30.0, (data.num_classes - 1) / 3)
@@ -61,6 +62,8 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
         for index, name in enumerate(data.class_names):
             axis.annotate(name, points[index], fontsize=7, alpha=0.8)
     title = f'{data.name}: propagated class vectors, {model.graph} graph'
+    if model.graph == 'wordnet':
+        title += ' (edges: WordNet distance <= 2)'
     if data.simulated:
         title += ' (SIMULATED features)'
     axis.set_title(title)
