@@ -16,30 +16,19 @@ import torch
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.zsl import RECIPES, harmonic_mean, per_class_accuracy, run
-from apnet_pyg.zsl.eszsl import fit_eszsl, predict_eszsl
+from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
 
 GRAPHS = ['none', 'wordnet', 'learned']
-GRID = [10.0**p for p in range(-3, 4)]
 
 
 def eszsl_row(data):
     """ESZSL with (gamma, lambda) chosen by ZSL accuracy on the validation
     classes, refitted on all seen classes."""
-    train = data.images_of(data.train_classes)
-    val = data.images_of(data.val_classes)
-
-    def validation_accuracy(gamma, lam):
-        v = fit_eszsl(data.features[train], data.labels[train],
-                      data.attributes, data.train_classes, gamma, lam)
-        pred = predict_eszsl(v, data.features[val], data.attributes,
-                             data.val_classes)
-        return per_class_accuracy(pred, data.labels[val], data.val_classes)
-
-    gamma, lam = max(itertools.product(GRID, GRID),
-                     key=lambda p: validation_accuracy(*p))
-    seen = data.trainval_loc
-    v = fit_eszsl(data.features[seen], data.labels[seen], data.attributes,
-                  data.seen_classes, gamma, lam)
+    v, _, _ = fit_eszsl_validated(
+        data.features, data.labels, data.attributes, data.train_classes,
+        data.images_of(data.train_classes), data.val_classes,
+        data.images_of(data.val_classes), data.seen_classes,
+        data.trainval_loc)
 
     def accuracy(index, candidates, classes):
         pred = predict_eszsl(v, data.features[index], data.attributes,
@@ -54,7 +43,7 @@ def eszsl_row(data):
     return zsl, s, u, harmonic_mean(s, u)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', default='AWA2')
     parser.add_argument('--root', default=None,
@@ -63,11 +52,20 @@ def main():
     parser.add_argument('--out-dir', default='runs/ablation')
     parser.add_argument('--out', default=None, help='markdown file')
     parser.add_argument('--recipe', choices=sorted(RECIPES), default='fast')
+    parser.add_argument('--epochs', type=int, default=None,
+                        help='overrides the recipe')
+    parser.add_argument('--iterations-per-epoch', type=int, default=None,
+                        help='overrides the recipe')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--trainings', nargs='+',
+                        default=['minibatch', 'episodic'],
+                        choices=['minibatch', 'episodic'])
+    parser.add_argument('--graphs', nargs='+', default=GRAPHS,
+                        choices=GRAPHS)
     parser.add_argument('--shared-strength', type=float, default=None,
                         help='simulator option (0: the control without '
                         'information shared between related classes)')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     out_dir = Path(args.out_dir)
     root = args.root
@@ -80,10 +78,14 @@ def main():
     data = load_xlsa17(root, args.dataset)
 
     rows = []
-    for training, graph in itertools.product(['minibatch', 'episodic'],
-                                             GRAPHS):
+    for training, graph in itertools.product(args.trainings, args.graphs):
+        overrides = {
+            key: getattr(args, key)
+            for key in ('epochs', 'iterations_per_epoch')
+            if getattr(args, key) is not None
+        }
         config = RECIPES[args.recipe].replace(graph=graph, training=training,
-                                              seed=args.seed)
+                                              seed=args.seed, **overrides)
         print(f'training: {training}, graph: {graph}', flush=True)
         metrics = run(data, config, out_dir / f'{training}-{graph}',
                       progress=False)
@@ -96,9 +98,10 @@ def main():
         if data.simulated else ''
     lines = [
         f'### {data.name}{simulated}', '',
-        f'Recipe: {args.recipe}; epochs selected on the validation classes. '
-        + (f'Simulator: {data.simulation["options"]}.'
-           if data.simulated else ''), '',
+        f'Recipe: {args.recipe} {overrides or ""}; epochs selected on the '
+        f'validation classes; seed {args.seed}. ' +
+        (f'Simulator options: {data.simulation["options"]}.'
+         if data.simulated else ''), '',
         '| meta-training | graph | ZSL acc | S | U | H |',
         '|---|---|---|---|---|---|'
     ]

@@ -15,6 +15,8 @@ class, :math:`-1` elsewhere as in the paper, or :math:`0`) and
 training classes. The baseline against which the simulated data is
 calibrated (:mod:`apnet_pyg.data.simulator`).
 """
+from typing import Sequence, Tuple
+
 import torch
 from torch import Tensor
 
@@ -42,33 +44,59 @@ def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
         Tensor: :math:`\mathbf{V}`, shape :obj:`[d, a]`, dtype of
         :obj:`features`.
     """
-    if features.dim() != 2 or labels.dim() != 1 or \
-            labels.numel() != features.size(0):
-        raise ValueError(f"'features' must be [n, d] and 'labels' [n] (got "
-                         f"{tuple(features.shape)} and {tuple(labels.shape)})")
-    classes = classes.view(-1).long()
-    position = torch.full((attributes.size(0), ), -1, dtype=torch.long)
-    position[classes] = torch.arange(classes.numel())
-    slot = position[labels.long()]
-    if bool((slot < 0).any()):
-        raise ValueError("'labels' contains classes that are not in "
-                         "'classes'")
-    # float64: X X^T + gamma I is badly conditioned for small gamma.
-    x = features.double()
-    s = attributes[classes].double().t()  # [a, z]
-    gram = x.t() @ x  # X X^T, [d, d]
-    gram.diagonal().add_(gamma)
-    # X Y without forming Y: per-class feature sums (minus the rest if +-1).
-    class_sum = torch.zeros(classes.numel(), x.size(1), dtype=x.dtype)
-    class_sum.index_add_(0, slot, x)
-    xy = class_sum.t()  # [d, z]
-    if signed_targets:
-        xy = 2 * xy - x.sum(0, keepdim=True).t()
-    left = torch.linalg.solve(gram, xy @ s.t())  # [d, a]
-    right = s @ s.t()
-    right.diagonal().add_(lam)
-    v = torch.linalg.solve(right, left.t()).t()  # right is symmetric
-    return v.to(features.dtype)
+    system = _FeatureSide(features, labels, attributes.size(0), classes,
+                          signed_targets)
+    return system.solve(attributes, gamma, lam).to(features.dtype)
+
+
+class _FeatureSide:
+    r"""What the closed form needs from the training images, computed once:
+    the Gram matrix :math:`\mathbf{X}\mathbf{X}^{\top}` and
+    :math:`\mathbf{X}\mathbf{Y}`, so that a grid of :math:`(\gamma,
+    \lambda)` costs one :math:`d \times d` solve per :math:`\gamma`."""
+    def __init__(self, features: Tensor, labels: Tensor, num_classes: int,
+                 classes: Tensor, signed_targets: bool):
+        if features.dim() != 2 or labels.dim() != 1 or \
+                labels.numel() != features.size(0):
+            raise ValueError(f"'features' must be [n, d] and 'labels' [n] "
+                             f"(got {tuple(features.shape)} and "
+                             f"{tuple(labels.shape)})")
+        self.classes = classes.view(-1).long()
+        position = torch.full((num_classes, ), -1, dtype=torch.long)
+        position[self.classes] = torch.arange(self.classes.numel())
+        slot = position[labels.long()]
+        if bool((slot < 0).any()):
+            raise ValueError("'labels' contains classes that are not in "
+                             "'classes'")
+        # float64: X X^T + gamma I is badly conditioned for small gamma.
+        x = features.double()
+        self.gram = x.t() @ x  # X X^T, [d, d]
+        # X Y without forming Y: per-class feature sums (minus the rest if
+        # the targets are +-1).
+        class_sum = torch.zeros(self.classes.numel(), x.size(1),
+                                dtype=x.dtype)
+        class_sum.index_add_(0, slot, x)
+        self.xy = class_sum.t()  # [d, z]
+        if signed_targets:
+            self.xy = 2 * self.xy - x.sum(0, keepdim=True).t()
+        self._gamma = None
+
+    def left(self, gamma: float) -> Tensor:
+        r""":math:`(\mathbf{X}\mathbf{X}^{\top} + \gamma \mathbf{I})^{-1}
+        \mathbf{X}\mathbf{Y}`, cached for the last :obj:`gamma`."""
+        if self._gamma != gamma:
+            gram = self.gram.clone()
+            gram.diagonal().add_(gamma)
+            self._left = torch.linalg.solve(gram, self.xy)  # [d, z]
+            self._gamma = gamma
+        return self._left
+
+    def solve(self, attributes: Tensor, gamma: float, lam: float) -> Tensor:
+        s = attributes[self.classes].double().t()  # [a, z]
+        right = s @ s.t()
+        right.diagonal().add_(lam)
+        # V = left S^T (S S^T + lam I)^{-1}; 'right' is symmetric.
+        return torch.linalg.solve(right, (self.left(gamma) @ s.t()).t()).t()
 
 
 def eszsl_scores(v: Tensor, features: Tensor, attributes: Tensor,
@@ -96,3 +124,40 @@ def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
     """
     classes = classes.view(-1).long()
     return classes[eszsl_scores(v, features, attributes, classes).argmax(1)]
+
+
+def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
+                        train_classes: Tensor, train_images: Tensor,
+                        val_classes: Tensor, val_images: Tensor,
+                        refit_classes: Tensor, refit_images: Tensor,
+                        grid: Sequence[float] = tuple(10.0**p
+                                                      for p in range(-3, 4)),
+                        signed_targets: bool = True
+                        ) -> Tuple[Tensor, float, float]:
+    r"""ESZSL with :math:`(\gamma, \lambda)` chosen on validation
+    classes: fitted on :obj:`train_images` (of :obj:`train_classes`), scored
+    by per-class ZSL accuracy on :obj:`val_images` among
+    :obj:`val_classes`, then refitted with the best pair on
+    :obj:`refit_images` (e.g. all seen classes' images).
+
+    Returns:
+        (Tensor, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
+        :math:`\lambda`.
+    """
+    from apnet_pyg.zsl.metrics import per_class_accuracy
+    side = _FeatureSide(features[train_images], labels[train_images],
+                        attributes.size(0), train_classes, signed_targets)
+    best, best_accuracy = None, -1.0
+    for gamma in grid:
+        for lam in grid:
+            v = side.solve(attributes, gamma, lam).to(features.dtype)
+            prediction = predict_eszsl(v, features[val_images], attributes,
+                                       val_classes)
+            accuracy = per_class_accuracy(prediction, labels[val_images],
+                                          val_classes)
+            if accuracy > best_accuracy:
+                best, best_accuracy = (gamma, lam), accuracy
+    gamma, lam = best
+    v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
+                  refit_classes, gamma, lam, signed_targets)
+    return v, gamma, lam

@@ -74,3 +74,38 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r'\[n, d\]'):
         fit_eszsl(x, torch.tensor([0, 1]), torch.randn(3, 2),
                   torch.tensor([0, 1]))
+
+
+def test_validated_fit_equals_brute_force_grid():
+    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+    gen = torch.Generator().manual_seed(3)
+    attributes = torch.randn(9, 5, generator=gen, dtype=torch.float64)
+    labels = torch.arange(9).repeat_interleave(6)
+    features = attributes[labels] @ torch.randn(5, 7, generator=gen,
+                                                dtype=torch.float64)
+    features += 0.5 * torch.randn(features.shape, generator=gen,
+                                  dtype=torch.float64)
+    train, val, seen = torch.arange(4), torch.arange(4, 6), torch.arange(6)
+    train_images = torch.nonzero(labels < 4).view(-1)
+    val_images = torch.nonzero((labels >= 4) & (labels < 6)).view(-1)
+    seen_images = torch.nonzero(labels < 6).view(-1)
+    grid = [1e-2, 1.0, 1e2]
+    v, gamma, lam = fit_eszsl_validated(features, labels, attributes, train,
+                                        train_images, val, val_images, seen,
+                                        seen_images, grid)
+
+    def validation(g, lam_):
+        w = fit_eszsl(features[train_images], labels[train_images],
+                      attributes, train, g, lam_)
+        pred = predict_eszsl(w, features[val_images], attributes, val)
+        return per_class_accuracy(pred, labels[val_images], val)
+
+    best = max(validation(g, lam_) for g in grid for lam_ in grid)
+    assert validation(gamma, lam) == best
+    # The first pair in grid order that reaches the best accuracy wins:
+    first = next((g, lam_) for g in grid for lam_ in grid
+                 if validation(g, lam_) == best)
+    assert (gamma, lam) == first
+    assert torch.allclose(v, fit_eszsl(features[seen_images],
+                                       labels[seen_images], attributes, seen,
+                                       gamma, lam))
