@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
 pytest.importorskip('psutil')
 pytest.importorskip('matplotlib')
 
-from benchmarks import propagation  # noqa: E402
+from benchmarks import propagation, train_step  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 
 
@@ -93,3 +93,17 @@ def test_crossover_interpolates_in_log_space():
     dense_always = rows[:3] + [row('apnet_dense', 4, 1.0)]
     assert propagation.find_crossover(dense_always, 1000, 256,
                                       'forward')['bound'] == 'below'
+
+
+def test_train_step_quick(tmp_path):
+    main(['train_step', '--quick', '--out', str(tmp_path), '--threads', '1'])
+    columns, rows = read_rows(tmp_path / 'train_step.csv')
+    assert tuple(columns) == tuple(train_step.COLUMNS)
+    stages = [row['stage'] for row in rows]
+    assert stages == train_step.STAGES + ['total']
+    times = {row['stage']: float(row['median_ms']) for row in rows}
+    assert all(value > 0 for value in times.values())
+    # Every episode's total is at least each of its stages, so the medians
+    # keep that order too.
+    assert all(times['total'] >= times[stage] for stage in train_step.STAGES)
+    assert '| total |' in (tmp_path / 'train_step.md').read_text()

@@ -1,0 +1,79 @@
+r"""``python -m benchmarks [SUITE] [options]``: runs one benchmark suite, or
+all of them in turn when no suite is named.
+
+A suite is a module with ``add_arguments(parser)`` (its own options) and
+``run(args)``; register it in :data:`SUITES`.
+"""
+import argparse
+import importlib
+import os
+import sys
+from typing import List, Optional
+
+#: Suite name -> module.
+SUITES = {
+    'propagation': 'benchmarks.propagation',
+    'train_step': 'benchmarks.train_step',
+}
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--device', default='cpu',
+                        help='torch device, e.g. cpu or cuda (default: cpu)')
+    parser.add_argument('--quick', action='store_true',
+                        help='only the smallest configurations, in seconds')
+    parser.add_argument('--threads', type=int, default=None,
+                        help='torch.set_num_threads (default: all cores)')
+    parser.add_argument('--out', default=None,
+                        help='output directory (default: '
+                        'benchmarks/results/<machine>[/quick])')
+    parser.add_argument('--machine', default=None,
+                        help='machine name for the output directory '
+                        '(default: derived, e.g. cpu-amd-epyc-2c)')
+
+
+def available_cores() -> int:
+    if hasattr(os, 'sched_getaffinity'):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='python -m benchmarks',
+        description='Benchmark suites of apnet_pyg. Without a suite name, '
+        'runs every suite with its default options.')
+    subparsers = parser.add_subparsers(dest='suite', metavar='SUITE')
+    for name, module in SUITES.items():
+        suite = importlib.import_module(module)
+        subparser = subparsers.add_parser(
+            name, help=(suite.__doc__ or '').strip().splitlines()[0])
+        add_common_arguments(subparser)
+        suite.add_arguments(subparser)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if not argv or argv[0].startswith('-'):
+        # No suite named: run them all, with the options given here.
+        common = argparse.ArgumentParser(
+            prog='python -m benchmarks',
+            description=f"Runs every suite ({', '.join(SUITES)}) with its "
+            f"default options; 'python -m benchmarks SUITE --help' lists a "
+            f"suite's own options.")
+        add_common_arguments(common)
+        common.parse_args(argv)  # Validates; each suite re-parses below.
+        runs = [[name] + argv for name in SUITES]
+    else:
+        runs = [argv]
+    for suite_argv in runs:
+        args = parser.parse_args(suite_argv)
+        args.threads = args.threads or available_cores()
+        args.command = ' '.join(['python -m benchmarks'] + suite_argv)
+        importlib.import_module(SUITES[args.suite]).run(args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,467 @@
+r"""What every benchmark suite needs: a description of the machine, timing
+and peak-memory measurement inside a worker process, isolated worker
+processes with a memory watchdog, and CSV / markdown output.
+
+A suite runs every configuration in a fresh process (forked from a
+*forkserver* that has already imported :mod:`torch` and PyG, so a worker
+starts in a fraction of a second): the CPU high-water mark of one
+configuration then cannot leak into the next one, and a configuration that
+runs out of memory kills its worker, not the suite.
+"""
+import contextlib
+import csv
+import ctypes
+import gc
+import math
+import multiprocessing
+import os
+import os.path as osp
+import platform
+import re
+import resource
+import signal
+import statistics
+import sys
+import time
+import traceback
+import types
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+import psutil
+import torch
+
+MB = float(1 << 20)
+GB = float(1 << 30)
+
+#: The directory that holds the ``benchmarks`` package (the repository root).
+REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+RESULTS_ROOT = osp.join(REPO_ROOT, 'benchmarks', 'results')
+
+
+def log(text: str) -> None:
+    # Flushed: progress shows up in a redirected log while the suite runs.
+    print(text, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# The machine
+# ---------------------------------------------------------------------------
+def cpu_model() -> str:
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_name(device: str) -> str:
+    if torch.device(device).type == 'cuda':
+        return torch.cuda.get_device_name(torch.device(device))
+    return 'none'
+
+
+def describe_machine(device: str, threads: int) -> Dict[str, str]:
+    r"""The facts a reader needs to compare two result files."""
+    import torch_geometric
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    return {
+        'cpu': cpu_model(),
+        'cores': str(cores),
+        'ram_gb': f'{psutil.virtual_memory().total / GB:.1f}',
+        'gpu': gpu_name(device),
+        'device': device,
+        'threads': str(threads),
+        'python': platform.python_version(),
+        'torch': torch.__version__,
+        'torch_geometric': torch_geometric.__version__,
+        'os': platform.platform(),
+    }
+
+
+def _slug(text: str) -> str:
+    return re.sub(r'[^a-z0-9]+', '-', text.lower()).strip('-')
+
+
+def machine_slug(machine: Dict[str, str]) -> str:
+    r"""A short directory name such as ``cpu-amd-epyc-2c`` or
+    ``cuda-h100``."""
+    if machine['gpu'] != 'none':
+        words = [w for w in re.split(r'[\s\-_]+', machine['gpu'].lower())
+                 if w not in ('nvidia', 'tesla', 'geforce', 'amd', 'radeon')]
+        model = next((w for w in words if re.search(r'\d', w)),
+                     words[0] if words else 'gpu')
+        return f'cuda-{_slug(model)}'
+    model = re.sub(r'\(r\)|\(tm\)|\bprocessor\b|\bcpu\b|@.*$', ' ',
+                   machine['cpu'].lower())
+    model = re.sub(r'\b\d+-core\b', ' ', model)
+    return f"cpu-{_slug(model)}-{machine['cores']}c"
+
+
+# ---------------------------------------------------------------------------
+# Measurement inside a worker
+# ---------------------------------------------------------------------------
+class TimeCapExceeded(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: Optional[float]):
+    r"""Raises :class:`TimeCapExceeded` once :obj:`seconds` have passed (at
+    the next Python-level step: a single long kernel is not interrupted)."""
+    if not seconds or not hasattr(signal, 'setitimer'):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise TimeCapExceeded
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def time_runs(fn: Callable[[], None], device: torch.device, min_runs: int,
+              min_time: float, max_runs: int,
+              time_cap: Optional[float]) -> List[float]:
+    r"""Seconds taken by each of at least :obj:`min_runs` calls of
+    :obj:`fn` (more, up to :obj:`max_runs`, until :obj:`min_time` seconds
+    are spent), after warm-up calls that are not counted.
+
+    The first warm-up call pays for lazy initialisation and first-touch page
+    faults, and is the time-cap probe: it raises :class:`TimeCapExceeded`
+    past :obj:`time_cap` seconds.
+    """
+    def timed() -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        return time.perf_counter() - start
+
+    with time_limit(time_cap):
+        first = timed()
+    if first < 0.1:  # Cheap: a second warm-up settles caches and allocator.
+        timed()
+
+    times: List[float] = []
+    while len(times) < min_runs or (sum(times) < min_time
+                                    and len(times) < max_runs):
+        times.append(timed())
+    return times
+
+
+def _malloc_trim() -> None:
+    # Gives freed heap memory back to the OS, so that the next baseline
+    # counts live tensors only.
+    try:
+        ctypes.CDLL('libc.so.6').malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _proc_status_kb(field: str) -> Optional[int]:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith(field + ':'):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_rss_peak() -> bool:
+    # Linux >= 4.0: writing 5 to clear_refs resets VmHWM to the current RSS.
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def current_rss_bytes() -> int:
+    return psutil.Process().memory_info().rss
+
+
+def peak_rss_bytes() -> int:
+    hwm = _proc_status_kb('VmHWM')
+    if hwm is not None:
+        return hwm * 1024
+    # ru_maxrss is in kB on Linux, bytes on macOS.
+    scale = 1 if sys.platform == 'darwin' else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+class PeakMemory:
+    r"""Peak memory above the level at entry: on CUDA, from
+    :func:`torch.cuda.max_memory_allocated`; on CPU, the process's RSS
+    high-water mark (``VmHWM``, reset at entry)."""
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.peak_bytes: Optional[int] = None
+
+    def __enter__(self) -> 'PeakMemory':
+        gc.collect()
+        if self.device.type == 'cuda':
+            synchronize(self.device)
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.baseline = torch.cuda.memory_allocated(self.device)
+        else:
+            _malloc_trim()
+            self.exact = _reset_rss_peak()
+            self.baseline = current_rss_bytes()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == 'cuda':
+            synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = peak_rss_bytes()
+        self.peak_bytes = max(0, peak - self.baseline)
+
+
+class LoadMonitor:
+    r"""The 1-minute load average at entry and exit, and the CPU cores kept
+    busy by *other* processes in between (all CPU time of the machine minus
+    this process's own): the load average also counts this benchmark's own
+    threads, so the second number is the one that says whether a timing was
+    disturbed."""
+    def __enter__(self) -> 'LoadMonitor':
+        self.load_start = os.getloadavg()[0]
+        self._machine = self._busy_seconds()
+        self._own = self._own_seconds()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = max(time.perf_counter() - self._start, 1e-9)
+        self.load_end = os.getloadavg()[0]
+        machine = self._busy_seconds() - self._machine
+        own = self._own_seconds() - self._own
+        self.other_cores = max(0.0, (machine - own) / wall)
+
+    @staticmethod
+    def _busy_seconds() -> float:
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, 'iowait', 0.0)
+
+    @staticmethod
+    def _own_seconds() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+
+def other_cores(window: float) -> float:
+    r"""CPU cores kept busy by other processes over the next
+    :obj:`window` seconds (this process sleeps meanwhile)."""
+    with LoadMonitor() as load:
+        time.sleep(window)
+    return load.other_cores
+
+
+def wait_for_quiet(busy_cores: float, max_wait: float,
+                   window: float = 0.25) -> float:
+    r"""Waits until other processes keep at most :obj:`busy_cores` cores
+    busy over a :obj:`window`, or :obj:`max_wait` seconds have passed;
+    returns the seconds waited."""
+    start = time.perf_counter()
+    while max_wait > 0 and other_cores(window) > busy_cores:
+        if time.perf_counter() - start + window > max_wait:
+            break
+    return time.perf_counter() - start if max_wait > 0 else 0.0
+
+
+def summarize_times(times: Sequence[float]) -> Dict[str, float]:
+    return {
+        'runs': len(times),
+        'min_ms': 1e3 * min(times),
+        'median_ms': 1e3 * statistics.median(times),
+    }
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or 'out of memory' in text or \
+        "can't allocate memory" in text
+
+
+# ---------------------------------------------------------------------------
+# Isolated worker processes
+# ---------------------------------------------------------------------------
+_CONTEXT = None
+
+
+def _worker_context(preload: Sequence[str]):
+    global _CONTEXT
+    if _CONTEXT is None:
+        if 'forkserver' in multiprocessing.get_all_start_methods():
+            _CONTEXT = multiprocessing.get_context('forkserver')
+            # Imported once by the server; every worker forks from it.
+            _CONTEXT.set_forkserver_preload(list(preload))
+        else:
+            _CONTEXT = multiprocessing.get_context('spawn')
+    return _CONTEXT
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    # A forkserver/spawn worker re-runs the caller's main script unless it
+    # was started with -m; the worker needs nothing from it, and a script
+    # without an `if __name__ == '__main__'` guard would recurse.
+    main = sys.modules['__main__']
+    sys.modules['__main__'] = types.ModuleType('__main__')
+    try:
+        yield
+    finally:
+        sys.modules['__main__'] = main
+
+
+def _limit_address_space(memory_cap: float) -> None:
+    # A CPU worker that allocates past the cap gets a clean allocation error
+    # instead of waking the kernel's OOM killer between two watchdog polls.
+    try:
+        vm_size = (_proc_status_kb('VmSize') or 0) * 1024
+        limit = int(vm_size + memory_cap + GB)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass
+
+
+def _worker_entry(target: Callable[[dict], dict], spec: dict,
+                  connection) -> None:
+    # The imported modules' objects will never be garbage: keep them out
+    # of the collections PeakMemory runs (a full one takes 0.25 s).
+    gc.freeze()
+    try:
+        if torch.device(spec['device']).type == 'cpu':
+            _limit_address_space(spec['memory_cap_bytes'])
+        connection.send(('ok', target(spec)))
+    except BaseException as error:  # Reported to the parent, not raised.
+        connection.send(('error', ''.join(
+            traceback.format_exception_only(type(error), error)).strip()))
+    finally:
+        connection.close()
+
+
+def run_isolated(target: Callable[[dict], dict], spec: dict,
+                 memory_cap: float, timeout: float,
+                 preload: Sequence[str] = ()) -> dict:
+    r"""Runs :obj:`target(spec)` in a fresh process and returns its result.
+
+    The worker is killed if its resident memory passes :obj:`memory_cap`
+    bytes or it runs longer than :obj:`timeout` seconds; the result is then
+    :obj:`{'error': reason}`, as it is if :obj:`target` raises.
+    """
+    context = _worker_context(preload)
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_worker_entry,
+                              args=(target, spec, sender), daemon=True)
+    with _main_module_hidden():
+        process.start()
+    sender.close()
+    watched = psutil.Process(process.pid)
+    start = time.perf_counter()
+    error = None
+    try:
+        while not receiver.poll(0.05):
+            if not process.is_alive():
+                break
+            try:
+                rss = watched.memory_info().rss
+            except psutil.NoSuchProcess:
+                break
+            if rss > memory_cap:
+                error = (f'memory: RSS passed the {memory_cap / GB:.3g} GB '
+                         f'cap at run time')
+                break
+            if time.perf_counter() - start > timeout:
+                error = f'timeout: worker ran past {timeout:.0f} s'
+                break
+        if error is None:
+            try:
+                status, payload = receiver.recv()
+            except EOFError:
+                process.join(5)
+                error = f'worker died (exit code {process.exitcode})'
+            else:
+                if status == 'ok':
+                    return payload
+                error = payload
+    finally:
+        if process.is_alive() and error is not None:
+            process.kill()
+        process.join(30)
+        receiver.close()
+    return {'error': error}
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+def write_csv(path: str, rows: Iterable[dict], columns: Sequence[str]) -> None:
+    os.makedirs(osp.dirname(path) or '.', exist_ok=True)
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns),
+                                extrasaction='ignore')
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: format_value(row.get(key))
+                             for key in columns})
+
+
+def format_value(value) -> str:
+    if value is None:
+        return ''
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ''
+        return f'{value:.4g}' if abs(value) < 1e4 else f'{value:.0f}'
+    return str(value)
+
+
+def markdown_table(header: Sequence[str],
+                   rows: Iterable[Sequence[str]]) -> str:
+    lines = ['| ' + ' | '.join(header) + ' |',
+             '|' + '|'.join('---' for _ in header) + '|']
+    lines += ['| ' + ' | '.join(str(cell) for cell in row) + ' |'
+              for row in rows]
+    return '\n'.join(lines)
+
+
+def format_ms(ms: Optional[float]) -> str:
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return '-'
+    if ms >= 1000:
+        return f'{ms / 1000:.2f} s'
+    if ms >= 10:
+        return f'{ms:.0f} ms'
+    if ms >= 1:
+        return f'{ms:.1f} ms'
+    return f'{ms:.2f} ms'
+
+
+def format_mb(mb: Optional[float]) -> str:
+    if mb is None or (isinstance(mb, float) and math.isnan(mb)):
+        return '-'
+    if mb >= 1024:
+        return f'{mb / 1024:.2f} GB'
+    return f'{mb:.0f} MB'

@@ -1,0 +1,434 @@
+r"""The markdown summary and the plots of the propagation benchmark."""
+import math
+import os.path as osp
+from typing import Dict, List, Optional, Sequence
+
+from benchmarks import common
+from benchmarks.common import format_mb, format_ms, markdown_table
+from benchmarks.propagation import (
+    BUSY_CORES,
+    METHODS,
+    PASSES,
+    PREDICTION_SLACK,
+    PROJ_CHANNELS,
+    SPARSE,
+)
+
+# The project's targets for the WordNet noun graph at 256-d (2 CPU cores).
+TARGET_RATIO_TO_AGNN = 0.5
+TARGET_SECONDS = 1.0
+TARGET_MB = 4096.0
+
+
+def _is_busy(row: dict) -> bool:
+    return row.get('other_cores') is not None and \
+        row['other_cores'] > BUSY_CORES
+
+
+def _find(rows: Sequence[dict], **match) -> Optional[dict]:
+    for row in rows:
+        if all(row.get(key) == value for key, value in match.items()):
+            return row
+    return None
+
+
+def _degree_rows(rows: Sequence[dict], degree) -> List[dict]:
+    if degree == 'complete':
+        return [row for row in rows if row['graph'] == 'complete']
+    return [row for row in rows if row['graph'] == 'random'
+            and math.isclose(row['degree'], float(degree), rel_tol=1e-3)]
+
+
+def _degree_label(degree) -> str:
+    return 'complete (N-1)' if degree == 'complete' else f'{degree:g}'
+
+
+def _cell(row: Optional[dict], key: str, fmt) -> str:
+    if row is None:
+        return ''
+    if row['status'] != 'ok':
+        return 'skip' if row['status'] == 'skipped' else 'fail'
+    text = fmt(row[key])
+    return text + '*' if _is_busy(row) else text
+
+
+# ---------------------------------------------------------------------------
+# Headline
+# ---------------------------------------------------------------------------
+def headline(rows: Sequence[dict], crossovers: Sequence[dict],
+             wordnet_missing: str) -> List[str]:
+    lines = []
+    fwd_bwd = 'forward+backward'
+    apnet = _find(rows, method=SPARSE, graph='wordnet', F=256, status='ok',
+                  **{'pass': fwd_bwd})
+    agnn = _find(rows, method='agnn', graph='wordnet', F=256, status='ok',
+                 **{'pass': fwd_bwd})
+
+    def verdict(ok: bool) -> str:
+        return 'meets the target' if ok else 'MISSES the target'
+
+    def busy(*measured) -> str:
+        loads = [row['other_cores'] for row in measured if _is_busy(row)]
+        if not loads:
+            return ''
+        return (f' [provisional: other processes kept {max(loads):.2f} '
+                f'cores busy]')
+
+    if apnet is not None and agnn is not None:
+        ratio = apnet['median_ms'] / agnn['median_ms']
+        lines.append(
+            f'- APNetConv / AGNNConv forward+backward time on the WordNet '
+            f'noun graph, 256-d: **{ratio:.2f}** '
+            f'({format_ms(apnet["median_ms"])} / '
+            f'{format_ms(agnn["median_ms"])}, medians; target <= '
+            f'{TARGET_RATIO_TO_AGNN}: '
+            f'{verdict(ratio <= TARGET_RATIO_TO_AGNN)}){busy(apnet, agnn)}')
+    if apnet is not None:
+        seconds = apnet['median_ms'] / 1e3
+        forward = _find(rows, method=SPARSE, graph='wordnet', F=256,
+                        status='ok', **{'pass': 'forward'})
+        lines.append(
+            f'- APNetConv on the WordNet noun graph ({apnet["N"]:,} nodes, '
+            f'{apnet["E"]:,} edges), 256-d, forward+backward: '
+            f'**{format_ms(apnet["median_ms"])}** median, '
+            f'{format_ms(apnet["min_ms"])} min (target <= {TARGET_SECONDS:g}'
+            f' s: {verdict(seconds <= TARGET_SECONDS)}); peak memory '
+            f'**{format_mb(apnet["peak_mb"])}** (target <= '
+            f'{TARGET_MB / 1024:g} GB: '
+            f'{verdict(apnet["peak_mb"] <= TARGET_MB)})'
+            + (f'; forward alone {format_ms(forward["median_ms"])}, '
+               f'{format_mb(forward["peak_mb"])}' if forward else '')
+            + busy(apnet))
+    elif wordnet_missing:
+        lines.append(f'- WordNet noun graph not measured: {wordnet_missing}')
+    else:
+        lines.append('- WordNet noun graph not measured')
+
+    found = [c for c in crossovers if c['pass'] == fwd_bwd]
+    if found:
+        parts = [f"N={c['N']:,}, F={c['F']}: {_crossover_text(c)}"
+                 for c in found]
+        lines.append('- Sparse/dense crossover (forward+backward; dense '
+                     'faster above this average degree): ' + '; '.join(parts))
+    return lines
+
+
+def _crossover_text(crossover: dict) -> str:
+    degree = crossover['degree']
+    if crossover['bound'] == 'below':
+        return f'< {degree:g} (dense faster at every measured degree)'
+    if crossover['bound'] == 'above':
+        return f'> {degree:g} (sparse faster at every measured degree)'
+    return f'{degree:.3g}'
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+def _method_text(options) -> str:
+    return f"""\
+- **Layers** (one layer, `in_channels = F`, output `F` channels):
+  `APNetConv(F, proj_channels={PROJ_CHANNELS})` on its default sparse path
+  (SDDMM + CSR SpMM, hand-written backward; `fused=True`) and on PyG's
+  generic message passing (`fused=False`), `DenseAPNetConv(F,
+  proj_channels={PROJ_CHANNELS})` on a boolean `[N, N]` adjacency built from
+  the same edges (batch of one graph), and PyG's peers `AGNNConv()`
+  (trainable beta) and `GATConv(F, F, heads=1)`. **APNet's projection has
+  {PROJ_CHANNELS} output channels in every configuration**, whatever F.
+  Every layer adds the self-loops itself; APNetConv rebuilds its CSR pattern
+  from `edge_index` in every call, as in a training loop, and that is timed.
+- **Graphs**: uniformly random simple undirected graphs G(N, M) (both
+  directions stored), average degree d = E / N with E the directed edges
+  without self-loops, edge fraction E / (N (N - 1)); the complete graph
+  (d = N - 1); the WordNet 3.0 noun hierarchy from
+  `apnet_pyg.graph.wordnet.wordnet_noun_graph()` (hypernym and
+  instance-hypernym edges, both directions). Features: standard normal,
+  float32, seed {options.seed}.
+- **Passes**: `forward` runs under `torch.no_grad()`; `forward+backward`
+  records the graph and back-propagates a fixed random output gradient into
+  the parameters and the input features (`x.requires_grad_()`, as inside a
+  network).
+- **Timing**: every (method, graph, F, pass) runs in a fresh worker process
+  (forked from a server that has imported torch and PyG), with
+  `torch.set_num_threads({options.threads})`. One warm-up run (two when it
+  takes < 0.1 s), then at least {options.min_runs} timed runs and at least
+  {options.min_time:g} s of them (up to {options.max_runs}); wall-clock
+  `time.perf_counter()` around each run (with `torch.cuda.synchronize()` on
+  CUDA). Tables report the median (min in the CSV).
+- **Memory**: on CPU, the worker's peak resident set (`VmHWM`, reset just
+  before the warm-up) minus its resident set at that moment: what the pass
+  allocates on top of its inputs, allocator slack included. On CUDA,
+  `torch.cuda.max_memory_allocated()` minus `memory_allocated()` before the
+  pass. `setup_mb` in the CSV is the inputs' memory.
+- **Skipped** configurations are recorded, not run: when the memory estimate
+  (`est_peak_mb` plus inputs) exceeds {options.memory_cap / common.GB:g} GB
+  (or the free RAM); when a single run is predicted to take more than
+  {PREDICTION_SLACK:g} x the {options.time_cap:g} s time cap (the min time of
+  the largest measured configuration of the same method, F and pass, scaled
+  by an operation count) or is found to take more than the cap (the warm-up
+  run, interrupted); and forward+backward whenever forward was skipped.
+- **Load**: the 1-minute load average at the start and end of every timed
+  pass (`load_start`, `load_end`; it includes the benchmark's own
+  threads) and `other_cores`, the cores kept busy by other processes during
+  the pass (machine CPU time minus the worker's, per second). Cells marked
+  `*` ran with `other_cores` > {BUSY_CORES}: provisional. Before each pass
+  the driver waited for other processes to use at most {BUSY_CORES} cores,
+  up to {options.quiet_wait:g} s ({options.quiet_wait_total:g} s over the
+  run).
+- **Crossover**: for each N and F, the ratio t(dense) / t(sparse) of the
+  min times (robust to a burst of load elsewhere) at every
+  degree where the sparse layer was measured (the dense time, flat in the
+  degree, interpolated in log-log space where it was not measured), and the
+  degree where it crosses 1, interpolated linearly in (log degree, log
+  ratio). Up to 3 degrees per N and F were added for the sparse layer at
+  the running estimate of the forward+backward crossing (`source =
+  refinement` in the CSV; see `benchmarks/README.md`)."""
+
+
+def _machine_table(machine: Dict[str, str]) -> str:
+    return markdown_table(['', ''], [[key, value]
+                                     for key, value in machine.items()])
+
+
+def _wordnet_table(rows: Sequence[dict]) -> Optional[str]:
+    wordnet = [row for row in rows if row['graph'] == 'wordnet']
+    if not wordnet:
+        return None
+    table = []
+    for F in sorted({row['F'] for row in wordnet}):
+        for method in METHODS:
+            forward = _find(wordnet, method=method, F=F,
+                            **{'pass': 'forward'})
+            backward = _find(wordnet, method=method, F=F,
+                             **{'pass': 'forward+backward'})
+            if forward is None and backward is None:
+                continue
+            note = next((row['note'] for row in (forward, backward)
+                         if row is not None and row['status'] != 'ok'), '')
+            table.append([
+                METHODS[method].label, F,
+                _cell(forward, 'median_ms', format_ms),
+                _cell(backward, 'median_ms', format_ms),
+                _cell(forward, 'peak_mb', format_mb),
+                _cell(backward, 'peak_mb', format_mb), note])
+    return markdown_table(['method', 'F', 'forward', 'forward+backward',
+                           'peak (forward)', 'peak (forward+backward)',
+                           'note'], table)
+
+
+def _grid_table(rows: Sequence[dict], options, F: int, key: str,
+                fmt) -> str:
+    grid = [row for row in rows if row['F'] == F and row['source'] == 'grid'
+            and row['graph'] in ('random', 'complete')]
+    header = ['degree', 'method'] + [f'N={N:,}' for N in options.nodes]
+    table = []
+    for degree in options.degrees:
+        at_degree = _degree_rows(grid, degree)
+        for method in options.methods:
+            cells = []
+            for N in options.nodes:
+                forward = _find(at_degree, method=method, N=N,
+                                **{'pass': 'forward'})
+                backward = _find(at_degree, method=method, N=N,
+                                 **{'pass': 'forward+backward'})
+                if forward is None and backward is None:
+                    cells.append('')
+                else:
+                    cells.append(f'{_cell(forward, key, fmt)} / '
+                                 f'{_cell(backward, key, fmt)}')
+            table.append([_degree_label(degree), METHODS[method].label] +
+                         cells)
+    return markdown_table(header, table)
+
+
+def _crossover_table(crossovers: Sequence[dict]) -> str:
+    table = []
+    for c in crossovers:
+        measured = ', '.join(f'{d:g}: {r:.2g}'
+                             for d, r in zip(c['degrees'], c['ratios']))
+        if c['bound'] is None:
+            fraction = f"{c['degree'] / (c['N'] - 1):.3g}"
+        else:
+            fraction = ''
+        table.append([f"{c['N']:,}", c['F'], c['pass'], _crossover_text(c),
+                      fraction, measured])
+    return markdown_table(['N', 'F', 'pass', 'crossover degree',
+                           'edge fraction', 'degree: t(dense) / t(sparse)'],
+                          table)
+
+
+def _skipped_table(rows: Sequence[dict]) -> str:
+    table = [[METHODS[row['method']].label, row['graph'], f"{row['N']:,}",
+              'N-1' if row['graph'] == 'complete' else f"{row['degree']:.3g}",
+              row['F'], row['pass'], row['status'], row['note']]
+             for row in rows if row['status'] != 'ok']
+    return markdown_table(['method', 'graph', 'N', 'degree', 'F', 'pass',
+                           'status', 'reason'], table)
+
+
+def write_report(out_dir: str, rows: Sequence[dict],
+                 crossovers: Sequence[dict], machine: Dict[str, str],
+                 options, slug: str, command: str, started,
+                 elapsed, wordnet_missing: str) -> str:
+    r"""Writes ``README.md`` and the plots; returns the headline text."""
+    plots = write_plots(out_dir, rows, crossovers, options)
+    lines = headline(rows, crossovers, wordnet_missing)
+
+    timed = [row for row in rows if row['status'] == 'ok']
+    busy = [row for row in timed if _is_busy(row)]
+    loads = [row[key] for row in timed for key in ('load_start', 'load_end')]
+    load_text = (
+        f'{len(busy)} of {len(timed)} timed passes ran while other processes '
+        f'kept more than {BUSY_CORES} cores busy (marked `*`): '
+        + ('treat those numbers as provisional.' if busy else
+           'none is provisional.'))
+    if loads:
+        load_text += (f' 1-minute load average over the run: '
+                      f'{min(loads):.2f} to {max(loads):.2f}.')
+
+    sections = [
+        f'# Propagation benchmark: `{slug}`',
+        f'Generated on {started:%Y-%m-%d %H:%M} by `{command}` '
+        f'({_duration(elapsed)}). Every number: '
+        f'[propagation.csv](propagation.csv). How to read it: '
+        f'[benchmarks/README.md](../../README.md).' +
+        (' **Quick mode: the smallest configurations only.**'
+         if options.quick else ''),
+        '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
+        '## Machine\n\n' + _machine_table(machine),
+        '## Method\n\n' + _method_text(options),
+    ]
+    wordnet = _wordnet_table(rows)
+    if wordnet:
+        sections.append('## WordNet noun graph\n\nMedian time and peak '
+                        'memory of one layer.\n\n' + wordnet)
+    for F in options.features:
+        sections.append(
+            f'## Random graphs, F = {F}: median time, forward / '
+            f'forward+backward\n\n' +
+            _grid_table(rows, options, F, 'median_ms', format_ms))
+        sections.append(
+            f'## Random graphs, F = {F}: peak memory, forward / '
+            f'forward+backward\n\n' +
+            _grid_table(rows, options, F, 'peak_mb', format_mb))
+    if crossovers:
+        sections.append(
+            '## Sparse / dense crossover\n\nThe average degree above which '
+            '`DenseAPNetConv` is faster than the sparse `APNetConv`, '
+            'interpolated in log space between measured degrees (see '
+            'Method).\n\n' + _crossover_table(crossovers))
+    if plots:
+        sections.append('## Plots\n\n' + '\n\n'.join(
+            f'![{name}]({name})' for name in plots))
+    if any(row['status'] != 'ok' for row in rows):
+        sections.append('## Skipped and failed passes\n\n' +
+                        _skipped_table(rows))
+
+    with open(osp.join(out_dir, 'README.md'), 'w') as f:
+        f.write('\n\n'.join(sections) + '\n')
+    return '\n'.join(['', 'Headline:'] + lines + [load_text])
+
+
+def _duration(elapsed) -> str:
+    seconds = int(elapsed.total_seconds())
+    return f'{seconds // 60} min {seconds % 60} s'
+
+
+# ---------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------
+def write_plots(out_dir: str, rows: Sequence[dict],
+                crossovers: Sequence[dict], options) -> List[str]:
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    names = []
+    for F in options.features:
+        for key, what, unit in (('median_ms', 'time', 'median time (ms)'),
+                                ('peak_mb', 'memory', 'peak memory (MB)')):
+            name = f'{what}_F{F}.png'
+            _plot_grid(plt, osp.join(out_dir, name), rows, options, F, key,
+                       unit)
+            names.append(name)
+    if crossovers:
+        name = 'crossover.png'
+        _plot_crossover(plt, osp.join(out_dir, name), crossovers, options)
+        names.append(name)
+    return names
+
+
+def _plot_grid(plt, path: str, rows: Sequence[dict], options, F: int,
+               key: str, unit: str) -> None:
+    degrees = list(options.degrees)
+    figure, axes = plt.subplots(len(PASSES), len(degrees), squeeze=False,
+                                figsize=(4 * len(degrees), 3.4 * len(PASSES)),
+                                sharex=True)
+    grid = [row for row in rows if row['F'] == F and row['source'] == 'grid'
+            and row['status'] == 'ok' and row[key]]
+    for i, pass_ in enumerate(PASSES):
+        for j, degree in enumerate(degrees):
+            ax = axes[i][j]
+            at_degree = _degree_rows(
+                [row for row in grid if row['pass'] == pass_], degree)
+            for method in options.methods:
+                points = sorted((row['N'], row[key]) for row in at_degree
+                                if row['method'] == method)
+                if points:
+                    ax.plot(*zip(*points), marker='o',
+                            label=METHODS[method].label)
+            ax.set_xscale('log')
+            ax.set_yscale('log')
+            ax.grid(True, which='both', alpha=0.3)
+            ax.set_title(f'{pass_}, degree {_degree_label(degree)}',
+                         fontsize=10)
+            if i == len(PASSES) - 1:
+                ax.set_xlabel('nodes N')
+            if j == 0:
+                ax.set_ylabel(unit)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for row_axes in axes:
+        for ax in row_axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                if label not in labels:
+                    handles.append(handle)
+                    labels.append(label)
+    if labels:
+        figure.legend(handles, labels, loc='lower center', ncol=len(labels),
+                      fontsize=9)
+    figure.suptitle(f'F = {F} (APNet proj_channels = {PROJ_CHANNELS})')
+    figure.tight_layout(rect=(0, 0.06, 1, 1))
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def _plot_crossover(plt, path: str, crossovers: Sequence[dict],
+                    options) -> None:
+    features = list(options.features)
+    nodes = list(options.nodes)
+    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    figure, axes = plt.subplots(1, len(PASSES), squeeze=False,
+                                figsize=(6 * len(PASSES), 4))
+    for j, pass_ in enumerate(PASSES):
+        ax = axes[0][j]
+        for c in crossovers:
+            if c['pass'] != pass_:
+                continue
+            # Colour: N; line style: F.
+            style = ('-', '--', ':', '-.')[features.index(c['F']) % 4]
+            ax.plot(c['degrees'], c['ratios'], style, marker='o',
+                    color=colors[nodes.index(c['N']) % len(colors)],
+                    label=f"N={c['N']:,}, F={c['F']}")
+        ax.axhline(1.0, color='black', linewidth=0.8)
+        ax.set_xscale('log')
+        ax.set_yscale('log')
+        ax.grid(True, which='both', alpha=0.3)
+        ax.set_xlabel('average degree')
+        ax.set_ylabel('t(DenseAPNetConv) / t(APNetConv sparse), min')
+        ax.set_title(f'{pass_}: dense faster below the line', fontsize=10)
+        ax.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -1,0 +1,181 @@
+r"""ms per APNet training episode in the AWA2 configuration, by stage.
+
+One episode of the paper's episodic training on AWA2: N = 30 classes x
+K = 1 image, 85-d attributes (the real AWA2 class side shipped with the
+package), 2048-d image features, 3 centroid experts, 2048-d class vectors,
+relation head with 2048 hidden units, APNetConv with a 256-d projection,
+Adam (fused where torch supports it). The step is timed as a whole and
+stage by stage: encoder, class graph, propagation, head (+ loss),
+backward, optimizer step. Image features are random non-negative numbers:
+the cost of a step does not depend on their values.
+"""
+import argparse
+import os.path as osp
+import statistics
+import time
+from typing import Dict, List
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.common import (
+    LoadMonitor,
+    PeakMemory,
+    describe_machine,
+    log,
+    machine_slug,
+    markdown_table,
+    RESULTS_ROOT,
+    synchronize,
+    write_csv,
+)
+
+STAGES = ['encoder', 'graph', 'propagation', 'head', 'backward', 'optimizer']
+COLUMNS = ['graph', 'stage', 'median_ms', 'min_ms', 'runs', 'peak_mb',
+           'threads', 'other_cores', 'load_start', 'load_end']
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--graphs', nargs='+',
+                        default=['learned', 'wordnet', 'none'],
+                        choices=['learned', 'wordnet', 'none'])
+    parser.add_argument('--steps', type=int, default=100,
+                        help='timed episodes per configuration')
+    parser.add_argument('--warmup', type=int, default=10)
+
+
+def _episode_setup(graph: str, device: torch.device):
+    from apnet_pyg.data import load_xlsa17
+    from apnet_pyg.zsl import TrainConfig
+    from apnet_pyg.zsl.class_graph import ClassPrior
+    from apnet_pyg.zsl.train import make_optimizer, model_from_config
+
+    data = load_xlsa17(None, 'AWA2', load_features=False)
+    config = TrainConfig(graph=graph)
+    torch.manual_seed(0)
+    model = model_from_config(config, data.attribute_dim, 2048).to(device)
+    model.encoder.fit_centroids(data.attributes[data.seen_classes],
+                                torch.Generator().manual_seed(0))
+    optimizer = make_optimizer(model, config)
+    prior = ClassPrior.wordnet('AWA2', data.class_names).to(device) \
+        if graph == 'wordnet' else None
+    attributes = data.attributes.to(device)
+    features = torch.rand(4096, 2048, device=device) * 2
+    generator = torch.Generator().manual_seed(1)
+    seen = data.seen_classes
+
+    def sample():
+        classes = seen[torch.randperm(seen.numel(), generator=generator)
+                       [:config.n_way]].to(device)
+        images = torch.randint(0, features.size(0), (config.n_way, ),
+                               generator=generator).to(device)
+        return classes, features[images]
+
+    return model, optimizer, prior, attributes, sample
+
+
+def _step(model, optimizer, prior, attributes, classes, images,
+          device) -> Dict[str, float]:
+    r"""One training episode; seconds per stage (synchronised between
+    stages on CUDA)."""
+    times = {}
+    target = torch.arange(classes.numel(), device=device)
+
+    def mark(stage, start):
+        synchronize(device)
+        now = time.perf_counter()
+        times[stage] = now - start
+        return now
+
+    start = time.perf_counter()
+    x0 = model.encoder(attributes[classes])
+    start = mark('encoder', start)
+    edge_index = edge_weight = None
+    if model.conv is not None:
+        subgraph = prior.subgraph(classes) if prior is not None else None
+        edge_index, edge_weight = model.class_graph(x0, subgraph)
+    start = mark('graph', start)
+    x = model.conv(x0, edge_index, edge_weight) \
+        if model.conv is not None else x0
+    start = mark('propagation', start)
+    loss = F.cross_entropy(model.logit_scale * model.head(x, images), target)
+    start = mark('head', start)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    start = mark('backward', start)
+    optimizer.step()
+    mark('optimizer', start)
+    return times
+
+
+def measure(graph: str, args) -> List[dict]:
+    device = torch.device(args.device)
+    model, optimizer, prior, attributes, sample = _episode_setup(
+        graph, device)
+    for _ in range(args.warmup):
+        _step(model, optimizer, prior, attributes, *sample(), device)
+    episodes = [sample() for _ in range(args.steps)]
+    per_stage: Dict[str, List[float]] = {stage: [] for stage in STAGES}
+    totals = []
+    with LoadMonitor() as load, PeakMemory(device) as memory:
+        for classes, images in episodes:
+            times = _step(model, optimizer, prior, attributes, classes,
+                          images, device)
+            for stage in STAGES:
+                per_stage[stage].append(times[stage])
+            totals.append(sum(times.values()))
+    common = {
+        'graph': graph,
+        'runs': len(totals),
+        'peak_mb': round(memory.peak_bytes / 2**20, 1),
+        'threads': args.threads,
+        'other_cores': round(load.other_cores, 2),
+        'load_start': round(load.load_start, 2),
+        'load_end': round(load.load_end, 2),
+    }
+    rows = []
+    for stage, values in list(per_stage.items()) + [('total', totals)]:
+        rows.append({
+            **common, 'stage': stage,
+            'median_ms': round(1e3 * statistics.median(values), 3),
+            'min_ms': round(1e3 * min(values), 3)
+        })
+    return rows
+
+
+def run(args) -> None:
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.steps, args.warmup, args.graphs = 5, 2, ['learned']
+    machine = describe_machine(args.device, args.threads)
+    slug = args.machine or machine_slug(machine)
+    out = args.out or osp.join(RESULTS_ROOT, slug,
+                               'quick' if args.quick else '')
+    rows = []
+    for graph in args.graphs:
+        log(f'train_step: graph={graph}, {args.steps} episodes')
+        rows += measure(graph, args)
+    write_csv(osp.join(out, 'train_step.csv'), rows, COLUMNS)
+
+    header = ['stage'] + [f'{g} graph (ms)' for g in args.graphs]
+    table = []
+    for stage in STAGES + ['total']:
+        table.append([stage] + [
+            f"{next(r['median_ms'] for r in rows if r['graph'] == g and r['stage'] == stage):.1f}"  # noqa: E501
+            for g in args.graphs
+        ])
+    busy = max(r['other_cores'] for r in rows)
+    lines = [
+        f'# Training step benchmark: `{slug}`', '',
+        f'Generated by `{args.command}`. AWA2 configuration: 30 classes x 1 '
+        f'image per episode, 85-d attributes, 2048-d features, 3 experts, '
+        f'2048-d class vectors, head hidden 2048, APNetConv projection 256, '
+        f'fused Adam; medians of {args.steps} episodes after {args.warmup} '
+        f'warm-up episodes, {args.threads} threads. Other processes kept '
+        f'up to {busy:.2f} cores busy during the runs.', '',
+        markdown_table(header, table), '',
+        'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()), ''
+    ]
+    with open(osp.join(out, 'train_step.md'), 'w') as f:
+        f.write('\n'.join(lines))
+    log('\n'.join(lines))
