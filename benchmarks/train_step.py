@@ -108,38 +108,49 @@ def _step(model, optimizer, prior, attributes, classes, images,
     return times
 
 
-def measure(graph: str, args) -> List[dict]:
+def measure(args) -> List[dict]:
+    r"""Times every graph's episodes round-robin (one episode of each graph
+    in turn), so that all configurations see the same machine state: run
+    one after the other, the same configuration varied by up to a third
+    between runs on a 2-core machine (allocator and cache state)."""
     device = torch.device(args.device)
-    model, optimizer, prior, attributes, sample = _episode_setup(
-        graph, device)
-    for _ in range(args.warmup):
-        _step(model, optimizer, prior, attributes, *sample(), device)
-    episodes = [sample() for _ in range(args.steps)]
-    per_stage: Dict[str, List[float]] = {stage: [] for stage in STAGES}
-    totals = []
-    with LoadMonitor() as load, PeakMemory(device) as memory:
-        for classes, images in episodes:
-            times = _step(model, optimizer, prior, attributes, classes,
-                          images, device)
-            for stage in STAGES:
-                per_stage[stage].append(times[stage])
-            totals.append(sum(times.values()))
-    common = {
-        'graph': graph,
-        'runs': len(totals),
-        'peak_mb': round(memory.peak_bytes / 2**20, 1),
-        'threads': args.threads,
-        'other_cores': round(load.other_cores, 2),
-        'load_start': round(load.load_start, 2),
-        'load_end': round(load.load_end, 2),
+    setups = {graph: _episode_setup(graph, device) for graph in args.graphs}
+    for model, optimizer, prior, attributes, sample in setups.values():
+        for _ in range(args.warmup):
+            _step(model, optimizer, prior, attributes, *sample(), device)
+    episodes = {
+        graph: [setup[-1]() for _ in range(args.steps)]
+        for graph, setup in setups.items()
     }
+    per_stage = {
+        graph: {stage: [] for stage in STAGES + ['total']}
+        for graph in setups
+    }
+    with LoadMonitor() as load, PeakMemory(device) as memory:
+        for step in range(args.steps):
+            for graph, (model, optimizer, prior, attributes,
+                        _) in setups.items():
+                times = _step(model, optimizer, prior, attributes,
+                              *episodes[graph][step], device)
+                for stage in STAGES:
+                    per_stage[graph][stage].append(times[stage])
+                per_stage[graph]['total'].append(sum(times.values()))
     rows = []
-    for stage, values in list(per_stage.items()) + [('total', totals)]:
-        rows.append({
-            **common, 'stage': stage,
-            'median_ms': round(1e3 * statistics.median(values), 3),
-            'min_ms': round(1e3 * min(values), 3)
-        })
+    for graph, stages in per_stage.items():
+        for stage, values in stages.items():
+            rows.append({
+                'graph': graph,
+                'stage': stage,
+                'median_ms': round(1e3 * statistics.median(values), 3),
+                'min_ms': round(1e3 * min(values), 3),
+                'runs': len(values),
+                # One process runs all graphs: the peak is theirs together.
+                'peak_mb': round(memory.peak_bytes / 2**20, 1),
+                'threads': args.threads,
+                'other_cores': round(load.other_cores, 2),
+                'load_start': round(load.load_start, 2),
+                'load_end': round(load.load_end, 2),
+            })
     return rows
 
 
@@ -151,10 +162,9 @@ def run(args) -> None:
     slug = args.machine or machine_slug(machine)
     out = args.out or osp.join(RESULTS_ROOT, slug,
                                'quick' if args.quick else '')
-    rows = []
-    for graph in args.graphs:
-        log(f'train_step: graph={graph}, {args.steps} episodes')
-        rows += measure(graph, args)
+    log(f'train_step: graphs {", ".join(args.graphs)}, {args.steps} '
+        f'episodes each, round-robin')
+    rows = measure(args)
     write_csv(osp.join(out, 'train_step.csv'), rows, COLUMNS)
 
     header = ['stage'] + [f'{g} graph (ms)' for g in args.graphs]
@@ -171,7 +181,8 @@ def run(args) -> None:
         f'image per episode, 85-d attributes, 2048-d features, 3 experts, '
         f'2048-d class vectors, head hidden 2048, APNetConv projection 256, '
         f'fused Adam; medians of {args.steps} episodes after {args.warmup} '
-        f'warm-up episodes, {args.threads} threads. Other processes kept '
+        f'warm-up episodes, the graphs taking turns episode by episode, '
+        f'{args.threads} threads. Other processes kept '
         f'up to {busy:.2f} cores busy during the runs.', '',
         markdown_table(header, table), '',
         'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()), ''
