@@ -12,10 +12,8 @@ import argparse
 import itertools
 from pathlib import Path
 
-import torch
-
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
-from apnet_pyg.zsl import RECIPES, harmonic_mean, per_class_accuracy, run
+from apnet_pyg.zsl import RECIPES, evaluate_predictions, run
 from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
 
 GRAPHS = ['none', 'wordnet', 'learned']
@@ -23,24 +21,17 @@ GRAPHS = ['none', 'wordnet', 'learned']
 
 def eszsl_row(data):
     """ESZSL with (gamma, lambda) chosen by ZSL accuracy on the validation
-    classes, refitted on all seen classes."""
+    classes, refitted on all seen classes, through the same protocol."""
     v, _, _ = fit_eszsl_validated(
         data.features, data.labels, data.attributes, data.train_classes,
         data.images_of(data.train_classes), data.val_classes,
         data.images_of(data.val_classes), data.seen_classes,
         data.trainval_loc)
-
-    def accuracy(index, candidates, classes):
-        pred = predict_eszsl(v, data.features[index], data.attributes,
-                             candidates)
-        return 100 * per_class_accuracy(pred, data.labels[index], classes)
-
-    everything = torch.arange(data.num_classes)
-    s = accuracy(data.test_seen_loc, everything, data.seen_classes)
-    u = accuracy(data.test_unseen_loc, everything, data.unseen_classes)
-    zsl = accuracy(data.test_unseen_loc, data.unseen_classes,
-                   data.unseen_classes)
-    return zsl, s, u, harmonic_mean(s, u)
+    metrics = evaluate_predictions(
+        data, lambda index, candidates: predict_eszsl(
+            v, data.features[index], data.attributes, candidates))
+    return (metrics['zsl_acc'], metrics['gzsl_seen'], metrics['gzsl_unseen'],
+            metrics['gzsl_h'])
 
 
 def table_row(training, graph, metrics):

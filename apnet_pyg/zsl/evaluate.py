@@ -10,7 +10,7 @@ r"""Evaluation of an APNet model on the benchmark's protocol (Xian et al.):
 
 All accuracies are in percent.
 """
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 from torch import Tensor
@@ -68,34 +68,49 @@ def _accuracy(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
                                       classes.cpu())
 
 
-def evaluate(model: APNet, data: ZSLDataset,
-             prior: Optional[ClassPrior] = None,
-             device: Optional[torch.device] = None) -> Dict[str, float]:
-    r"""ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%) on the
-    test splits; see the module docstring."""
-    if data.features is None:
-        raise ValueError("Evaluation needs image features: load the dataset "
-                         "with load_features=True")
-    device = device or next(model.parameters()).device
-    model.eval()
-    seen = data.seen_classes.to(device)
-    unseen = data.unseen_classes.to(device)
-    all_classes = torch.arange(data.num_classes, device=device)
-    attributes = data.attributes.to(device)
-
-    zsl = zsl_accuracy(model, data, data.test_unseen_loc, unseen, prior,
-                       device)
-
-    def gzsl(image_index: Tensor, classes: Tensor) -> float:
-        prediction = predict(model, data.features, image_index, attributes,
-                             all_classes, prior)
-        return _accuracy(prediction, data.labels[image_index], classes)
-
-    seen_acc = gzsl(data.test_seen_loc, seen)
-    unseen_acc = gzsl(data.test_unseen_loc, unseen)
+def evaluate_predictions(
+        data: ZSLDataset,
+        predict_classes: Callable[[Tensor, Tensor], Tensor],
+) -> Dict[str, float]:
+    r"""The protocol of the module docstring for any classifier:
+    :obj:`predict_classes(image_index, classes)` returns the predicted class
+    (an entry of :obj:`classes`) of every image in :obj:`image_index`.
+    Returns ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%)."""
+    seen, unseen = data.seen_classes, data.unseen_classes
+    zsl = _accuracy(predict_classes(data.test_unseen_loc, unseen),
+                    data.labels[data.test_unseen_loc], unseen)
+    # Both GZSL splits in one call: the candidates (for APNet, the class
+    # graph and vectors over all classes) are prepared once.
+    num_seen = data.test_seen_loc.numel()
+    prediction = predict_classes(
+        torch.cat([data.test_seen_loc, data.test_unseen_loc]),
+        torch.arange(data.num_classes))
+    seen_acc = _accuracy(prediction[:num_seen],
+                         data.labels[data.test_seen_loc], seen)
+    unseen_acc = _accuracy(prediction[num_seen:],
+                           data.labels[data.test_unseen_loc], unseen)
     return {
         'zsl_acc': zsl,
         'gzsl_seen': seen_acc,
         'gzsl_unseen': unseen_acc,
         'gzsl_h': float(harmonic_mean(seen_acc, unseen_acc)),
     }
+
+
+def evaluate(model: APNet, data: ZSLDataset,
+             prior: Optional[ClassPrior] = None,
+             device: Optional[torch.device] = None) -> Dict[str, float]:
+    r"""ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%) of
+    :obj:`model` on the test splits; see the module docstring."""
+    if data.features is None:
+        raise ValueError("Evaluation needs image features: load the dataset "
+                         "with load_features=True")
+    device = device or next(model.parameters()).device
+    model.eval()
+    attributes = data.attributes.to(device)
+
+    def predict_classes(image_index: Tensor, classes: Tensor) -> Tensor:
+        return predict(model, data.features, image_index, attributes,
+                       classes.to(device), prior)
+
+    return evaluate_predictions(data, predict_classes)

@@ -3,7 +3,7 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.nn import APNet
-from apnet_pyg.zsl import evaluate, zsl_accuracy
+from apnet_pyg.zsl import evaluate, evaluate_predictions, zsl_accuracy
 from apnet_pyg.zsl.evaluate import predict
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 
@@ -62,6 +62,41 @@ def test_zsl_accuracy_is_per_class_mean(tiny_root):
     assert per_class_accuracy(torch.full_like(labels, int(first)), labels,
                               data.unseen_classes) == pytest.approx(0.25)
     assert harmonic_mean(50.0, 25.0) == pytest.approx(100.0 / 3)
+
+
+def test_evaluate_predictions_follows_the_protocol(tiny_root):
+    data = load_xlsa17(tiny_root, 'TINY')
+    calls = []
+
+    def first_candidate(image_index, classes):
+        calls.append((image_index.clone(), classes.clone()))
+        return classes[:1].expand(image_index.numel())
+
+    metrics = evaluate_predictions(data, first_candidate)
+    # ZSL among the unseen classes; GZSL: both test splits among all.
+    (zsl_index, zsl_classes), (gzsl_index, gzsl_classes) = calls
+    assert torch.equal(zsl_index, data.test_unseen_loc)
+    assert torch.equal(zsl_classes, data.unseen_classes)
+    assert torch.equal(gzsl_index, torch.cat([data.test_seen_loc,
+                                              data.test_unseen_loc]))
+    assert torch.equal(gzsl_classes, torch.arange(data.num_classes))
+
+    def accuracy(index, predicted, classes):
+        labels = data.labels[index]
+        return 100 * per_class_accuracy(torch.full_like(labels, predicted),
+                                        labels, classes)
+
+    seen = accuracy(data.test_seen_loc, 0, data.seen_classes)
+    unseen = accuracy(data.test_unseen_loc, 0, data.unseen_classes)
+    assert metrics == pytest.approx({
+        'zsl_acc': accuracy(data.test_unseen_loc,
+                            int(data.unseen_classes[0]),
+                            data.unseen_classes),
+        'gzsl_seen': seen,
+        'gzsl_unseen': unseen,
+        'gzsl_h': harmonic_mean(seen, unseen),
+    })
+    assert metrics['zsl_acc'] > 0
 
 
 def test_evaluate_needs_features(tiny_root):
