@@ -41,6 +41,14 @@ class ClassPrior:
             list(class_names), max_hops=max_hops, mapping=mapping)
         return cls(edge_index, edge_weight, len(class_names))
 
+    @classmethod
+    def for_graph(cls, graph: str, dataset: str,
+                  class_names) -> Optional['ClassPrior']:
+        r"""The prior a model with class graph :obj:`graph` needs: the
+        WordNet graph for :obj:`"wordnet"`, :obj:`None` for the others."""
+        return cls.wordnet(dataset, class_names) if graph == 'wordnet' \
+            else None
+
     @property
     def num_classes(self) -> int:
         return self.weight.size(0)

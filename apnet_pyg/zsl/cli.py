@@ -146,8 +146,7 @@ def _evaluate(args: argparse.Namespace) -> Dict:
     saved, data = _load_run(args.run, args.root)
     device = _device(args.device)
     model = load_model(args.run, device)
-    prior = ClassPrior.wordnet(data.name, data.class_names) \
-        if model.graph == 'wordnet' else None
+    prior = ClassPrior.for_graph(model.graph, data.name, data.class_names)
     metrics = evaluate(model, data, prior, torch.device(device))
     metrics.update(dataset=data.name, simulated=data.simulated)
     print(format_table(metrics))

@@ -258,8 +258,7 @@ def run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / 'config.json').write_text(json.dumps(config.to_dict(), indent=2))
-    prior = ClassPrior.wordnet(data.name, data.class_names) \
-        if config.graph == 'wordnet' else None
+    prior = ClassPrior.for_graph(config.graph, data.name, data.class_names)
 
     epochs, selection = config.epochs, None
     if config.model_selection == 'validation':

@@ -25,3 +25,14 @@ def test_class_prior_wordnet():
     assert weight[0, 1] > weight[0, 2] > 0
     awa2 = ClassPrior.wordnet('AWA2', ['giant+panda', 'killer+whale'])
     assert awa2.weight[0, 1] > 0
+
+
+def test_class_prior_for_graph():
+    names = ['zebra', 'horse', 'dog']
+    prior = ClassPrior.for_graph('wordnet', 'TOY', names)
+    assert torch.equal(prior.weight,
+                       ClassPrior.wordnet('TOY', names).weight)
+    # The learned graph and no graph need no prior (and no WordNet lookup:
+    # an unknown name is not an error here).
+    assert ClassPrior.for_graph('learned', 'TOY', ['unicorn']) is None
+    assert ClassPrior.for_graph('none', 'TOY', ['unicorn']) is None
