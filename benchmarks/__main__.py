@@ -6,9 +6,10 @@ A suite is a module with ``add_arguments(parser)`` (its own options) and
 """
 import argparse
 import importlib
-import os
 import sys
 from typing import List, Optional
+
+from benchmarks import common
 
 #: Suite name -> module.
 SUITES = {
@@ -32,12 +33,6 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         '(default: derived, e.g. cpu-amd-epyc-2c)')
 
 
-def available_cores() -> int:
-    if hasattr(os, 'sched_getaffinity'):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='python -m benchmarks',
@@ -58,19 +53,20 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = build_parser()
     if not argv or argv[0].startswith('-'):
         # No suite named: run them all, with the options given here.
-        common = argparse.ArgumentParser(
+        shared_options = argparse.ArgumentParser(
             prog='python -m benchmarks',
             description=f"Runs every suite ({', '.join(SUITES)}) with its "
             f"default options; 'python -m benchmarks SUITE --help' lists a "
             f"suite's own options.")
-        add_common_arguments(common)
-        common.parse_args(argv)  # Validates; each suite re-parses below.
+        add_common_arguments(shared_options)
+        # Validates here; each suite re-parses the same options below.
+        shared_options.parse_args(argv)
         runs = [[name] + argv for name in SUITES]
     else:
         runs = [argv]
     for suite_argv in runs:
         args = parser.parse_args(suite_argv)
-        args.threads = args.threads or available_cores()
+        args.threads = args.threads or common.available_cores()
         args.command = ' '.join(['python -m benchmarks'] + suite_argv)
         importlib.import_module(SUITES[args.suite]).run(args)
 

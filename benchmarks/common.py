@@ -25,7 +25,15 @@ import sys
 import time
 import traceback
 import types
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import (
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 import psutil
 import torch
@@ -63,17 +71,20 @@ def gpu_name(device: str) -> str:
     return 'none'
 
 
+def available_cores() -> int:
+    r"""The cores this process may run on."""
+    if hasattr(os, 'sched_getaffinity'):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def describe_machine(device: str, threads: int) -> Dict[str, str]:
     r"""The facts a reader needs to compare two result files."""
     import torch_geometric
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
     return {
         'cpu': cpu_model(),
-        'cores': str(cores),
+        'cores': str(available_cores()),
         'ram_gb': f'{psutil.virtual_memory().total / GB:.1f}',
         'gpu': gpu_name(device),
         'device': device,
@@ -102,6 +113,23 @@ def machine_slug(machine: Dict[str, str]) -> str:
                    machine['cpu'].lower())
     model = re.sub(r'\b\d+-core\b', ' ', model)
     return f"cpu-{_slug(model)}-{machine['cores']}c"
+
+
+def prepare_run(device: str, threads: int, quick: bool,
+                machine_name: Optional[str] = None,
+                out: Optional[str] = None) -> Tuple[Dict[str, str], str, str]:
+    r"""What every suite does before measuring: refuses a CUDA device that
+    is not there, fixes the thread count, describes the machine and creates
+    the output directory (default ``results/<machine>[/quick]``). Returns
+    ``(machine, slug, out_dir)``."""
+    if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit(f'--device {device}: no CUDA device here')
+    torch.set_num_threads(threads)
+    machine = describe_machine(device, threads)
+    slug = machine_name or machine_slug(machine)
+    out_dir = out or osp.join(RESULTS_ROOT, slug, 'quick' if quick else '')
+    os.makedirs(out_dir, exist_ok=True)
+    return machine, slug, out_dir
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,6 @@ Run it with ``python -m benchmarks propagation [--device cpu|cuda]
 import argparse
 import datetime
 import math
-import os
 import os.path as osp
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -779,15 +778,9 @@ def run(args: argparse.Namespace) -> str:
     from benchmarks import propagation_report
 
     options = options_from_args(args)
-    if torch.device(options.device).type == 'cuda' and \
-            not torch.cuda.is_available():
-        raise SystemExit(f'--device {options.device}: no CUDA device here')
-    torch.set_num_threads(options.threads)
-    machine = common.describe_machine(options.device, options.threads)
-    slug = args.machine or common.machine_slug(machine)
-    out_dir = args.out or osp.join(common.RESULTS_ROOT, slug,
-                                   'quick' if options.quick else '')
-    os.makedirs(out_dir, exist_ok=True)
+    machine, slug, out_dir = common.prepare_run(
+        options.device, options.threads, options.quick, args.machine,
+        args.out)
     command = getattr(args, 'command', None) or \
         'python -m benchmarks propagation'
     common.log(f'propagation benchmark on {slug} ({machine["cpu"]}, gpu: '

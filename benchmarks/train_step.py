@@ -21,11 +21,9 @@ import torch.nn.functional as F
 from benchmarks.common import (
     LoadMonitor,
     PeakMemory,
-    describe_machine,
     log,
-    machine_slug,
     markdown_table,
-    RESULTS_ROOT,
+    prepare_run,
     synchronize,
     write_csv,
 )
@@ -57,8 +55,8 @@ def _episode_setup(graph: str, device: torch.device):
     model.encoder.fit_centroids(data.attributes[data.seen_classes],
                                 torch.Generator().manual_seed(0))
     optimizer = make_optimizer(model, config)
-    prior = ClassPrior.wordnet('AWA2', data.class_names).to(device) \
-        if graph == 'wordnet' else None
+    prior = ClassPrior.for_graph(graph, 'AWA2', data.class_names)
+    prior = prior.to(device) if prior is not None else None
     attributes = data.attributes.to(device)
     features = torch.rand(4096, 2048, device=device) * 2
     generator = torch.Generator().manual_seed(1)
@@ -155,13 +153,10 @@ def measure(args) -> List[dict]:
 
 
 def run(args) -> None:
-    torch.set_num_threads(args.threads)
     if args.quick:
         args.steps, args.warmup, args.graphs = 5, 2, ['learned']
-    machine = describe_machine(args.device, args.threads)
-    slug = args.machine or machine_slug(machine)
-    out = args.out or osp.join(RESULTS_ROOT, slug,
-                               'quick' if args.quick else '')
+    machine, slug, out = prepare_run(args.device, args.threads, args.quick,
+                                     args.machine, args.out)
     log(f'train_step: graphs {", ".join(args.graphs)}, {args.steps} '
         f'episodes each, round-robin')
     rows = measure(args)
