@@ -88,7 +88,22 @@ def _group_by_class(labels: Tensor, classes: Tensor, pool: Optional[Tensor],
     return images[order], slot[order], counts
 
 
-class EpisodeSampler:
+class _RandomSampler:
+    r"""The random state of a sampler: its generator, saved and restored
+    so that a resumed run draws the same sequence."""
+    def __init__(self, generator: Optional[torch.Generator]):
+        self.generator = generator if generator is not None else \
+            _default_generator()
+
+    def state_dict(self) -> Dict[str, Any]:
+        r"""Returns the generator state (to resume the sequence)."""
+        return {'generator': self.generator.get_state()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.generator.set_state(state['generator'])
+
+
+class EpisodeSampler(_RandomSampler):
     r"""Draws episodes of :obj:`n_way` classes and :obj:`k_shot` images per
     class (APNet's episodic training).
 
@@ -152,8 +167,7 @@ class EpisodeSampler:
         self.n_way = min(n_way, self.classes.numel())
         self.k_shot = k_shot
         self.num_episodes = num_episodes
-        self.generator = generator if generator is not None else \
-            _default_generator()
+        super().__init__(generator)
 
     def sample(self) -> Episode:
         r"""Draws one episode."""
@@ -192,20 +206,13 @@ class EpisodeSampler:
             raise TypeError('EpisodeSampler without num_episodes is endless')
         return self.num_episodes
 
-    def state_dict(self) -> Dict[str, Any]:
-        r"""Returns the generator state (to resume the episode sequence)."""
-        return {'generator': self.generator.get_state()}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.generator.set_state(state['generator'])
-
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '
                 f'images={self._images.numel()}, n_way={self.n_way}, '
                 f'k_shot={self.k_shot})')
 
 
-class MinibatchSampler:
+class MinibatchSampler(_RandomSampler):
     r"""Mini-batches over all images of :obj:`classes` in the pool, each image
     once per epoch (the ablation alternative to episodes: every image is
     classified among all :obj:`classes`).
@@ -240,8 +247,7 @@ class MinibatchSampler:
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.generator = generator if generator is not None else \
-            _default_generator()
+        super().__init__(generator)
 
     def __len__(self) -> int:
         n = self._images.numel()
@@ -256,12 +262,6 @@ class MinibatchSampler:
             index = order[batch * self.batch_size:(batch + 1) *
                           self.batch_size]
             yield Minibatch(self._images[index], self._targets[index])
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {'generator': self.generator.get_state()}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.generator.set_state(state['generator'])
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '

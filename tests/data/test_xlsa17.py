@@ -247,21 +247,17 @@ def test_seen_unseen_overlap(tmp_path):
         load_xlsa17(tmp_path, 'TOY')
 
 
-def test_test_unseen_labelled_with_seen_class(tmp_path):
+@pytest.mark.parametrize('image, label, match', [
+    (9, 1, 'test_unseen_loc.*with seen'),  # image 10 is in test_unseen_loc
+    (0, 4, 'trainval_loc.*with unseen'),  # image 1 is in trainval_loc
+])
+def test_split_labelled_with_class_of_other_side(tmp_path, image, label,
+                                                 match):
     labels = LABELS.copy()
-    labels[9] = 1  # image 10 is in test_unseen_loc
+    labels[image] = label
     write_dataset(tmp_path, features={
         'labels': labels.astype(np.float64).reshape(-1, 1)})
-    with pytest.raises(ValueError, match="test_unseen_loc.*with seen"):
-        load_xlsa17(tmp_path, 'TOY')
-
-
-def test_trainval_labelled_with_unseen_class(tmp_path):
-    labels = LABELS.copy()
-    labels[0] = 4  # image 1 is in trainval_loc
-    write_dataset(tmp_path, features={
-        'labels': labels.astype(np.float64).reshape(-1, 1)})
-    with pytest.raises(ValueError, match="trainval_loc.*with unseen"):
+    with pytest.raises(ValueError, match=match):
         load_xlsa17(tmp_path, 'TOY')
 
 
