@@ -1,13 +1,7 @@
 r"""Graph construction: cosine-similarity graphs and WordNet graphs."""
 from .cosine import COS_40_DEGREES, cosine_knn_graph, cosine_threshold_graph
 from .transforms import CosineKNNGraph, CosineThresholdGraph
-from .wordnet import (
-    dataset_wordnet_mapping,
-    resolve_synsets,
-    wordnet_coverage,
-    wordnet_graph,
-    wordnet_noun_graph,
-)
+from .wordnet import resolve_synsets, wordnet_graph, wordnet_noun_graph
 from .wordnet_corpus import load_wordnet
 
 __all__ = [
@@ -19,7 +13,5 @@ __all__ = [
     'wordnet_graph',
     'wordnet_noun_graph',
     'resolve_synsets',
-    'dataset_wordnet_mapping',
-    'wordnet_coverage',
     'load_wordnet',
 ]

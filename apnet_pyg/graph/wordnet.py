@@ -3,8 +3,9 @@ r"""Class graphs from the WordNet 3.0 noun hierarchy.
 APNet (Liu et al., AAAI 2020) propagates class attributes over a fully
 connected graph of the classes whose edge weights come from the WordNet
 distance between the classes' synsets. This module maps class names to
-WordNet noun synsets (:func:`resolve_synsets`, with hand-checked mappings for
-the five xlsa17 datasets in :func:`dataset_wordnet_mapping`), builds that
+WordNet noun synsets (:func:`resolve_synsets`; hand-checked mappings for the
+five xlsa17 datasets are in :mod:`apnet_pyg.data.wordnet_mappings`), builds
+that
 class graph (:func:`wordnet_graph`) and, as a large test graph, the whole
 noun hierarchy (:func:`wordnet_noun_graph`).
 """
@@ -14,8 +15,7 @@ import os.path as osp
 import re
 import warnings
 from collections import defaultdict, deque
-from importlib import resources
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -27,15 +27,11 @@ from apnet_pyg.graph.wordnet_corpus import (
     load_wordnet,
 )
 
-#: The datasets with a packaged class-to-synset mapping.
-WORDNET_MAPPING_DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
-
 #: The 26 noun lexicographer files, in order: the labels ``y`` of
 #: :func:`wordnet_noun_graph` index into this tuple.
 NOUN_LEXNAMES: Tuple[str, ...] = tuple(
     name for _, name, category in WORDNET30_LEXNAMES if category == 1)
 
-_MAPPING_HOWS = ('auto', 'manual', 'hypernym')
 # Bump when the content or layout of the cached noun graph changes.
 _NOUN_GRAPH_VERSION = 1
 _NOUN_GRAPH_FILE = 'wordnet30_noun_graph.pt'
@@ -44,7 +40,7 @@ _SYNSET_NAME_RE = re.compile(r'^.+\.([nvasr])\.\d+$')  # 'zebra.n.01'
 _OFFSET_RE = re.compile(r'^([nvasr])(\d{8})$')  # 'n02391049'
 _INDEX_PREFIX_RE = re.compile(r'^\d+\.')  # CUB's '002.' in '002.Laysan...'
 
-ClassMapping = Union[Mapping[str, str], str]
+ClassMapping = Mapping[str, str]
 
 
 class _Unresolved(Exception):
@@ -113,13 +109,12 @@ def _as_class_list(classes: Sequence[str]) -> List[str]:
 def _as_mapping(mapping: Optional[ClassMapping]) -> Dict[str, str]:
     if mapping is None:
         return {}
-    if isinstance(mapping, str):
-        return dataset_wordnet_mapping(mapping)
     if not isinstance(mapping, Mapping):
+        hint = (" (for an xlsa17 dataset: apnet_pyg.data.wordnet_mappings."
+                "dataset_wordnet_mapping(name))"
+                if isinstance(mapping, str) else '')
         raise ValueError(f"'mapping' must be a dict from class name to "
-                         f"synset or a dataset name out of "
-                         f"{WORDNET_MAPPING_DATASETS}, got "
-                         f"{type(mapping).__name__}")
+                         f"synset, got {type(mapping).__name__}{hint}")
     bad = [(k, v) for k, v in mapping.items()
            if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
@@ -146,17 +141,15 @@ def resolve_synsets(classes: Sequence[str],
     The first noun sense is often not the intended one (:obj:`"seal"` is
     first the wax, :obj:`"otter"` the fur), and many dataset class names
     (SUN's :obj:`"temple_south_asia"`) are no WordNet lemma at all. For the
-    xlsa17 datasets pass :obj:`mapping="SUN"` etc. to use the hand-checked
-    mappings of :func:`dataset_wordnet_mapping`.
+    xlsa17 datasets pass the hand-checked mappings of
+    :func:`apnet_pyg.data.wordnet_mappings.dataset_wordnet_mapping`.
 
     Args:
         classes (Sequence[str]): The class names.
-        mapping (dict or str, optional): A dictionary from class name to any
-            of the accepted synset forms, overriding the automatic rule for
-            the classes it names (other keys are ignored), or the name of a
-            dataset with a packaged mapping
-            (:obj:`"AWA1"`, :obj:`"AWA2"`, :obj:`"CUB"`, :obj:`"SUN"`,
-            :obj:`"APY"`). (default: :obj:`None`)
+        mapping (dict, optional): A dictionary from class name to any of
+            the accepted synset forms, overriding the automatic rule for the
+            classes it names (other keys are ignored).
+            (default: :obj:`None`)
 
     Returns:
         list[nltk.corpus.reader.wordnet.Synset]: One noun synset per class,
@@ -183,9 +176,9 @@ def resolve_synsets(classes: Sequence[str],
             f"Could not map {len(failures)} of {len(classes)} classes to a "
             f"WordNet noun synset:\n  " + '\n  '.join(failures) +
             "\nPass 'mapping={class name: synset}' with synset names like "
-            "'zebra.n.01' or wnids like 'n02391049' for these classes, or "
-            "mapping='CUB' (or 'AWA1', 'AWA2', 'SUN', 'APY') for the "
-            "packaged mappings of the xlsa17 datasets.")
+            "'zebra.n.01' or wnids like 'n02391049' for these classes "
+            "(the xlsa17 datasets' mappings: apnet_pyg.data."
+            "wordnet_mappings.dataset_wordnet_mapping).")
     return synsets
 
 
@@ -251,8 +244,8 @@ def wordnet_graph(
             :func:`resolve_synsets`.
         max_hops (int, optional): If set, keeps only the pairs with
             :math:`d_{ij} \leq` :obj:`max_hops`. (default: :obj:`None`)
-        mapping (dict or str, optional): Overrides of the class-to-synset
-            rule, see :func:`resolve_synsets`. (default: :obj:`None`)
+        mapping (dict, optional): Overrides of the class-to-synset rule,
+            see :func:`resolve_synsets`. (default: :obj:`None`)
 
     Returns:
         (torch.Tensor, torch.Tensor): :obj:`edge_index` of shape
@@ -391,63 +384,3 @@ def wordnet_noun_graph(cache_dir: Optional[str] = None,
         lexnames=content['lexnames'],
         num_nodes=len(content['synset_names']),
     )
-
-
-def _normalise_dataset(dataset: str) -> str:
-    if not isinstance(dataset, str):
-        raise ValueError(f"'dataset' must be a string out of "
-                         f"{WORDNET_MAPPING_DATASETS}, got {dataset!r}")
-    key = dataset.strip().upper()
-    if key not in WORDNET_MAPPING_DATASETS:
-        raise ValueError(f"No WordNet mapping for dataset {dataset!r}; "
-                         f"available: {', '.join(WORDNET_MAPPING_DATASETS)}")
-    return key
-
-
-def _read_mapping_rows(dataset: str) -> List[Tuple[str, str, str]]:
-    dataset = _normalise_dataset(dataset)
-    text = (resources.files('apnet_pyg.data') / 'wordnet_mappings' /
-            f'{dataset}.tsv').read_text(encoding='utf-8')
-    rows = []
-    for line in text.splitlines()[1:]:  # The first line is the header.
-        if not line.strip() or line.startswith('#'):
-            continue
-        name, synset, how = line.split('\t')
-        if how not in _MAPPING_HOWS:
-            raise ValueError(f"Bad 'how' value {how!r} in the mapping of "
-                             f"{dataset} (line {line!r})")
-        rows.append((name, synset, how))
-    return rows
-
-
-def dataset_wordnet_mapping(dataset: str) -> Dict[str, str]:
-    r"""Returns the packaged, hand-checked mapping from the class names of
-    an xlsa17 dataset (as in :obj:`allclasses_names` of its
-    :obj:`att_splits.mat`) to WordNet 3.0 noun synset names.
-
-    Every class of the dataset is mapped; see
-    :obj:`apnet_pyg/data/wordnet_mappings/README.md` for how.
-
-    Args:
-        dataset (str): :obj:`"AWA1"`, :obj:`"AWA2"`, :obj:`"CUB"`,
-            :obj:`"SUN"` or :obj:`"APY"` (case-insensitive).
-    """
-    return {name: synset for name, synset, _ in _read_mapping_rows(dataset)}
-
-
-def wordnet_coverage(dataset: str) -> Dict[str, int]:
-    r"""Returns how the classes of a dataset were mapped to synsets: the
-    number of :obj:`"classes"` and, out of those, :obj:`"auto"` (the
-    automatic rule of :func:`resolve_synsets` gives the synset),
-    :obj:`"manual"` (a different sense or lemma, chosen by hand) and
-    :obj:`"hypernym"` (not in WordNet, mapped to a more general synset).
-
-    Args:
-        dataset (str): :obj:`"AWA1"`, :obj:`"AWA2"`, :obj:`"CUB"`,
-            :obj:`"SUN"` or :obj:`"APY"` (case-insensitive).
-    """
-    rows = _read_mapping_rows(dataset)
-    coverage = {'classes': len(rows)}
-    for how in _MAPPING_HOWS:
-        coverage[how] = sum(row[2] == how for row in rows)
-    return coverage

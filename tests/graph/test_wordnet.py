@@ -7,14 +7,11 @@ import pytest
 import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
-import apnet_pyg
+from apnet_pyg.data.wordnet_mappings import dataset_wordnet_mapping
 from apnet_pyg.graph import wordnet as wordnet_module
 from apnet_pyg.graph.wordnet import (
     NOUN_LEXNAMES,
-    WORDNET_MAPPING_DATASETS,
-    dataset_wordnet_mapping,
     resolve_synsets,
-    wordnet_coverage,
     wordnet_graph,
     wordnet_noun_graph,
 )
@@ -84,10 +81,9 @@ def test_resolve_synsets_mapping():
     assert names(resolve_synsets(['seal', 'mystery', 'dog'], mapping)) == [
         'seal.n.09', 'zebra.n.01', 'dog.n.01'
     ]
-    # A packaged dataset mapping by name.
-    assert names(resolve_synsets(['seal', 'bat'], mapping='AWA2')) == [
-        'seal.n.09', 'bat.n.01'
-    ]
+    # A dataset name is not a mapping (the graph layer knows no datasets):
+    with pytest.raises(ValueError, match='dataset_wordnet_mapping'):
+        resolve_synsets(['seal'], mapping='AWA2')
 
     with pytest.raises(ValueError, match=r"'seal' \(mapped to 'seal.v.01'\)"):
         resolve_synsets(['seal'], {'seal': 'seal.v.01'})
@@ -95,8 +91,6 @@ def test_resolve_synsets_mapping():
         resolve_synsets(['seal'], [('seal', 'seal.n.09')])
     with pytest.raises(ValueError, match='map strings to strings'):
         resolve_synsets(['seal'], {'seal': 9})
-    with pytest.raises(ValueError, match='No WordNet mapping'):
-        resolve_synsets(['seal'], 'ImageNet')
 
 
 def test_wordnet_graph(wordnet):
@@ -159,7 +153,8 @@ def test_wordnet_graph_sun_matches_nltk():
     classes = list(dataset_wordnet_mapping('SUN'))
     start = time.perf_counter()
     with pytest.warns(UserWarning, match='more groups'):
-        edge_index, edge_weight = wordnet_graph(classes, mapping='SUN')
+        edge_index, edge_weight = wordnet_graph(
+            classes, mapping=dataset_wordnet_mapping('SUN'))
     assert time.perf_counter() - start < 10  # ~0.2 s; nltk per pair: ~10 s.
 
     num_nodes = len(classes)
@@ -168,7 +163,8 @@ def test_wordnet_graph_sun_matches_nltk():
     assert not contains_self_loops(edge_index)
     assert_coalesced(edge_index, num_nodes)
 
-    synsets = resolve_synsets(classes, mapping='SUN')
+    synsets = resolve_synsets(classes,
+                              mapping=dataset_wordnet_mapping('SUN'))
     rng = random.Random(12345)
     for k in rng.sample(range(edge_index.size(1)), 300):
         i, j = edge_index[:, k].tolist()
@@ -254,84 +250,15 @@ def test_wordnet_noun_graph_cache(monkeypatch, tmp_path):
     assert len(calls) == 4
 
 
-def dataset_class_names(dataset):
-    # The class names of the benchmark, from a packaged or a shared copy.
-    scipy_io = pytest.importorskip('scipy.io')
-    roots = [
-        osp.join(osp.dirname(apnet_pyg.__file__), 'data', 'xlsa17'),
-        '/work/shared/data/xlsa17',
-    ]
-    for root in roots:
-        path = osp.join(root, dataset, 'att_splits.mat')
-        if osp.isfile(path):
-            mat = scipy_io.loadmat(path)
-            return [str(entry[0][0]) for entry in mat['allclasses_names']]
-    pytest.skip(f'no att_splits.mat of {dataset} in {roots}')
-
-
-EXPECTED_COVERAGE = {
-    'AWA1': (50, 38, 12, 0),
-    'AWA2': (50, 38, 12, 0),
-    'CUB': (200, 52, 36, 112),
-    'SUN': (717, 362, 252, 103),
-    'APY': (32, 24, 8, 0),
-}
-
-
-@pytest.mark.parametrize('dataset', WORDNET_MAPPING_DATASETS)
-def test_dataset_wordnet_mapping(dataset):
-    mapping = dataset_wordnet_mapping(dataset)
-    assert dataset_wordnet_mapping(dataset.lower()) == mapping
-
-    coverage = wordnet_coverage(dataset)
-    assert tuple(coverage.values()) == EXPECTED_COVERAGE[dataset]
-    assert coverage['classes'] == len(mapping)
-    assert sum(coverage[how] for how in ['auto', 'manual', 'hypernym']) == \
-        len(mapping)
-
-    # Every synset is a valid noun synset; `auto` rows are exactly what the
-    # automatic rule gives, other rows differ from it.
-    synsets = resolve_synsets(list(mapping.values()))
-    assert names(synsets) == list(mapping.values())
-    for name, synset, how in wordnet_module._read_mapping_rows(dataset):
-        try:
-            automatic = resolve_synsets([name])[0].name()
-        except ValueError:
-            automatic = None
-        assert (automatic == synset) == (how == 'auto'), (name, synset, how)
-
-    assert list(mapping) == dataset_class_names(dataset)
-
-
-def test_dataset_wordnet_mapping_choices():
-    awa = dataset_wordnet_mapping('AWA1')
-    assert awa['bat'] == 'bat.n.01'
-    assert awa['seal'] == 'seal.n.09'
-    assert awa['mouse'] == 'mouse.n.01'
-    apy = dataset_wordnet_mapping('APY')
-    assert apy['tvmonitor'] == 'television_receiver.n.01'
-    assert apy['pottedplant'] == 'pot_plant.n.01'
-    assert apy['diningtable'] == 'dining_table.n.01'
-    cub = dataset_wordnet_mapping('CUB')
-    assert cub['002.Laysan_Albatross'] == 'albatross.n.02'
-    sun = dataset_wordnet_mapping('SUN')
-    assert sun['temple_south_asia'] == 'temple.n.01'
-    assert sun['monastery_outdoor'] == 'monastery.n.01'
-
-    with pytest.raises(ValueError, match='No WordNet mapping'):
-        dataset_wordnet_mapping('CIFAR')
-    with pytest.raises(ValueError, match='must be a string'):
-        wordnet_coverage(None)
-
-
 def test_cub_hypernyms_are_birds(wordnet):
     bird = wordnet.synset('bird.n.01')
     for synset in resolve_synsets(list(dataset_wordnet_mapping('CUB')),
-                                  mapping='CUB'):
+                                  mapping=dataset_wordnet_mapping('CUB')):
         assert bird in synset.closure(lambda s: s.hypernyms()), synset
 
 
 def test_no_warning_without_collisions():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
-        wordnet_graph(list(dataset_wordnet_mapping('AWA1')), mapping='AWA1')
+        awa1 = dataset_wordnet_mapping('AWA1')
+        wordnet_graph(list(awa1), mapping=awa1)
