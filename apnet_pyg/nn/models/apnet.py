@@ -8,6 +8,8 @@ from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
 
+#: The class graphs of APNet: learned from the class vectors, given by a
+#: prior (WordNet), or none (no propagation).
 GRAPHS = ('learned', 'wordnet', 'none')
 
 
@@ -19,16 +21,22 @@ class APNet(torch.nn.Module):
 
     1. :class:`CentroidEncoder`: :math:`\mathbf{x}^{(0)}_y = \sum_i
        \mathrm{ReLU}(\mathbf{\Theta}_i (\mathbf{s}_y - \mathbf{c}_i))`;
-    2. a graph over the task's classes: :obj:`"learned"` connects classes
-       with :math:`\cos(f(\mathbf{x}^{(0)}_y), f(\mathbf{x}^{(0)}_z)) \geq
+    2. a graph over the task's classes (:meth:`class_graph`):
+       :obj:`"learned"` connects classes with
+       :math:`\cos(f(\mathbf{x}^{(0)}_y), f(\mathbf{x}^{(0)}_z)) \geq
        \epsilon` (:math:`f` = :obj:`conv.lin`, :math:`\epsilon = \cos
-       40^{\circ}`), :obj:`"wordnet"` takes a given prior graph (WordNet
-       hops, weights :math:`1/d`), :obj:`"none"` skips propagation;
+       40^{\circ}`), :obj:`"wordnet"` takes the task's classes' subgraph of
+       :obj:`class_prior` (WordNet hops, weights :math:`1/d`),
+       :obj:`"none"` skips propagation;
     3. :class:`~apnet_pyg.nn.APNetConv` propagates the class vectors
-       (temperature :math:`\gamma_1 = 10`);
-    4. :class:`RelationHead` scores every image against every class; the
-       logits are the scores times :math:`\gamma_2` (:obj:`logit_scale`),
-       for a softmax over the task's classes.
+       (temperature :math:`\gamma_1`);
+    4. :class:`RelationHead` scores every image against every class
+       (:meth:`scores`); the logits are the scores times :math:`\gamma_2`
+       (:obj:`logit_scale`), for a softmax over the task's classes.
+
+    The model owns its class graph: a task's classes are given by their
+    attribute rows and, for :obj:`"wordnet"`, their indices into
+    :obj:`class_prior` (a buffer, saved with the model).
 
     Args:
         attribute_dim (int): Size of the class attribute vectors.
@@ -49,10 +57,15 @@ class APNet(torch.nn.Module):
         propagation_temperature (float, optional): :math:`\gamma_1`.
             (default: :obj:`10.0`)
         num_steps (int, optional): Propagation steps. (default: :obj:`1`)
-        activation (str, optional): Activation of the relation head.
-            (default: :obj:`"relu"`)
+        score (str, optional): The head's score function, :obj:`"sigmoid"`
+            or :obj:`"linear"` (see :class:`RelationHead`).
+            (default: :obj:`"sigmoid"`)
         logit_scale (float, optional): :math:`\gamma_2`.
             (default: :obj:`30.0`)
+        class_prior (torch.Tensor, optional): For :obj:`graph="wordnet"`,
+            the prior graph over all :math:`C` classes of the dataset as a
+            dense :math:`(C, C)` matrix of weights, row = target class,
+            column = source class, :math:`0` = no edge.
     """
     def __init__(
         self,
@@ -66,13 +79,27 @@ class APNet(torch.nn.Module):
         threshold: float = COS_40_DEGREES,
         propagation_temperature: float = 10.0,
         num_steps: int = 1,
-        activation: str = 'relu',
+        score: str = 'sigmoid',
         logit_scale: float = 30.0,
+        class_prior: Optional[Tensor] = None,
     ):
         super().__init__()
         if graph not in GRAPHS:
-            raise ValueError(f"Unknown graph '{graph}' (expected one of "
-                             f"{', '.join(GRAPHS)})")
+            raise ValueError(f"'graph' must be one of {', '.join(GRAPHS)} "
+                             f"(got '{graph}')")
+        if graph == 'wordnet':
+            if class_prior is None:
+                raise ValueError("graph='wordnet' needs 'class_prior', the "
+                                 "[C, C] prior graph over the dataset's "
+                                 "classes (see apnet_pyg.zsl."
+                                 "wordnet_class_prior)")
+            if class_prior.dim() != 2 or \
+                    class_prior.size(0) != class_prior.size(1):
+                raise ValueError(f"'class_prior' must be a square [C, C] "
+                                 f"matrix (got {tuple(class_prior.shape)})")
+            self.register_buffer('class_prior', class_prior.float().clone())
+        else:
+            self.class_prior = None
         self.graph = graph
         self.threshold = threshold
         self.logit_scale = logit_scale
@@ -83,9 +110,10 @@ class APNet(torch.nn.Module):
         if graph != 'none':
             self.conv = APNetConv(class_channels, proj_channels,
                                   temperature=propagation_temperature,
+                                  learn_temperature=False,
                                   num_steps=num_steps)
         self.head = RelationHead(class_channels, image_channels,
-                                 hidden_channels, activation)
+                                 hidden_channels, score)
 
     def reset_parameters(self):
         self.encoder.reset_parameters()
@@ -93,14 +121,30 @@ class APNet(torch.nn.Module):
             self.conv.reset_parameters()
         self.head.reset_parameters()
 
+    @torch.no_grad()
+    def standardize_(self, seen_attributes: Tensor) -> None:
+        r"""Data-dependent initialisation from the training classes'
+        attributes :math:`(C_{seen}, A)`, after
+        :meth:`CentroidEncoder.fit_centroids`: the encoder's experts are
+        scaled to unit pre-activation spread over these classes
+        (:meth:`CentroidEncoder.standardize_`) and the head's output layer
+        is zeroed, so that every score starts at :math:`\sigma(0)`. With
+        PyTorch's default initialisation and raw percentage attributes, the
+        head's class term is about 25 times its image term and a sigmoid
+        score starts saturated, where it has no gradient."""
+        self.encoder.standardize_(seen_attributes)
+        self.head.lin_out.weight.zero_()
+        self.head.lin_out.bias.zero_()
+
     def class_graph(
         self,
         initial_vectors: Tensor,
-        prior: Optional[Tuple[Tensor, Tensor]] = None,
+        classes: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        r"""The graph over the classes, :obj:`(edge_index, edge_weight)`,
-        from the initial class vectors (:obj:`"learned"`) or the prior
-        (:obj:`"wordnet"`)."""
+        r"""The graph over a task's classes, :obj:`(edge_index,
+        edge_weight)`: from their initial class vectors :math:`(C_t, F_c)`
+        (:obj:`"learned"`), or the subgraph of :obj:`class_prior` over
+        :obj:`classes`, their indices in the dataset (:obj:`"wordnet"`)."""
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
                 edge_index = cosine_threshold_graph(
@@ -108,39 +152,48 @@ class APNet(torch.nn.Module):
                     loop=False)
             return edge_index, None
         if self.graph == 'wordnet':
-            if prior is None:
-                raise ValueError("graph='wordnet' needs the prior graph "
-                                 "(edge_index, edge_weight) over the classes")
-            return prior
+            if classes is None:
+                raise ValueError("graph='wordnet' needs 'classes', the "
+                                 "task's class indices into 'class_prior'")
+            if classes.numel() != initial_vectors.size(0):
+                raise ValueError(f"'classes' must hold one index per class "
+                                 f"vector (got {classes.numel()} for "
+                                 f"{initial_vectors.size(0)})")
+            classes = classes.to(self.class_prior.device)
+            weight = self.class_prior[classes][:, classes]
+            target, source = weight.nonzero(as_tuple=True)
+            return (torch.stack([source, target]),
+                    weight[target, source].to(initial_vectors.dtype))
         raise ValueError("graph='none' builds no class graph")
 
-    def class_vectors(
-        self,
-        attributes: Tensor,
-        prior: Optional[Tuple[Tensor, Tensor]] = None,
-    ) -> Tensor:
-        r"""The propagated class vectors :math:`(C, F_c)` of the classes
-        with :obj:`attributes` :math:`(C, A)`."""
+    def class_vectors(self, attributes: Tensor,
+                      classes: Optional[Tensor] = None) -> Tensor:
+        r"""The propagated class vectors :math:`(C_t, F_c)` of a task's
+        classes with :obj:`attributes` :math:`(C_t, A)` (and, for
+        :obj:`"wordnet"`, dataset indices :obj:`classes`), the class graph
+        built over exactly these classes."""
         x = self.encoder(attributes)
         if self.conv is None:
             return x
-        edge_index, edge_weight = self.class_graph(x, prior)
+        edge_index, edge_weight = self.class_graph(x, classes)
         return self.conv(x, edge_index, edge_weight)
 
-    def forward(
-        self,
-        images: Tensor,
-        attributes: Tensor,
-        prior: Optional[Tuple[Tensor, Tensor]] = None,
-    ) -> Tensor:
-        r"""Logits :math:`(B, C)` of the :obj:`images` :math:`(B, F_v)`
-        over the classes with :obj:`attributes` :math:`(C, A)`; for
-        :obj:`graph="wordnet"`, :obj:`prior` is the WordNet graph over
-        those classes."""
-        class_vectors = self.class_vectors(attributes, prior)
-        return self.logit_scale * self.head(class_vectors, images)
+    def scores(self, class_vectors: Tensor, images: Tensor) -> Tensor:
+        r"""The head's scores :math:`h` :math:`(B, C_t)` of :obj:`images`
+        :math:`(B, F_v)` against :obj:`class_vectors`; the logits are
+        :obj:`logit_scale` times these."""
+        return self.head(class_vectors, images)
+
+    def forward(self, images: Tensor, attributes: Tensor,
+                classes: Optional[Tensor] = None) -> Tensor:
+        r"""Logits :math:`(B, C_t)` of the :obj:`images` :math:`(B, F_v)`
+        over a task's classes with :obj:`attributes` :math:`(C_t, A)` and,
+        for :obj:`"wordnet"`, dataset indices :obj:`classes`."""
+        vectors = self.class_vectors(attributes, classes)
+        return self.logit_scale * self.scores(vectors, images)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(attribute_dim='
                 f'{self.encoder.attribute_dim}, graph={self.graph}, '
-                f'num_centroids={self.encoder.num_centroids})')
+                f'num_centroids={self.encoder.num_centroids}, '
+                f'score={self.head.score})')

@@ -9,17 +9,21 @@ from apnet_pyg.utils import check_node_features
 
 
 def kmeans(x: Tensor, k: int, num_iterations: int = 100,
-           generator: Optional[torch.Generator] = None) -> Tensor:
-    r"""Lloyd's :math:`k`-means with :math:`k`-means++ seeding,
-    deterministic for a given :obj:`generator`.
+           generator: Optional[torch.Generator] = None,
+           num_init: int = 10) -> Tensor:
+    r"""Lloyd's :math:`k`-means with :math:`k`-means++ seeding, the best of
+    :obj:`num_init` seedings by inertia (as scikit-learn's classic
+    :obj:`KMeans`, which the APNet authors used), deterministic for a given
+    :obj:`generator`.
 
     Args:
         x (torch.Tensor): Points :math:`(N, D)`.
         k (int): Number of centroids, :math:`1 \leq k \leq N`.
-        num_iterations (int, optional): Maximum Lloyd iterations (it stops
-            earlier once the assignment no longer changes).
-            (default: :obj:`100`)
+        num_iterations (int, optional): Maximum Lloyd iterations per
+            seeding (it stops earlier once the assignment no longer
+            changes). (default: :obj:`100`)
         generator (torch.Generator, optional): Randomness of the seeding.
+        num_init (int, optional): Number of seedings. (default: :obj:`10`)
 
     :rtype: :class:`torch.Tensor` of shape :math:`(k, D)`
     """
@@ -27,28 +31,46 @@ def kmeans(x: Tensor, k: int, num_iterations: int = 100,
     if not 1 <= k <= x.size(0):
         raise ValueError(f"'k' must lie in [1, {x.size(0)}] for "
                          f"{x.size(0)} points (got {k})")
+    if num_init < 1:
+        raise ValueError(f"'num_init' must be positive (got {num_init})")
     x = x.detach().double()  # Stable distances; cast back at the end.
+    best, best_inertia = None, float('inf')
+    for _ in range(num_init):
+        centroids = _lloyd(x, _kmeans_plus_plus(x, k, generator),
+                           num_iterations)
+        inertia = float(torch.cdist(x, centroids).min(dim=1).values.square()
+                        .sum())
+        if inertia < best_inertia:
+            best, best_inertia = centroids, inertia
+    return best.to(torch.get_default_dtype())
+
+
+def _kmeans_plus_plus(x: Tensor, k: int,
+                      generator: Optional[torch.Generator]) -> Tensor:
     first = int(torch.randint(x.size(0), (1, ), generator=generator))
-    centroids = x[first:first + 1]
-    for _ in range(1, k):  # k-means++: far points are likelier seeds.
+    centroids = x[first:first + 1].clone()  # Lloyd updates it in place.
+    for _ in range(1, k):  # Far points are likelier seeds.
         distance = torch.cdist(x, centroids).min(dim=1).values.square()
         if float(distance.sum()) == 0.0:  # All points coincide with seeds.
             index = int(torch.randint(x.size(0), (1, ), generator=generator))
         else:
             index = int(torch.multinomial(distance, 1, generator=generator))
         centroids = torch.cat([centroids, x[index:index + 1]])
+    return centroids
 
+
+def _lloyd(x: Tensor, centroids: Tensor, num_iterations: int) -> Tensor:
     assignment = None
     for _ in range(num_iterations):
         new_assignment = torch.cdist(x, centroids).argmin(dim=1)
         if assignment is not None and torch.equal(new_assignment, assignment):
             break
         assignment = new_assignment
-        for cluster in range(k):
+        for cluster in range(centroids.size(0)):
             members = assignment == cluster
             if bool(members.any()):  # An empty cluster keeps its centroid.
                 centroids[cluster] = x[members].mean(dim=0)
-    return centroids.to(torch.get_default_dtype())
+    return centroids
 
 
 class CentroidEncoder(torch.nn.Module):
@@ -113,6 +135,27 @@ class CentroidEncoder(torch.nn.Module):
                            generator=generator)
         self.centroids.copy_(centroids)
         return self.centroids
+
+    @torch.no_grad()
+    def standardize_(self, seen_attributes: Tensor) -> None:
+        r"""Scales each expert unit's weights so that its pre-activation
+        :math:`\boldsymbol{\theta}^{\top} (\mathbf{s}_y - \mathbf{c}_i)` has
+        unit standard deviation over :obj:`seen_attributes`
+        :math:`(C_{seen}, A)`: a data-dependent initialisation (as LSUV,
+        Mishkin & Matas, ICLR 2016) that makes the class vectors'
+        magnitude independent of the attributes' units (raw percentages or
+        unit-norm rows). Call it after :meth:`fit_centroids`."""
+        check_node_features(seen_attributes, 'seen_attributes',
+                            channels=self.attribute_dim)
+        if seen_attributes.size(0) < 2:
+            raise ValueError("'seen_attributes' needs at least 2 classes to "
+                             "measure a spread")
+        k, out = self.num_centroids, self.out_channels
+        weight = self.weight.view(k, out, self.attribute_dim)
+        offsets = seen_attributes.to(weight.dtype).unsqueeze(1) - \
+            self.centroids.to(weight.dtype).unsqueeze(0)  # [C, k, A]
+        spread = torch.einsum('koa,cka->cko', weight, offsets).std(dim=0)
+        weight.div_(spread.clamp_min(1e-12).unsqueeze(-1))
 
     def forward(self, attributes: Tensor) -> Tensor:
         check_node_features(attributes, 'attributes',

@@ -7,8 +7,8 @@ from torch_geometric.nn.dense.linear import Linear
 
 from apnet_pyg.utils import check_node_features
 
-# In place: the pre-activation sum is a fresh tensor used nowhere else.
-_ACTIVATIONS = {'relu': torch.relu_, 'sigmoid': torch.sigmoid_}
+#: The score functions :math:`\sigma` of the head's output.
+SCORES = ('sigmoid', 'linear')
 
 # Pair activations computed at once (128 MB in float32): bounds the memory of
 # scoring many images against many classes.
@@ -20,24 +20,32 @@ class RelationHead(torch.nn.Module):
     against every class,
 
     .. math::
-        h(\mathbf{x}_y, \mathbf{v}) = \mathbf{w}^{\top} \sigma\left(
-        \mathbf{W}_1 \mathbf{x}_y + \mathbf{W}_2 \mathbf{v} + \mathbf{b}_1
-        \right) + b,
+        h(\mathbf{x}_y, \mathbf{v}) = \sigma\left(\mathbf{w}^{\top}
+        \mathrm{ReLU}\left(\mathbf{W}_1 \mathbf{x}_y + \mathbf{W}_2
+        \mathbf{v} + \mathbf{b}_1 \right) + b\right),
 
     for class vector :math:`\mathbf{x}_y` and image feature
-    :math:`\mathbf{v}`. :math:`\mathbf{W}_1 \mathbf{x}_y` is computed once
-    per class and :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1` once per
-    image; only the sum, the activation and the product with
-    :math:`\mathbf{w}` are per pair (in blocks of images, so memory stays
-    bounded).
+    :math:`\mathbf{v}`. With :obj:`score="sigmoid"`, :math:`\sigma` is the
+    logistic function and :math:`h \in (0, 1)`: the paper's reading ("All
+    nonlinear functions were ReLU except for :math:`\sigma`, which was
+    implemented using Sigmoid to map the result between 0 and 1", Liu et
+    al., AAAI 2020, Implementation Details). With :obj:`score="linear"`,
+    :math:`\sigma` is the identity and :math:`h` is unbounded: the authors'
+    public code (:obj:`fc(ReLU(x W_img + a W_sem + b))`).
+
+    :math:`\mathbf{W}_1 \mathbf{x}_y` is computed once per class and
+    :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1` once per image; only the
+    sum, the activation and the product with :math:`\mathbf{w}` are per pair
+    (in blocks of images, so memory stays bounded).
 
     Args:
         class_channels (int): Size of the class vectors.
         image_channels (int): Size of the image features.
         hidden_channels (int, optional): Size of the hidden layer.
             (default: :obj:`2048`)
-        activation (str, optional): :obj:`"relu"` (the authors' public code)
-            or :obj:`"sigmoid"` (the paper's text). (default: :obj:`"relu"`)
+        score (str, optional): :obj:`"sigmoid"` (bounded, the paper) or
+            :obj:`"linear"` (unbounded, the authors' code).
+            (default: :obj:`"sigmoid"`)
 
     Shapes:
         - **input:** class vectors :math:`(C, F_c)`, image features
@@ -45,15 +53,15 @@ class RelationHead(torch.nn.Module):
         - **output:** scores :math:`(B, C)`
     """
     def __init__(self, class_channels: int, image_channels: int,
-                 hidden_channels: int = 2048, activation: str = 'relu'):
+                 hidden_channels: int = 2048, score: str = 'sigmoid'):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"Unknown activation '{activation}' (expected "
-                             f"one of {', '.join(_ACTIVATIONS)})")
+        if score not in SCORES:
+            raise ValueError(f"'score' must be one of {', '.join(SCORES)} "
+                             f"(got '{score}')")
         self.class_channels = class_channels
         self.image_channels = image_channels
         self.hidden_channels = hidden_channels
-        self.activation = activation
+        self.score = score
 
         self.lin_class = Linear(class_channels, hidden_channels, bias=False)
         self.lin_image = Linear(image_channels, hidden_channels, bias=True)
@@ -70,7 +78,6 @@ class RelationHead(torch.nn.Module):
         check_node_features(class_vectors, 'class_vectors',
                             channels=self.class_channels)
         check_node_features(images, 'images', channels=self.image_channels)
-        act = _ACTIVATIONS[self.activation]
         per_class = self.lin_class(class_vectors)  # [C, H]
         per_image = self.lin_image(images)  # [B, H]
         w = self.lin_out.weight.view(-1)
@@ -82,13 +89,15 @@ class RelationHead(torch.nn.Module):
         scores = []
         for start in range(0, per_image.size(0), block_size):
             block = per_image[start:start + block_size]
-            hidden = act(block.unsqueeze(1) + per_class.unsqueeze(0))
+            # In place: the pre-activation sum is a fresh tensor.
+            hidden = (block.unsqueeze(1) + per_class.unsqueeze(0)).relu_()
             scores.append(hidden @ w)  # [b, C]
         if not scores:
             return per_class.new_zeros(0, num_classes)
-        return torch.cat(scores, dim=0) + self.lin_out.bias
+        out = torch.cat(scores, dim=0) + self.lin_out.bias
+        return out.sigmoid() if self.score == 'sigmoid' else out
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.class_channels}, '
                 f'{self.image_channels}, hidden={self.hidden_channels}, '
-                f'activation={self.activation})')
+                f'score={self.score})')

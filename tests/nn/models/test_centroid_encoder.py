@@ -22,6 +22,34 @@ def test_kmeans():
     assert kmeans(torch.ones(5, 2), 2).size() == (2, 2)
     with pytest.raises(ValueError, match="'k' must lie in"):
         kmeans(points, 61)
+    with pytest.raises(ValueError, match="'num_init' must be positive"):
+        kmeans(points, 3, num_init=0)
+
+
+def inertia(points, centroids):
+    return float(torch.cdist(points.double(), centroids.double()).min(
+        dim=1).values.square().sum())
+
+
+def test_kmeans_keeps_the_best_of_several_seedings():
+    # Two tight pairs and one far pair: a single k-means++ seeding often
+    # splits a tight pair; the best of ten seedings has the lowest inertia.
+    generator = torch.Generator().manual_seed(3)
+    points = torch.cat([torch.randn(30, 5, generator=generator) + shift
+                        for shift in (0.0, 6.0, 12.0, 30.0)])
+    single = [inertia(points, kmeans(points, 4, num_init=1,
+                                     generator=torch.Generator()
+                                     .manual_seed(seed)))
+              for seed in range(10)]
+    best = inertia(points, kmeans(points, 4, num_init=10,
+                                  generator=torch.Generator().manual_seed(0)))
+    assert max(single) > 2 * min(single)  # Some seedings go wrong,
+    assert best <= min(single) + 1e-9  # the best of ten does not.
+    # The input is left as it was (k = 1 seeds with a row of it):
+    x = torch.rand(6, 3, dtype=torch.float64)
+    copy = x.clone()
+    kmeans(x, 1)
+    assert torch.equal(x, copy)
 
 
 def test_centroid_encoder():
