@@ -44,6 +44,12 @@ CLASS_LIST_FILES = {
     'val': 'valclasses1.txt',
 }
 DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
+#: The attribute matrices a dataset can be read with: the benchmark's
+#: L2-normalised :obj:`att`, the raw :obj:`original_att`, and
+#: :obj:`original_att` on a 0-100 scale (:obj:`"percent"`): AWA and CUB
+#: store it so, SUN and APY store fractions in [0, 1], which the APNet
+#: authors' data preparation multiplies by 100.
+ATTRIBUTE_KINDS = ('att', 'original_att', 'percent')
 
 PathLike = Union[str, Path]
 
@@ -172,7 +178,10 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
             :obj:`'CUB'`, :obj:`'SUN'`, :obj:`'APY'`; case-insensitive when
             only the upper-case folder exists).
         attributes (str, optional): :obj:`'att'` (L2-normalised per class,
-            the benchmark's default) or :obj:`'original_att'` (raw values).
+            the benchmark's default), :obj:`'original_att'` (raw values as
+            stored) or :obj:`'percent'` (:obj:`original_att` on a 0-100
+            scale: multiplied by 100 when every stored value lies in
+            [0, 1], as for SUN and APY; the APNet authors' input).
             (default: :obj:`'att'`)
         load_features (bool, optional): Read :obj:`res101.mat` (features and
             labels). Without them, the seen/unseen classes come from
@@ -186,9 +195,9 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
         - attributes: :obj:`[C, A]`; features: :obj:`[N, 2048]`;
           labels: :obj:`[N]`.
     """
-    if attributes not in ('att', 'original_att'):
-        raise ValueError(f"'attributes' must be 'att' or 'original_att' "
-                         f"(got '{attributes}')")
+    if attributes not in ATTRIBUTE_KINDS:
+        raise ValueError(f"'attributes' must be one of "
+                         f"{', '.join(ATTRIBUTE_KINDS)} (got '{attributes}')")
     if root is None:
         if load_features:
             raise FileNotFoundError(
@@ -211,17 +220,20 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
     if len(set(class_names)) != num_classes:
         raise ValueError(f"'allclasses_names' in '{splits_path}' contains "
                          f"duplicate names")
-    att = _numeric(splits, attributes, splits_path)
+    stored = 'original_att' if attributes == 'percent' else attributes
+    att = _numeric(splits, stored, splits_path)
     if att.ndim != 2 or att.shape[1] != num_classes:
         hint = (' (it looks transposed: the file stores attributes x '
                 'classes)' if att.ndim == 2 and att.shape[0] == num_classes
                 else '')
-        raise ValueError(f"'{attributes}' in '{splits_path}' must be A x C "
+        raise ValueError(f"'{stored}' in '{splits_path}' must be A x C "
                          f"(attributes x classes) with C={num_classes} "
                          f"classes, got shape {att.shape}{hint}")
     if not np.isfinite(att).all():
-        raise ValueError(f"'{attributes}' in '{splits_path}' contains NaN "
+        raise ValueError(f"'{stored}' in '{splits_path}' contains NaN "
                          f"or infinite values")
+    if attributes == 'percent' and att.min() >= 0 and att.max() <= 1:
+        att = att * 100.0  # Fractions (SUN, APY) to the 0-100 scale.
 
     # Image side.
     features = labels = None

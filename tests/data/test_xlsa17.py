@@ -107,8 +107,21 @@ def test_original_att_and_lowercase_name(tmp_path):
     data = load_xlsa17(tmp_path, 'toy', attributes='original_att')
     raw = scipy.io.loadmat(tmp_path / 'TOY' / 'att_splits.mat')
     assert np.allclose(data.attributes.numpy(), raw['original_att'].T)
-    with pytest.raises(ValueError, match="'att' or 'original_att'"):
+    with pytest.raises(ValueError, match="'attributes' must be one of"):
         load_xlsa17(tmp_path, 'TOY', attributes='w2v')
+
+
+@pytest.mark.parametrize('dataset,scaled', [('AWA2', False), ('CUB', False),
+                                            ('SUN', True), ('APY', True)])
+def test_percent_attributes(dataset, scaled):
+    # The authors' scale: original_att as stored for AWA and CUB (0-100),
+    # SUN's and APY's fractions in [0, 1] times 100.
+    raw = load_xlsa17(None, dataset, attributes='original_att',
+                      load_features=False).attributes
+    percent = load_xlsa17(None, dataset, attributes='percent',
+                          load_features=False).attributes
+    assert torch.allclose(percent, raw * 100 if scaled else raw)
+    assert float(percent.max()) == pytest.approx(100.0)
 
 
 def test_class_side_only(tmp_path):
