@@ -44,19 +44,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _episode_setup(graph: str, device: torch.device):
     from apnet_pyg.data import load_xlsa17
-    from apnet_pyg.zsl import TrainConfig
-    from apnet_pyg.zsl.class_graph import ClassPrior
+    from apnet_pyg.zsl import TrainConfig, wordnet_class_prior
     from apnet_pyg.zsl.train import make_optimizer, model_from_config
 
-    data = load_xlsa17(None, 'AWA2', load_features=False)
     config = TrainConfig(graph=graph)
+    data = load_xlsa17(None, 'AWA2', attributes=config.attributes,
+                       load_features=False)
+    prior = wordnet_class_prior('AWA2', data.class_names) \
+        if graph == 'wordnet' else None
     torch.manual_seed(0)
-    model = model_from_config(config, data.attribute_dim, 2048).to(device)
+    model = model_from_config(config, data.attribute_dim, 2048,
+                              prior).to(device)
     model.encoder.fit_centroids(data.attributes[data.seen_classes],
                                 torch.Generator().manual_seed(0))
     optimizer = make_optimizer(model, config)
-    prior = ClassPrior.for_graph(graph, 'AWA2', data.class_names)
-    prior = prior.to(device) if prior is not None else None
     attributes = data.attributes.to(device)
     features = torch.rand(4096, 2048, device=device) * 2
     generator = torch.Generator().manual_seed(1)
@@ -69,10 +70,10 @@ def _episode_setup(graph: str, device: torch.device):
                                generator=generator).to(device)
         return classes, features[images]
 
-    return model, optimizer, prior, attributes, sample
+    return model, optimizer, attributes, sample
 
 
-def _step(model, optimizer, prior, attributes, classes, images,
+def _step(model, optimizer, attributes, classes, images,
           device) -> Dict[str, float]:
     r"""One training episode; seconds per stage (synchronised between
     stages on CUDA)."""
@@ -90,13 +91,13 @@ def _step(model, optimizer, prior, attributes, classes, images,
     start = mark('encoder', start)
     edge_index = edge_weight = None
     if model.conv is not None:
-        subgraph = prior.subgraph(classes) if prior is not None else None
-        edge_index, edge_weight = model.class_graph(x0, subgraph)
+        edge_index, edge_weight = model.class_graph(x0, classes)
     start = mark('graph', start)
     x = model.conv(x0, edge_index, edge_weight) \
         if model.conv is not None else x0
     start = mark('propagation', start)
-    loss = F.cross_entropy(model.logit_scale * model.head(x, images), target)
+    loss = F.cross_entropy(model.logit_scale * model.scores(x, images),
+                           target)
     start = mark('head', start)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -113,9 +114,9 @@ def measure(args) -> List[dict]:
     between runs on a 2-core machine (allocator and cache state)."""
     device = torch.device(args.device)
     setups = {graph: _episode_setup(graph, device) for graph in args.graphs}
-    for model, optimizer, prior, attributes, sample in setups.values():
+    for model, optimizer, attributes, sample in setups.values():
         for _ in range(args.warmup):
-            _step(model, optimizer, prior, attributes, *sample(), device)
+            _step(model, optimizer, attributes, *sample(), device)
     episodes = {
         graph: [setup[-1]() for _ in range(args.steps)]
         for graph, setup in setups.items()
@@ -126,9 +127,9 @@ def measure(args) -> List[dict]:
     }
     with LoadMonitor() as load, PeakMemory(device) as memory:
         for step in range(args.steps):
-            for graph, (model, optimizer, prior, attributes,
+            for graph, (model, optimizer, attributes,
                         _) in setups.items():
-                times = _step(model, optimizer, prior, attributes,
+                times = _step(model, optimizer, attributes,
                               *episodes[graph][step], device)
                 for stage in STAGES:
                     per_stage[graph][stage].append(times[stage])

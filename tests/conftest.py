@@ -102,5 +102,8 @@ def tiny_root(tmp_path_factory):
     r"""Root folder of a tiny simulated dataset 'TINY' (real layout)."""
     class_side = write_tiny_class_side(tmp_path_factory.mktemp('class_side'))
     out = tmp_path_factory.mktemp('simulated')
-    simulate_xlsa17('TINY', out, data_root=class_side, seed=0)
+    # Little image noise: a model of tiny sizes learns it in a few dozen
+    # episodes, so that tests of learning and selection can fail.
+    simulate_xlsa17('TINY', out, data_root=class_side, seed=0,
+                    isotropic_noise=2.0, lowrank_noise=1.0)
     return out

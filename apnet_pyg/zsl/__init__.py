@@ -1,26 +1,42 @@
 r"""The APNet zero-shot learning pipeline: configurations, training,
 evaluation, the ESZSL baseline and the :obj:`apnet-zsl` command line."""
-from apnet_pyg.zsl.config import FAST, PAPER, RECIPES, TrainConfig
-from apnet_pyg.zsl.class_graph import ClassPrior
+from apnet_pyg.zsl.config import (
+    FAST,
+    PAPER,
+    RECIPES,
+    VARIANTS,
+    TrainConfig,
+)
+from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.evaluate import (
+    apnet_score_fn,
+    best_calibration,
     evaluate,
     evaluate_predictions,
+    evaluate_scores,
+    validate,
     zsl_accuracy,
 )
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
-from apnet_pyg.zsl.train import load_model, run, train_model
+from apnet_pyg.zsl.train import build_model, load_model, run, train_model
 
 __all__ = [
     'TrainConfig',
     'PAPER',
     'FAST',
     'RECIPES',
-    'ClassPrior',
+    'VARIANTS',
+    'wordnet_class_prior',
+    'apnet_score_fn',
+    'best_calibration',
     'evaluate',
     'evaluate_predictions',
+    'evaluate_scores',
+    'validate',
     'zsl_accuracy',
     'per_class_accuracy',
     'harmonic_mean',
+    'build_model',
     'train_model',
     'run',
     'load_model',

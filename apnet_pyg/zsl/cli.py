@@ -5,17 +5,19 @@ Subcommands:
 * :obj:`simulate`: write a simulated :obj:`res101.mat` for a dataset from
   its real class side (see :mod:`apnet_pyg.data.simulator`);
 * :obj:`train`: model selection on the validation classes, training on all
-  seen classes, test evaluation; writes :obj:`RUN/metrics.json` and
-  :obj:`RUN/model.pt`;
+  seen classes, test evaluation; writes :obj:`RUN/metrics.json` and the
+  selected epochs' models;
 * :obj:`evaluate`: recompute the test metrics of a trained run;
 * :obj:`plot`: t-SNE of the propagated class vectors with the learned
   graph's edges (as in the paper's Figure 2);
 * :obj:`pipeline`: :obj:`simulate` + :obj:`train` + table, the offline demo.
 """
 import argparse
+import dataclasses
 import json
 import sys
 import time
+import typing
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -23,38 +25,53 @@ import torch
 
 from apnet_pyg.data.simulator import DEFAULT_OPTIONS, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import DATASETS, load_xlsa17
-from apnet_pyg.zsl.config import RECIPES, TrainConfig
+from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 
-# Command-line overrides of the recipe: config field -> type or choices.
-_TRAIN_OPTIONS = {
-    'graph': ('learned', 'wordnet', 'none'),
-    'training': ('episodic', 'minibatch'),
-    'epochs': int,
-    'iterations_per_epoch': int,
-    'lr': float,
-    'weight_decay': float,
-    'n_way': int,
-    'k_shot': int,
-    'seed': int,
-    'num_centroids': int,
-    'num_steps': int,
-    'activation': ('relu', 'sigmoid'),
-    'logit_scale': float,
-    'propagation_temperature': float,
-    'model_selection': ('validation', 'none'),
-    'attributes': ('att', 'original_att'),
+ROW_TITLES = {
+    'zsl': 'ZSL (epoch of best validation ZSL accuracy)',
+    'gzsl': 'GZSL (epoch of best validation H)',
+    'gzsl_calibrated': 'GZSL, calibrated stacking (epoch and constant of '
+    'best validation H)',
 }
+UNSELECTED_ROW_TITLES = {'zsl': 'ZSL (last epoch)',
+                         'gzsl': 'GZSL (last epoch)'}
 
 
 def format_table(metrics: Dict, title: Optional[str] = None) -> str:
-    r"""The ZSL / GZSL table of a run as markdown, labelled simulated when
-    the features were."""
+    r"""The result table of a run as markdown: one row per selection (ZSL,
+    GZSL, calibrated GZSL, and the test-selected rows if reported),
+    labelled simulated when the features were."""
     tag = ('SIMULATED features (not a benchmark result)'
            if metrics.get('simulated') else 'real features')
+    epochs = metrics.get('epochs', {})
+    titles = ROW_TITLES if metrics.get('selection', 'validation') == \
+        'validation' else UNSELECTED_ROW_TITLES
+
+    def epoch(row):
+        return str(epochs[row]) if row in epochs else '-'
+
     lines = [title or f"{metrics.get('dataset', '?')}: {tag}", '',
-             '| ZSL acc | GZSL S | GZSL U | GZSL H |', '|---|---|---|---|',
-             '| {zsl_acc:.1f} | {gzsl_seen:.1f} | {gzsl_unseen:.1f} | '
-             '{gzsl_h:.1f} |'.format(**metrics)]
+             '| row | epoch | ZSL acc | S | U | H |',
+             '|---|---|---|---|---|---|',
+             f"| {titles['zsl']} | {epoch('zsl')} | "
+             f"{metrics['zsl_acc']:.1f} | | | |",
+             f"| {titles['gzsl']} | {epoch('gzsl')} | | "
+             f"{metrics['gzsl_seen']:.1f} | {metrics['gzsl_unseen']:.1f} | "
+             f"{metrics['gzsl_h']:.1f} |"]
+    if 'gzsl_cal_h' in metrics:
+        lines.append(
+            f"| {ROW_TITLES['gzsl_calibrated']}, c = "
+            f"{metrics['calibration']:.3g} | {epoch('gzsl_calibrated')} | | "
+            f"{metrics['gzsl_cal_seen']:.1f} | "
+            f"{metrics['gzsl_cal_unseen']:.1f} | "
+            f"{metrics['gzsl_cal_h']:.1f} |")
+    selected = metrics.get('test_selected')
+    if selected:
+        lines.append(
+            f"| {selected['label']}: best test ZSL / best test H | "
+            f"{selected['zsl_epoch']} / {selected['gzsl_epoch']} | "
+            f"{selected['zsl_acc']:.1f} | {selected['gzsl_seen']:.1f} | "
+            f"{selected['gzsl_unseen']:.1f} | {selected['gzsl_h']:.1f} |")
     return '\n'.join(lines)
 
 
@@ -90,40 +107,73 @@ def _simulate(args: argparse.Namespace) -> Path:
     return folder
 
 
-def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--recipe', choices=sorted(RECIPES), default='paper',
-                        help='base configuration (default: paper)')
-    for name, kind in _TRAIN_OPTIONS.items():
-        flag = '--' + name.replace('_', '-')
-        if isinstance(kind, tuple):
-            parser.add_argument(flag, choices=kind, default=None,
-                                help='overrides the recipe')
+def _optional_int(text: str) -> Optional[int]:
+    return None if text.lower() == 'none' else int(text)
+
+
+def _config_flag_type(option: dataclasses.Field):
+    kind = typing.get_type_hints(TrainConfig)[option.name]
+    if kind == Optional[int]:
+        return _optional_int
+    return kind
+
+
+def _add_train_arguments(parser: argparse.ArgumentParser,
+                         recipe: str) -> None:
+    parser.add_argument('--recipe', choices=sorted(RECIPES), default=recipe,
+                        help=f'training schedule (default: {recipe})')
+    parser.add_argument('--variant', choices=list(VARIANTS),
+                        default='paper',
+                        help='the model as read from a source: '
+                        + '; '.join(f'{name}: {values}'
+                                    for name, values in VARIANTS.items())
+                        + ' (default: paper)')
+    options = parser.add_argument_group(
+        'configuration', 'each overrides the recipe and the variant')
+    for option in dataclasses.fields(TrainConfig):
+        flag = '--' + option.name.replace('_', '-')
+        help_text = option.metadata['help'] + \
+            f' (paper recipe: {option.default})'
+        if option.type in (bool, 'bool'):
+            options.add_argument(flag, action=argparse.BooleanOptionalAction,
+                                 default=argparse.SUPPRESS, help=help_text)
         else:
-            parser.add_argument(flag, type=kind, default=None,
-                                help='overrides the recipe')
+            # SUPPRESS: a flag not given is absent, so that an explicit
+            # 'none' (None) still overrides the recipe.
+            options.add_argument(flag, type=_config_flag_type(option),
+                                 choices=option.metadata['choices'],
+                                 default=argparse.SUPPRESS, help=help_text)
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     parser.add_argument('--resume', action='store_true',
                         help='continue an interrupted run in --out')
-    parser.add_argument('--no-progress', action='store_true')
+    parser.add_argument('--no-progress', action='store_true',
+                        help='print nothing while training')
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
-    changes = {name: getattr(args, name) for name in _TRAIN_OPTIONS
-               if getattr(args, name) is not None}
-    return RECIPES[args.recipe].replace(**changes)
+    changes = {option.name: getattr(args, option.name)
+               for option in dataclasses.fields(TrainConfig)
+               if hasattr(args, option.name)}
+    return RECIPES[args.recipe].replace(**VARIANTS[args.variant]).replace(
+        **changes)
+
+
+def load_dataset(root: str, dataset: str, config: TrainConfig):
+    r"""The dataset of a run, with the attributes its model reads."""
+    return load_xlsa17(root, dataset, attributes=config.attributes)
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
     from apnet_pyg.zsl.train import run
     config = _config(args)
-    data = load_xlsa17(root, args.dataset, attributes=config.attributes)
+    data = load_dataset(root, args.dataset, config)
     print(f'{data}; config: {json.dumps(config.to_dict())}')
     metrics = run(data, config, args.out, device=_device(args.device),
                   resume=args.resume, progress=not args.no_progress,
                   data_root=str(Path(root).resolve()))
     print(format_table(metrics))
-    print(f'wrote {Path(args.out) / "metrics.json"} and '
-          f'{Path(args.out) / "model.pt"}')
+    print(f'wrote {Path(args.out) / "metrics.json"} and the models '
+          f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
 
 
@@ -135,19 +185,30 @@ def _load_run(run_dir: str, root: Optional[str]):
     saved = json.loads(metrics_path.read_text())
     root = root or saved.get('data_root')
     config = TrainConfig.from_dict(saved['config'])
-    data = load_xlsa17(root, saved['dataset'], attributes=config.attributes)
-    return saved, data
+    return saved, load_dataset(root, saved['dataset'], config)
 
 
 def _evaluate(args: argparse.Namespace) -> Dict:
-    from apnet_pyg.zsl.class_graph import ClassPrior
     from apnet_pyg.zsl.evaluate import evaluate
-    from apnet_pyg.zsl.train import load_model
+    from apnet_pyg.zsl.train import load_model, result_rows
     saved, data = _load_run(args.run, args.root)
     device = _device(args.device)
-    model = load_model(args.run, device)
-    prior = ClassPrior.for_graph(model.graph, data.name, data.class_names)
-    metrics = evaluate(model, data, prior, torch.device(device))
+    row_epochs = saved['epochs']
+    history = []
+    for row, epoch in row_epochs.items():
+        model = load_model(args.run, row, device)
+        calibration = saved.get('calibration') \
+            if row == 'gzsl_calibrated' else None
+        history.append({'epoch': epoch,
+                        'test': evaluate(model, data, calibration)})
+    # Rows that share an epoch share a model: keep one record per epoch,
+    # the one evaluated with the calibration where there is one.
+    by_epoch = {}
+    for record in history:
+        if 'calibration' in record['test'] or \
+                record['epoch'] not in by_epoch:
+            by_epoch[record['epoch']] = record
+    metrics = result_rows(list(by_epoch.values()), row_epochs, False)
     metrics.update(dataset=data.name, simulated=data.simulated)
     print(format_table(metrics))
     return metrics
@@ -157,7 +218,7 @@ def _plot(args: argparse.Namespace) -> Path:
     from apnet_pyg.zsl.plot import plot_class_vectors
     from apnet_pyg.zsl.train import load_model
     saved, data = _load_run(args.run, args.root)
-    model = load_model(args.run)
+    model = load_model(args.run, 'gzsl')
     out = Path(args.out or Path(args.run) / 'class_vectors_tsne.png')
     plot_class_vectors(model, data, out)
     print(f'wrote {out}')
@@ -185,7 +246,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     train.add_argument('--root', required=True,
                        help='folder holding <DATASET>/res101.mat')
     train.add_argument('--out', required=True, help='run directory')
-    _add_train_arguments(train)
+    _add_train_arguments(train, recipe='paper')
 
     evaluate = commands.add_parser('evaluate',
                                    help='evaluate a trained run')
@@ -206,8 +267,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     pipeline.add_argument('--out', required=True,
                           help='folder for the data (OUT/data) and the run '
                           '(OUT/run)')
-    _add_train_arguments(pipeline)
-    pipeline.set_defaults(recipe='fast')
+    _add_train_arguments(pipeline, recipe='fast')
     _add_simulate_arguments(pipeline)
 
     args = parser.parse_args(argv)
@@ -227,7 +287,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             _simulate(argparse.Namespace(**{
                 **vars(args), 'out': str(root),
-                'seed': args.seed if args.seed is not None else 0
+                'seed': getattr(args, 'seed', 0)
             }))
         _train(argparse.Namespace(**{**vars(args), 'out': str(out / 'run')}),
                str(root))

@@ -1,94 +1,158 @@
-r"""Training configurations of the APNet pipeline.
+r"""Training configurations of the APNet pipeline: every choice of a run,
+declared once in :class:`TrainConfig` with its source, and named bundles of
+them.
 
-:data:`PAPER` is the recipe of the paper (Liu et al., AAAI 2020, Sec.
-"Implementation details"): Adam with learning rate :math:`2 \cdot 10^{-5}`
-and weight decay :math:`10^{-4}`, 360 epochs, the learning rate multiplied
-by 0.1 at epoch 240, episodes of :math:`N = 30` classes :math:`\times`
-:math:`K = 1` image, and :math:`|X_{train}| / (N K)` episodes per epoch.
-:data:`FAST` is the short recipe of the offline demo: the paper's optimiser
-(Adam, learning rate :math:`2 \cdot 10^{-5}`, weight decay
-:math:`10^{-4}`) for 20 epochs of 200 episodes. On simulated AWA2 (seed 0),
-the validation ZSL accuracy of the paper's optimiser stops improving after
-about 4,000 episodes: 64.9% at 4,000 episodes, 65.3% +- 0.5 over episodes
-4,200 to 8,000. A learning rate of :math:`10^{-4}` learns faster at first
-but settles lower (60 to 64%, 63.2% with a decay after 1,600 episodes),
-and :math:`3 \cdot 10^{-4}` or more diverges. See the README.
+Sources: "the paper" is Liu et al., AAAI 2020 (Sec. "Implementation
+Details"); "the authors' code" is their public implementation of this model
+(:obj:`PPNRelationNet` in the IPN repository, with its data preparation and
+AWA2 training script). Where the paper is explicit, the default follows the
+paper; each departure (the authors' code, this package's version 0.1) is a
+named value of an option.
+
+* :data:`VARIANTS` name the model as read from each source
+  (:obj:`"paper"`, the default; :obj:`"authors"`; :obj:`"v0.1"`, this
+  package's first, seen-biased reading).
+* :data:`RECIPES` name training schedules: :obj:`"paper"` (360 epochs) and
+  :obj:`"fast"` (the offline demo: 20 epochs of 200 episodes).
 """
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES
+from apnet_pyg.nn.models.apnet import GRAPHS
+from apnet_pyg.nn.models.relation_head import SCORES
+
+TRAININGS = ('episodic', 'minibatch')
+EPOCH_LENGTHS = ('paper', 'authors')
+MODEL_SELECTIONS = ('validation', 'none')
+INITIALIZATIONS = ('standardized', 'pytorch')
+
+
+def _option(default, help: str, choices=None):
+    return field(default=default,
+                 metadata={'help': help, 'choices': choices})
 
 
 @dataclass
 class TrainConfig:
     r"""Everything that determines a training run (saved with every run).
+    Each field's :obj:`metadata['help']` says what it is and where its
+    default comes from; the command line's flags are derived from them."""
+    # Model.
+    graph: str = _option(
+        'learned', "class graph: 'learned' (cosine >= threshold between the "
+        "projected class vectors; the paper), 'wordnet' (WordNet, weights "
+        "1/hops; the paper's alternative) or 'none' (no propagation)",
+        GRAPHS)
+    num_centroids: int = _option(
+        3, 'centroid experts of the class encoder (the paper: 3 for AWA)')
+    class_channels: int = _option(
+        2048, 'size of the class vectors (the authors\' code: 2048)')
+    hidden_channels: int = _option(
+        2048, 'hidden size of the relation head (the authors\' code: 2048)')
+    proj_channels: int = _option(
+        256, 'size of the projection f in which class cosines are measured '
+        '(the authors\' code: 256)')
+    threshold: float = _option(
+        COS_40_DEGREES, 'edge threshold of the learned graph (the paper: '
+        'cos 40 degrees)')
+    propagation_temperature: float = _option(
+        10.0, 'gamma_1, the temperature of the propagation softmax (the '
+        'paper: 10)')
+    num_steps: int = _option(1, 'propagation steps (the paper: 1)')
+    score: str = _option(
+        'sigmoid', "the relation head's score: 'sigmoid', bounded in (0, 1) "
+        "(the paper: 'sigma ... implemented using Sigmoid to map the result "
+        "between 0 and 1'), or 'linear', unbounded (the authors' code)",
+        SCORES)
+    logit_scale: float = _option(
+        30.0, 'gamma_2, the logits are gamma_2 times the scores (the paper: '
+        '30; the authors\' code divides by T = 100, i.e. 0.01)')
+    initialization: str = _option(
+        'standardized', "'standardized': the encoder's experts scaled to "
+        "unit pre-activation spread over the training classes and the "
+        "head's output layer zeroed (needed to train the paper's sigmoid "
+        "score on the authors' percentage attributes, which saturate it "
+        "at PyTorch's default initialisation); 'pytorch': PyTorch's default "
+        "initialisation of every layer (the authors' code). The paper "
+        "says nothing of it", INITIALIZATIONS)
+    attributes: str = _option(
+        'percent', "class attributes the model reads: 'percent' "
+        "(original_att on a 0-100 scale, SUN's and APY's fractions x 100: "
+        "the authors' code), 'original_att' (raw) or 'att' (L2-normalised, "
+        "the benchmark's; v0.1)", ATTRIBUTE_KINDS)
 
-    Model: :obj:`graph` (:obj:`"learned"`, :obj:`"wordnet"`, :obj:`"none"`),
-    :obj:`num_centroids`, :obj:`class_channels`, :obj:`hidden_channels`,
-    :obj:`proj_channels`, :obj:`threshold` (:math:`\epsilon`),
-    :obj:`propagation_temperature` (:math:`\gamma_1`), :obj:`num_steps`,
-    :obj:`activation`, :obj:`logit_scale` (:math:`\gamma_2`).
+    # Optimisation.
+    training: str = _option(
+        'episodic', "'episodic' (N-way K-shot tasks; the paper) or "
+        "'minibatch' (every image against all training classes; the "
+        "paper's ablation)", TRAININGS)
+    n_way: int = _option(30, 'classes per episode, N (the paper: 30)')
+    k_shot: int = _option(1, 'images per class per episode, K (the paper: '
+                          '1)')
+    lr: float = _option(2e-5, 'Adam learning rate (the paper: 2e-5)')
+    weight_decay: float = _option(1e-4, 'Adam weight decay (the paper: '
+                                  '1e-4)')
+    epochs: int = _option(360, 'epochs (the paper: 360)')
+    lr_decay_epoch: Optional[int] = _option(
+        240, "epoch after which the learning rate is multiplied by lr_decay "
+        "(the paper: 240; 'none': never)")
+    lr_decay: float = _option(0.1, 'learning-rate decay factor (the paper: '
+                              '0.1)')
+    epoch_length: str = _option(
+        'paper', "episodes per epoch: 'paper', |X_train| / (N K), or "
+        "'authors', ((|X_train| / (N K)) // 100 + 1) * 100 (the authors' "
+        "code)", EPOCH_LENGTHS)
+    iterations_per_epoch: Optional[int] = _option(
+        None, 'episodes (or mini-batches) per epoch; overrides '
+        'epoch_length')
+    seed: int = _option(0, 'random seed of the model, k-means, sampler '
+                        'and seen-validation split')
 
-    Optimisation: :obj:`training` (:obj:`"episodic"` or the ablation's
-    :obj:`"minibatch"`), :obj:`n_way`, :obj:`k_shot` (a mini-batch holds
-    :obj:`n_way * k_shot` images), :obj:`lr`, :obj:`weight_decay`,
-    :obj:`epochs`, :obj:`lr_decay_epoch`, :obj:`lr_decay`,
-    :obj:`iterations_per_epoch` (:obj:`None`: :math:`|X_{train}| / (N K)`),
-    :obj:`seed`, :obj:`attributes` (:obj:`"att"` or :obj:`"original_att"`).
-
-    Model selection: :obj:`model_selection` is :obj:`"validation"` (train
-    on the benchmark's :obj:`trainclasses1`, pick the epoch with the best
-    ZSL accuracy on :obj:`valclasses1`, retrain on all seen classes for that
-    many epochs) or :obj:`"none"` (train on all seen classes for
-    :obj:`epochs`).
-    """
-    graph: str = 'learned'
-    num_centroids: int = 3
-    class_channels: int = 2048
-    hidden_channels: int = 2048
-    proj_channels: int = 256
-    threshold: float = COS_40_DEGREES
-    propagation_temperature: float = 10.0
-    num_steps: int = 1
-    activation: str = 'relu'
-    logit_scale: float = 30.0
-
-    training: str = 'episodic'
-    n_way: int = 30
-    k_shot: int = 1
-    lr: float = 2e-5
-    weight_decay: float = 1e-4
-    epochs: int = 360
-    lr_decay_epoch: Optional[int] = 240
-    lr_decay: float = 0.1
-    iterations_per_epoch: Optional[int] = None
-    seed: int = 0
-    attributes: str = 'att'
-    model_selection: str = 'validation'
+    # Model selection and evaluation.
+    model_selection: str = _option(
+        'validation', "'validation': train on trainclasses1 (minus a held-"
+        "out share of its images), choose the epochs (and the GZSL "
+        "calibration) on valclasses1 and the held-out images, retrain on "
+        "all seen classes; 'none': train for 'epochs' on all seen classes",
+        MODEL_SELECTIONS)
+    seen_val_fraction: float = _option(
+        0.2, 'share of each trainclasses1 class\'s images held out as '
+        'seen-class validation for GZSL selection (the benchmark\'s own '
+        'trainval : test_seen ratio is about 80 : 20)')
+    report_test_selected: bool = _option(
+        False, "also report the authors' protocol, the epoch of best TEST "
+        "H, labelled 'test-set selected (optimistic)'; never used for any "
+        "choice")
 
     def __post_init__(self):
-        choices = {
-            'graph': ('learned', 'wordnet', 'none'),
-            'training': ('episodic', 'minibatch'),
-            'attributes': ('att', 'original_att'),
-            'model_selection': ('validation', 'none'),
-            'activation': ('relu', 'sigmoid'),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"'{name}' must be one of "
-                                 f"{', '.join(allowed)} "
-                                 f"(got '{getattr(self, name)}')")
-        for name in ('epochs', 'n_way', 'k_shot', 'num_centroids'):
+        for option in dataclasses.fields(self):
+            choices = option.metadata.get('choices')
+            value = getattr(self, option.name)
+            if choices is not None and value not in choices:
+                raise ValueError(f"'{option.name}' must be one of "
+                                 f"{', '.join(choices)} (got '{value}')")
+        for name in ('epochs', 'n_way', 'k_shot', 'num_centroids',
+                     'class_channels', 'hidden_channels', 'proj_channels',
+                     'num_steps'):
             if getattr(self, name) < 1:
                 raise ValueError(f"'{name}' must be positive "
                                  f"(got {getattr(self, name)})")
-        if self.iterations_per_epoch is not None and \
-                self.iterations_per_epoch < 1:
-            raise ValueError(f"'iterations_per_epoch' must be positive "
-                             f"(got {self.iterations_per_epoch})")
+        if self.n_way < 2:
+            raise ValueError(f"'n_way' must be at least 2 (got {self.n_way})")
+        for name in ('iterations_per_epoch', 'lr_decay_epoch'):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"'{name}' must be positive or None "
+                                 f"(got {value})")
+        if not 0.0 < self.seen_val_fraction < 1.0:
+            raise ValueError(f"'seen_val_fraction' must lie in (0, 1) "
+                             f"(got {self.seen_val_fraction})")
+        if not self.logit_scale > 0:
+            raise ValueError(f"'logit_scale' must be positive "
+                             f"(got {self.logit_scale})")
 
     def replace(self, **changes) -> 'TrainConfig':
         return dataclasses.replace(self, **changes)
@@ -98,19 +162,40 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> 'TrainConfig':
-        known = {field.name for field in dataclasses.fields(cls)}
+        known = {option.name for option in dataclasses.fields(cls)}
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"Unknown configuration keys: "
                              f"{', '.join(sorted(unknown))}")
         return cls(**values)
 
+    def episodes_per_epoch(self, num_train_images: int) -> int:
+        r"""Episodes (or mini-batches) per epoch for :obj:`num_train_images`
+        training images (see :obj:`epoch_length`)."""
+        if self.iterations_per_epoch is not None:
+            return self.iterations_per_epoch
+        per_image_set = num_train_images // (self.n_way * self.k_shot)
+        if self.epoch_length == 'authors':
+            return (per_image_set // 100 + 1) * 100
+        return max(1, per_image_set)
 
-#: The paper's recipe.
+
+#: The model as read from each source (see the module docstring).
+VARIANTS: Dict[str, Dict[str, Any]] = {
+    'paper': dict(score='sigmoid', logit_scale=30.0, attributes='percent',
+                  epoch_length='paper', initialization='standardized'),
+    'authors': dict(score='linear', logit_scale=0.01, attributes='percent',
+                    epoch_length='authors', initialization='pytorch'),
+    'v0.1': dict(score='linear', logit_scale=30.0, attributes='att',
+                 epoch_length='paper', initialization='pytorch'),
+}
+
+#: The paper's recipe: Adam, learning rate 2e-5, weight decay 1e-4, 360
+#: epochs, decay x 0.1 at epoch 240, 30-way 1-shot episodes.
 PAPER = TrainConfig()
 
-#: The offline demo's recipe: the paper's optimiser for 20 x 200 episodes
-#: (a few minutes on 2 CPU cores).
+#: The offline demo's schedule: the paper's optimiser for 20 epochs of 200
+#: episodes, no decay (a few minutes on 2 CPU cores).
 FAST = TrainConfig(epochs=20, lr_decay_epoch=None, iterations_per_epoch=200)
 
 RECIPES = {'paper': PAPER, 'fast': FAST}

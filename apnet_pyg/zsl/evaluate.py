@@ -1,13 +1,21 @@
-r"""Evaluation of an APNet model on the benchmark's protocol (Xian et al.):
+r"""The benchmark's evaluation protocol (Xian et al., TPAMI 2018), for any
+classifier that scores images against candidate classes:
 
 * ZSL: the test images of the unseen classes, classified among the unseen
-  classes only, with the class graph built over the unseen classes;
+  classes only (for APNet: the class graph over the unseen classes);
   per-class mean accuracy.
 * GZSL: the test images of the seen and of the unseen classes, classified
-  among all classes, with the class graph built over all classes; seen
-  accuracy :math:`S`, unseen accuracy :math:`U` (both per-class means) and
+  among all classes (class graph over all classes); seen accuracy
+  :math:`S`, unseen accuracy :math:`U` (both per-class means) and
   :math:`H = 2SU / (S + U)`.
+* Calibrated stacking (Chao et al., ECCV 2016): GZSL with a constant
+  :math:`c` subtracted from every seen class's score before the argmax.
+  :math:`c` is chosen on a validation task (:func:`validate`), never on
+  test data; :func:`best_calibration` finds the :math:`c` of highest
+  :math:`H` exactly.
 
+A classifier is a :obj:`score_fn(image_index, classes)` returning the
+scores :math:`(n, |\text{classes}|)` of the images against the classes.
 All accuracies are in percent.
 """
 from typing import Callable, Dict, Optional
@@ -15,102 +23,208 @@ from typing import Callable, Dict, Optional
 import torch
 from torch import Tensor
 
+from apnet_pyg.data.splits import ValidationSplit
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.zsl.class_graph import ClassPrior
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 
-
-@torch.no_grad()
-def class_vectors(model: APNet, attributes: Tensor, classes: Tensor,
-                  prior: Optional[ClassPrior] = None) -> Tensor:
-    r"""Propagated class vectors of :obj:`classes`, with the class graph
-    built over exactly these classes."""
-    subgraph = prior.subgraph(classes) if prior is not None else None
-    return model.class_vectors(attributes[classes], subgraph)
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 
 @torch.no_grad()
-def predict(model: APNet, features: Tensor, image_index: Tensor,
-            attributes: Tensor, classes: Tensor,
-            prior: Optional[ClassPrior] = None,
-            batch_size: int = 4096) -> Tensor:
-    r"""Predicted class (an entry of :obj:`classes`) of every image in
-    :obj:`image_index`."""
-    device = attributes.device
-    vectors = class_vectors(model, attributes, classes, prior)
-    predictions = []
-    for start in range(0, image_index.numel(), batch_size):
-        index = image_index[start:start + batch_size]
-        images = features[index.to(features.device)].to(device)
-        predictions.append(model.head(vectors, images).argmax(dim=1))
-    if not predictions:
-        return classes.new_zeros(0)
-    return classes[torch.cat(predictions)]
-
-
-def zsl_accuracy(model: APNet, data: ZSLDataset, image_index: Tensor,
-                 classes: Tensor, prior: Optional[ClassPrior] = None,
-                 device: Optional[torch.device] = None) -> float:
-    r"""Per-class mean accuracy (%) of :obj:`image_index` classified among
-    :obj:`classes` (used for the unseen test classes and for the validation
-    classes)."""
-    device = device or next(model.parameters()).device
-    attributes = data.attributes.to(device)
+def apnet_scores(model: APNet, data: ZSLDataset, image_index: Tensor,
+                 classes: Tensor, batch_size: int = 4096) -> Tensor:
+    r"""Logits :math:`(n, |\text{classes}|)` of APNet for the images
+    :obj:`image_index` against :obj:`classes`, with the class graph built
+    over exactly these classes (on the model's device; returned on the
+    CPU)."""
+    model.eval()
+    device = next(model.parameters()).device
     classes = classes.to(device)
-    prediction = predict(model, data.features, image_index, attributes,
-                         classes, prior)
-    return _accuracy(prediction, data.labels[image_index], classes)
+    vectors = model.class_vectors(data.attributes.to(device)[classes],
+                                  classes)
+    scores = [
+        model.logit_scale * model.scores(
+            vectors, data.features[index].to(device)).cpu()
+        for index in image_index.split(batch_size)
+    ]
+    if not scores:
+        return torch.zeros(0, classes.numel())
+    return torch.cat(scores)
 
 
-def _accuracy(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
-    return 100.0 * per_class_accuracy(prediction.cpu(), target.cpu(),
-                                      classes.cpu())
+def apnet_score_fn(model: APNet, data: ZSLDataset) -> ScoreFn:
+    r"""APNet as a :obj:`score_fn` of :obj:`data` (see the module
+    docstring)."""
+    if data.features is None:
+        raise ValueError("Evaluation needs image features: load the dataset "
+                         "with load_features=True")
+
+    def score_fn(image_index: Tensor, classes: Tensor) -> Tensor:
+        return apnet_scores(model, data, image_index, classes)
+
+    return score_fn
+
+
+def _percent(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
+    return 100.0 * per_class_accuracy(prediction, target, classes)
+
+
+def zsl_accuracy(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
+                 classes: Tensor) -> float:
+    r"""Per-class mean accuracy (%) of :obj:`image_index` classified among
+    :obj:`classes`."""
+    scores = score_fn(image_index, classes)
+    return _percent(classes[scores.argmax(dim=1)], labels[image_index],
+                    classes)
+
+
+class GZSLScores:
+    r"""The scores of a GZSL task, computed once: images of seen and unseen
+    classes against all candidate classes, from which :meth:`accuracies`
+    and :func:`best_calibration` read :math:`S`, :math:`U`, :math:`H` for
+    any calibration constant."""
+    def __init__(self, score_fn: ScoreFn, labels: Tensor,
+                 seen_images: Tensor, unseen_images: Tensor,
+                 seen_classes: Tensor, unseen_classes: Tensor):
+        self.classes = torch.cat([seen_classes, unseen_classes])
+        self.seen_classes, self.unseen_classes = seen_classes, unseen_classes
+        images = torch.cat([seen_images, unseen_images])
+        self.target = labels[images]
+        scores = score_fn(images, self.classes)
+        num_seen = seen_classes.numel()
+        # Best seen and best unseen candidate of every image: a constant
+        # subtracted from the seen scores only decides between these two.
+        best_seen, seen_arg = scores[:, :num_seen].max(dim=1)
+        best_unseen, unseen_arg = scores[:, num_seen:].max(dim=1)
+        self.margin = (best_seen - best_unseen).double()
+        self.seen_prediction = seen_classes[seen_arg]
+        self.unseen_prediction = unseen_classes[unseen_arg]
+
+    def predictions(self, calibration: float = 0.0) -> Tensor:
+        # '>=': a tie goes to the seen class, as an argmax over the seen
+        # classes followed by the unseen ones would give it.
+        return torch.where(self.margin >= calibration, self.seen_prediction,
+                           self.unseen_prediction)
+
+    def accuracies(self, calibration: float = 0.0) -> Dict[str, float]:
+        r""":math:`S`, :math:`U` and :math:`H` (%) with :obj:`calibration`
+        subtracted from the seen classes' scores."""
+        prediction = self.predictions(calibration)
+        seen = _percent(prediction, self.target, self.seen_classes)
+        unseen = _percent(prediction, self.target, self.unseen_classes)
+        return {'seen': seen, 'unseen': unseen,
+                'h': harmonic_mean(seen, unseen)}
+
+
+def best_calibration(task: GZSLScores) -> float:
+    r"""The calibration constant :math:`c` of highest :math:`H` on
+    :obj:`task`, found exactly: an image is predicted seen iff its margin
+    (best seen score minus best unseen score) is at least :math:`c`, so
+    :math:`S(c)` and :math:`U(c)` are step functions of :math:`c` with steps
+    at the margins, and every step is tried. Returns the middle of the best
+    interval between two margins (the one nearest :math:`0` on ties)."""
+    margin, target = task.margin, task.target
+    seen_label = torch.isin(target, task.seen_classes)
+    seen_right = seen_label & (task.seen_prediction == target)
+    unseen_right = ~seen_label & (task.unseen_prediction == target)
+    # Each image counts 1 / (images of its class) / (classes present).
+    per_class = torch.bincount(target)[target].double()
+    present_seen = target[seen_label].unique().numel()
+    present_unseen = target[~seen_label].unique().numel()
+    if present_seen == 0 or present_unseen == 0:
+        raise ValueError("Calibration needs images of seen and of unseen "
+                         "classes")
+    seen_gain = seen_right.double() / per_class / present_seen
+    unseen_gain = unseen_right.double() / per_class / present_unseen
+
+    order = torch.argsort(margin)
+    margin, seen_gain, unseen_gain = (margin[order], seen_gain[order],
+                                      unseen_gain[order])
+    # With c in (margin[k-1], margin[k]]: images 0..k-1 are predicted
+    # unseen, images k.. seen (k = 0..n).
+    zero = margin.new_zeros(1)
+    unseen_acc = torch.cat([zero, unseen_gain.cumsum(0)])
+    seen_acc = torch.cat([seen_gain.flip(0).cumsum(0).flip(0), zero])
+    h = 2 * seen_acc * unseen_acc / (seen_acc + unseen_acc).clamp_min(1e-300)
+    low = torch.cat([margin[:1] - 1.0, margin])
+    high = torch.cat([margin, margin[-1:] + 1.0])
+    middle = (low + high) / 2
+    h = h.masked_fill(low >= high, -1.0)  # Empty intervals (tied margins).
+    candidates = torch.nonzero(h == h.max()).view(-1)
+    choice = candidates[middle[candidates].abs().argmin()]
+    return float(middle[choice])
+
+
+def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
+                    calibration: Optional[float] = None) -> Dict[str, float]:
+    r"""The test protocol of the module docstring for :obj:`score_fn`:
+    ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%), and with
+    :obj:`calibration` (a constant chosen on validation data) the
+    calibrated :math:`S`, :math:`U`, :math:`H` too."""
+    metrics = {'zsl_acc': zsl_accuracy(score_fn, data.labels,
+                                       data.test_unseen_loc,
+                                       data.unseen_classes)}
+    task = GZSLScores(score_fn, data.labels, data.test_seen_loc,
+                      data.test_unseen_loc, data.seen_classes,
+                      data.unseen_classes)
+    raw = task.accuracies()
+    metrics.update(gzsl_seen=raw['seen'], gzsl_unseen=raw['unseen'],
+                   gzsl_h=raw['h'])
+    if calibration is not None:
+        calibrated = task.accuracies(calibration)
+        metrics.update(calibration=calibration,
+                       gzsl_cal_seen=calibrated['seen'],
+                       gzsl_cal_unseen=calibrated['unseen'],
+                       gzsl_cal_h=calibrated['h'])
+    return metrics
+
+
+def validate(data: ZSLDataset, split: ValidationSplit,
+             score_fn: ScoreFn) -> Dict[str, float]:
+    r"""The protocol on the validation task :obj:`split` (no test image
+    involved): ZSL accuracy of the unseen validation images among the
+    validation classes; GZSL :math:`S`, :math:`U`, :math:`H` of the seen
+    and unseen validation images among the training and validation
+    classes; and the calibration constant of highest validation :math:`H`
+    with its :math:`S`, :math:`U`, :math:`H`."""
+    metrics = {'val_zsl_acc': zsl_accuracy(score_fn, data.labels,
+                                           split.unseen_val_images,
+                                           split.val_classes)}
+    task = GZSLScores(score_fn, data.labels, split.seen_val_images,
+                      split.unseen_val_images, split.train_classes,
+                      split.val_classes)
+    raw = task.accuracies()
+    calibration = best_calibration(task)
+    calibrated = task.accuracies(calibration)
+    metrics.update(val_gzsl_seen=raw['seen'], val_gzsl_unseen=raw['unseen'],
+                   val_gzsl_h=raw['h'], val_calibration=calibration,
+                   val_gzsl_cal_seen=calibrated['seen'],
+                   val_gzsl_cal_unseen=calibrated['unseen'],
+                   val_gzsl_cal_h=calibrated['h'])
+    return metrics
+
+
+def evaluate(model: APNet, data: ZSLDataset,
+             calibration: Optional[float] = None) -> Dict[str, float]:
+    r"""ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%) of
+    :obj:`model` on the test splits, calibrated with :obj:`calibration`
+    if given; see the module docstring."""
+    return evaluate_scores(data, apnet_score_fn(model, data), calibration)
 
 
 def evaluate_predictions(
         data: ZSLDataset,
         predict_classes: Callable[[Tensor, Tensor], Tensor],
 ) -> Dict[str, float]:
-    r"""The protocol of the module docstring for any classifier:
+    r"""The test protocol for a classifier that only predicts:
     :obj:`predict_classes(image_index, classes)` returns the predicted class
-    (an entry of :obj:`classes`) of every image in :obj:`image_index`.
-    Returns ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%)."""
-    seen, unseen = data.seen_classes, data.unseen_classes
-    zsl = _accuracy(predict_classes(data.test_unseen_loc, unseen),
-                    data.labels[data.test_unseen_loc], unseen)
-    # Both GZSL splits in one call: the candidates (for APNet, the class
-    # graph and vectors over all classes) are prepared once.
-    num_seen = data.test_seen_loc.numel()
-    prediction = predict_classes(
-        torch.cat([data.test_seen_loc, data.test_unseen_loc]),
-        torch.arange(data.num_classes))
-    seen_acc = _accuracy(prediction[:num_seen],
-                         data.labels[data.test_seen_loc], seen)
-    unseen_acc = _accuracy(prediction[num_seen:],
-                           data.labels[data.test_unseen_loc], unseen)
-    return {
-        'zsl_acc': zsl,
-        'gzsl_seen': seen_acc,
-        'gzsl_unseen': unseen_acc,
-        'gzsl_h': float(harmonic_mean(seen_acc, unseen_acc)),
-    }
+    (an entry of :obj:`classes`) of every image. Returns ZSL accuracy and
+    GZSL :math:`S`, :math:`U`, :math:`H` (%), uncalibrated."""
+    def one_hot_scores(image_index: Tensor, classes: Tensor) -> Tensor:
+        predicted = predict_classes(image_index, classes)
+        position = (predicted.view(-1, 1) == classes.view(1, -1)).float()
+        return position
 
+    return evaluate_scores(data, one_hot_scores)
 
-def evaluate(model: APNet, data: ZSLDataset,
-             prior: Optional[ClassPrior] = None,
-             device: Optional[torch.device] = None) -> Dict[str, float]:
-    r"""ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%) of
-    :obj:`model` on the test splits; see the module docstring."""
-    if data.features is None:
-        raise ValueError("Evaluation needs image features: load the dataset "
-                         "with load_features=True")
-    device = device or next(model.parameters()).device
-    model.eval()
-    attributes = data.attributes.to(device)
-
-    def predict_classes(image_index: Tensor, classes: Tensor) -> Tensor:
-        return predict(model, data.features, image_index, attributes,
-                       classes.to(device), prior)
-
-    return evaluate_predictions(data, predict_classes)

@@ -2,19 +2,17 @@ r"""Figure 2 of the APNet paper: a t-SNE map of the propagated class
 vectors, seen and unseen classes in two colours, with the edges of the
 learned class graph."""
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.zsl.class_graph import ClassPrior
 
 
 @torch.no_grad()
 def plot_class_vectors(model: APNet, data: ZSLDataset,
-                       out: Union[str, Path], seed: int = 0,
-                       prior: Optional[ClassPrior] = None) -> Path:
+                       out: Union[str, Path], seed: int = 0) -> Path:
     r"""Writes the t-SNE figure of the class vectors of all classes (graph
     over all classes, as in GZSL) to :obj:`out` (PNG) and returns the path.
     Needs :obj:`matplotlib` and :obj:`scikit-learn` (the :obj:`plot`
@@ -31,16 +29,14 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     device = next(model.parameters()).device
     attributes = data.attributes.to(device)
     every_class = torch.arange(data.num_classes, device=device)
-    subgraph = None
-    if model.graph == 'wordnet':
-        prior = prior or ClassPrior.wordnet(data.name, data.class_names)
-        subgraph = prior.subgraph(every_class)
-    vectors = model.class_vectors(attributes, subgraph)
+    vectors = model.class_vectors(attributes, every_class)
     edge_index = torch.zeros(2, 0, dtype=torch.long)
-    if model.graph == 'learned':
-        edge_index = model.class_graph(model.encoder(attributes))[0].cpu()
-    elif model.graph == 'wordnet':  # Fully connected: draw d <= 2 only.
-        edge_index = subgraph[0][:, subgraph[1] >= 0.5].cpu()
+    if model.graph != 'none':
+        edge_index, edge_weight = model.class_graph(
+            model.encoder(attributes), every_class)
+        if model.graph == 'wordnet':  # Fully connected: draw d <= 2 only.
+            edge_index = edge_index[:, edge_weight >= 0.5]
+        edge_index = edge_index.cpu()
     vectors = vectors.cpu().numpy()
 
     perplexity = min(30.0, (data.num_classes - 1) / 3)

@@ -1,16 +1,31 @@
-r"""Training of APNet on an xlsa17 dataset, the way the paper does it.
+r"""Training of APNet on an xlsa17 dataset, and the whole protocol of a run.
 
 :func:`train_model` runs one training phase (episodic or mini-batch), with a
-checkpoint after every epoch from which :obj:`resume=True` continues.
-:func:`run` is the whole protocol: model selection on the benchmark's
-validation classes (train on :obj:`trainclasses1`, pick the epoch with the
-best ZSL accuracy on :obj:`valclasses1`), retraining on all seen classes for
-that many epochs, and evaluation on the test classes. The test classes are
-never looked at before the final evaluation.
+checkpoint after every epoch from which :obj:`resume=True` continues
+exactly. :func:`run` is the protocol:
+
+1. **Selection** (:obj:`model_selection="validation"`) on a validation task
+   built from the seen classes only (:func:`~apnet_pyg.data.splits.
+   seen_validation_split`): train on :obj:`trainclasses1` minus a held-out
+   share of its images; after every epoch, validate ZSL on
+   :obj:`valclasses1` and GZSL on the held-out images and
+   :obj:`valclasses1` among both class sets. The epoch of best validation
+   ZSL accuracy is the ZSL row's, the epoch of best validation :math:`H`
+   the GZSL row's, and the (epoch, calibration constant) of best calibrated
+   validation :math:`H` the calibrated GZSL row's.
+2. **Final training** on all seen classes for the largest of those epoch
+   counts; the model of each selected epoch is saved
+   (:obj:`model-epoch<E>.pt`) and evaluated on the test splits. The test
+   images are not looked at before the selection is over, and no choice
+   depends on them.
+3. With :obj:`report_test_selected=True`, additionally the authors'
+   protocol: the test set evaluated after every final epoch and the epoch
+   of best test :math:`H` reported, labelled "test-set selected
+   (optimistic)".
 
 Runs are deterministic for a seed on CPU: the model's initialisation, the
-k-means seeding and the episode sampler each draw from their own generator,
-and a checkpoint stores all their states.
+k-means seeding, the seen-validation split and the episode sampler each
+draw from their own generator, and a checkpoint stores all their states.
 """
 import json
 import os
@@ -24,18 +39,33 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
+from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.zsl.class_graph import ClassPrior
+from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
-from apnet_pyg.zsl.evaluate import evaluate, zsl_accuracy
+from apnet_pyg.zsl.evaluate import (
+    apnet_score_fn,
+    evaluate_scores,
+    validate,
+)
 
 SIMULATED_LABEL = ('simulated features: not a reproduction of the paper, '
                    'only a check that the pipeline works')
+TEST_SELECTED_LABEL = 'test-set selected (optimistic)'
+
+#: The rows of a run's result table, in order, and the validation metric
+#: that selects each row's epoch.
+ROWS = {
+    'zsl': 'val_zsl_acc',
+    'gzsl': 'val_gzsl_h',
+    'gzsl_calibrated': 'val_gzsl_cal_h',
+}
 
 
 def model_from_config(config: TrainConfig, attribute_dim: int,
-                      image_channels: int) -> APNet:
+                      image_channels: int,
+                      class_prior: Optional[Tensor] = None) -> APNet:
     r"""An :class:`APNet` with the architecture of :obj:`config`."""
     return APNet(
         attribute_dim,
@@ -48,22 +78,31 @@ def model_from_config(config: TrainConfig, attribute_dim: int,
         threshold=config.threshold,
         propagation_temperature=config.propagation_temperature,
         num_steps=config.num_steps,
-        activation=config.activation,
+        score=config.score,
         logit_scale=config.logit_scale,
+        class_prior=class_prior,
     )
 
 
 def build_model(config: TrainConfig, data: ZSLDataset,
                 train_classes: Tensor) -> APNet:
     r"""A freshly initialised :class:`APNet` for :obj:`data` (seeded by
-    :obj:`config.seed`), its centroids fitted to the attributes of
-    :obj:`train_classes`."""
+    :obj:`config.seed`), with the WordNet prior over all of the dataset's
+    classes if :obj:`config.graph="wordnet"`, its centroids fitted to the
+    attributes of :obj:`train_classes` (and, with
+    :obj:`initialization="standardized"`, its scales:
+    :meth:`APNet.standardize_`)."""
+    prior = wordnet_class_prior(data.name, data.class_names) \
+        if config.graph == 'wordnet' else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = model_from_config(config, data.attribute_dim,
-                                  data.features.size(1))
+                                  data.features.size(1), prior)
     generator = torch.Generator().manual_seed(config.seed)
-    model.encoder.fit_centroids(data.attributes[train_classes], generator)
+    seen_attributes = data.attributes[train_classes]
+    model.encoder.fit_centroids(seen_attributes, generator)
+    if config.initialization == 'standardized':
+        model.standardize_(seen_attributes)
     return model
 
 
@@ -83,19 +122,20 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
                                                 gamma=config.lr_decay)
 
 
-def _sampler(data: ZSLDataset, classes: Tensor, config: TrainConfig):
+def _sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
+             config: TrainConfig):
     generator = torch.Generator().manual_seed(config.seed + 1)
     if config.training == 'episodic':
         return EpisodeSampler(data.labels, classes, config.n_way,
-                              config.k_shot, generator,
-                              pool=data.trainval_loc)
+                              config.k_shot, generator, pool=images)
     return MinibatchSampler(data.labels, classes,
                             config.n_way * config.k_shot, generator,
-                            pool=data.trainval_loc)
+                            pool=images)
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
-    # A run killed while writing must not leave a corrupt checkpoint.
+def atomic_save(obj: Any, path: Path) -> None:
+    r""":func:`torch.save` to a temporary file renamed over :obj:`path`: a
+    run killed while writing never leaves a corrupt file."""
     tmp = path.with_name(path.name + '.tmp')
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -104,6 +144,7 @@ def _atomic_save(obj: Any, path: Path) -> None:
 def train_model(
     model: APNet,
     data: ZSLDataset,
+    images: Tensor,
     classes: Tensor,
     config: TrainConfig,
     *,
@@ -111,18 +152,18 @@ def train_model(
     device: Union[str, torch.device] = 'cpu',
     checkpoint: Optional[Union[str, Path]] = None,
     resume: bool = False,
-    validate: Optional[Callable[[APNet], float]] = None,
-    prior: Optional[ClassPrior] = None,
+    on_epoch_end: Optional[Callable[[int, APNet], Dict[str, Any]]] = None,
     progress: bool = True,
     description: str = 'train',
-) -> List[Dict[str, float]]:
-    r"""Trains :obj:`model` on the :obj:`trainval` images of
-    :obj:`classes` and returns the per-epoch history (loss, episodes per
-    second, and the validation accuracy if :obj:`validate` is given).
+) -> List[Dict[str, Any]]:
+    r"""Trains :obj:`model` on the images :obj:`images` (all of
+    :obj:`classes`) and returns the per-epoch history: loss, episodes per
+    second and whatever :obj:`on_epoch_end(epoch, model)` returns.
 
     Args:
         model (APNet): The model (moved to :obj:`device`).
         data (ZSLDataset): The dataset, with features.
+        images (torch.Tensor): Indices of the training images.
         classes (torch.Tensor): The training classes.
         config (TrainConfig): The configuration.
         epochs (int, optional): Overrides :obj:`config.epochs`.
@@ -131,38 +172,29 @@ def train_model(
         checkpoint (str or Path, optional): File written after every epoch.
         resume (bool, optional): Continue from :obj:`checkpoint` if it
             exists. (default: :obj:`False`)
-        validate (callable, optional): Returns a validation accuracy of the
-            model, called after every epoch.
-        prior (ClassPrior, optional): The WordNet class graph
-            (:obj:`graph="wordnet"`).
-        progress (bool, optional): Show a progress bar. (default:
-            :obj:`True`)
-        description (str, optional): Label of the progress bar.
+        on_epoch_end (callable, optional): Called with the epoch (1-based)
+            and the model after every epoch; its dictionary is added to the
+            epoch's record (e.g. validation metrics).
+        progress (bool, optional): Print one line per epoch, and a progress
+            bar when standard error is a terminal. (default: :obj:`True`)
+        description (str, optional): Label of the progress output.
     """
     if data.features is None:
         raise ValueError("Training needs image features: load the dataset "
                          "with load_features=True")
-    if config.graph == 'wordnet' and prior is None:
-        raise ValueError("graph='wordnet' needs the WordNet class prior")
     device = torch.device(device)
     epochs = config.epochs if epochs is None else epochs
     model.to(device)
     features = data.features.to(device)
     attributes = data.attributes.to(device)
     classes = classes.to(torch.long)
-    if prior is not None:
-        prior = prior.to(device)
 
-    sampler = _sampler(data, classes, config)
-    images_per_step = config.n_way * config.k_shot
-    num_train_images = int(
-        torch.isin(data.labels[data.trainval_loc], classes).sum())
-    iterations = config.iterations_per_epoch or max(
-        1, num_train_images // images_per_step)
+    sampler = _sampler(data, images, classes, config)
+    iterations = config.episodes_per_epoch(images.numel())
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config)
-    history: List[Dict[str, float]] = []
+    history: List[Dict[str, Any]] = []
     start_epoch = 0
     if checkpoint is not None and resume and Path(checkpoint).exists():
         state = torch.load(checkpoint, map_location=device,
@@ -178,9 +210,8 @@ def train_model(
         history = state['history']
         start_epoch = state['epoch']
 
-    minibatch_classes = attributes[classes.to(device)]
-    minibatch_prior = prior.subgraph(classes.to(device)) \
-        if prior is not None and config.training == 'minibatch' else None
+    all_classes = classes.to(device)
+    minibatch_attributes = attributes[all_classes]
     batches = iter(sampler) if config.training == 'minibatch' else None
 
     for epoch in range(start_epoch, epochs):
@@ -188,23 +219,20 @@ def train_model(
         total_loss, start = 0.0, time.perf_counter()
         bar = tqdm(range(iterations), desc=f'{description} epoch '
                    f'{epoch + 1}/{epochs}', unit='episode',
-                   disable=not progress, leave=False)
+                   disable=None if progress else True, leave=False)
         for step in bar:
             if config.training == 'episodic':
                 episode = sampler.sample()
                 episode_classes = episode.episode_classes.to(device)
-                logits = model(
-                    features[episode.image_index.to(device)],
-                    attributes[episode_classes],
-                    prior.subgraph(episode_classes) if prior else None)
+                logits = model(features[episode.image_index.to(device)],
+                               attributes[episode_classes], episode_classes)
             else:
-                batch = next(batches, None)
-                if batch is None:  # One pass over the images is done.
+                episode = next(batches, None)
+                if episode is None:  # One pass over the images is done.
                     batches = iter(sampler)
-                    batch = next(batches)
-                episode = batch
-                logits = model(features[batch.image_index.to(device)],
-                               minibatch_classes, minibatch_prior)
+                    episode = next(batches)
+                logits = model(features[episode.image_index.to(device)],
+                               minibatch_attributes, all_classes)
             loss = F.cross_entropy(logits, episode.target.to(device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -221,15 +249,15 @@ def train_model(
             'episodes_per_second': iterations / seconds,
             'ms_per_episode': 1000.0 * seconds / iterations,
         }
-        if validate is not None:
-            record['val_zsl_acc'] = validate(model)
+        if on_epoch_end is not None:
+            record.update(on_epoch_end(epoch + 1, model))
         history.append(record)
         if progress:
-            tqdm.write(f'{description} epoch {epoch + 1}/{epochs}: ' +
-                       ', '.join(f'{k}={v:.4g}' for k, v in record.items()
-                                 if k != 'epoch'))
+            print(f'{description} epoch {epoch + 1}/{epochs}: ' +
+                  ', '.join(f'{k}={v:.4g}' for k, v in record.items()
+                            if isinstance(v, float)), flush=True)
         if checkpoint is not None:
-            _atomic_save(
+            atomic_save(
                 {
                     'epoch': epoch + 1,
                     'config': config.to_dict(),
@@ -242,6 +270,29 @@ def train_model(
     return history
 
 
+def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
+    r"""The validation-selected epoch of every row of :data:`ROWS` (the
+    earliest on ties), with its validation metrics, from the history of a
+    selection phase."""
+    selection = {}
+    for row, metric in ROWS.items():
+        best = max(range(len(history)), key=lambda i: (history[i][metric],
+                                                       -i))
+        record = history[best]
+        selection[row] = {
+            'epoch': record['epoch'],
+            **{key: value for key, value in record.items()
+               if key.startswith('val_')}
+        }
+    selection['gzsl_calibrated']['calibration'] = \
+        history[selection['gzsl_calibrated']['epoch'] - 1]['val_calibration']
+    return selection
+
+
+def model_file(epoch: int) -> str:
+    return f'model-epoch{epoch}.pt'
+
+
 def run(
     data: ZSLDataset,
     config: TrainConfig,
@@ -252,68 +303,77 @@ def run(
     data_root: Optional[str] = None,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring); writes
-    :obj:`out/config.json`, :obj:`out/model.pt` and
-    :obj:`out/metrics.json` (which records :obj:`data_root`, the folder the
-    dataset was read from) and returns the metrics."""
+    :obj:`out/config.json`, the selected epochs' models
+    :obj:`out/model-epoch<E>.pt` and :obj:`out/metrics.json` (which records
+    :obj:`data_root`, the folder the dataset was read from) and returns the
+    metrics."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / 'config.json').write_text(json.dumps(config.to_dict(), indent=2))
-    prior = ClassPrior.for_graph(config.graph, data.name, data.class_names)
 
-    epochs, selection = config.epochs, None
+    selection = None
     if config.model_selection == 'validation':
-        if data.train_classes is None or data.val_classes is None:
-            raise ValueError(
-                f"Model selection needs the benchmark's validation classes "
-                f"(trainclasses1.txt, valclasses1.txt) next to "
-                f"att_splits.mat for '{data.name}'; or use "
-                f"model_selection='none'")
-        val_images = data.images_of(data.val_classes, 'trainval')
+        split = seen_validation_split(data, config.seen_val_fraction,
+                                      config.seed)
+        model = build_model(config, data, split.train_classes)
 
-        def validate(model: APNet) -> float:
-            return zsl_accuracy(model, data, val_images, data.val_classes,
-                                prior, torch.device(device))
+        def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
+            return validate(data, split, apnet_score_fn(model, data))
 
-        model = build_model(config, data, data.train_classes)
-        history = train_model(model, data, data.train_classes, config,
-                              device=device, checkpoint=out / 'selection.pt',
-                              resume=resume, validate=validate, prior=prior,
+        history = train_model(model, data, split.train_images,
+                              split.train_classes, config, device=device,
+                              checkpoint=out / 'selection.pt', resume=resume,
+                              on_epoch_end=validate_epoch,
                               progress=progress, description='selection')
-        accuracies = [record['val_zsl_acc'] for record in history]
-        best = max(range(len(accuracies)), key=accuracies.__getitem__)
-        epochs = best + 1
-        selection = {
+        selection = select_epochs(history)
+        selection['validation_task'] = {
             'train_classes': 'trainclasses1',
             'val_classes': 'valclasses1',
-            'val_zsl_acc': accuracies,
-            'best_epoch': epochs,
-            'best_val_zsl_acc': accuracies[best],
+            'seen_val_fraction': config.seen_val_fraction,
+            'train_images': split.train_images.numel(),
+            'seen_val_images': split.seen_val_images.numel(),
+            'unseen_val_images': split.unseen_val_images.numel(),
         }
+        row_epochs = {row: selection[row]['epoch'] for row in ROWS}
+        calibration = selection['gzsl_calibrated']['calibration']
+    else:
+        row_epochs = {'zsl': config.epochs, 'gzsl': config.epochs}
+        calibration = None
+
+    # Final training: test evaluation only at the selected epochs (and at
+    # every epoch for the opt-in test-selected report).
+    epochs = max(row_epochs.values())
+    evaluate_at = set(row_epochs.values())
+
+    def evaluate_epoch(epoch: int, model: APNet) -> Dict[str, Any]:
+        if epoch not in evaluate_at and not config.report_test_selected:
+            return {}
+        if epoch in evaluate_at:
+            atomic_save(_model_state(config, data, model, epoch),
+                        out / model_file(epoch))
+        cal = calibration if row_epochs.get('gzsl_calibrated') == epoch \
+            else None
+        return {'test': evaluate_scores(data, apnet_score_fn(model, data),
+                                        cal)}
 
     model = build_model(config, data, data.seen_classes)
-    history = train_model(model, data, data.seen_classes, config,
-                          epochs=epochs, device=device,
+    history = train_model(model, data, data.trainval_loc, data.seen_classes,
+                          config, epochs=epochs, device=device,
                           checkpoint=out / 'checkpoint.pt', resume=resume,
-                          prior=prior, progress=progress, description='final')
-    metrics = evaluate(model, data, prior, torch.device(device))
+                          on_epoch_end=evaluate_epoch, progress=progress,
+                          description='final')
 
-    torch.save(
-        {
-            'config': config.to_dict(),
-            'dataset': data.name,
-            'attribute_dim': data.attribute_dim,
-            'image_channels': data.features.size(1),
-            'state_dict': model.state_dict(),
-        }, out / 'model.pt')
     result = {
-        **metrics,
         'dataset': data.name,
         'data_root': data_root,
         'simulated': data.simulated,
         'label': SIMULATED_LABEL if data.simulated else 'real features',
         'simulation': data.simulation,
-        'epochs_trained': epochs,
-        'model_selection': selection or 'none (trained for config.epochs)',
+        **result_rows(history, row_epochs, config.report_test_selected),
+        'model_selection': selection or
+        'none (trained for config.epochs, no calibration)',
+        'models': {row: model_file(epoch)
+                   for row, epoch in row_epochs.items()},
         'ms_per_episode': sum(r['ms_per_episode'] for r in history) /
         max(len(history), 1),
         'history': history,
@@ -324,16 +384,80 @@ def run(
     return result
 
 
-def load_model(run_dir: Union[str, Path],
+def result_rows(history: List[Dict[str, Any]], row_epochs: Dict[str, int],
+                report_test_selected: bool) -> Dict[str, Any]:
+    r"""The result table of a run from the final phase's history: the
+    test metrics of each row at its selected epoch (flat keys
+    :obj:`zsl_acc`, :obj:`gzsl_seen`, ... for the validation-selected rows)
+    and, if asked for, the test-selected rows."""
+    test = {record['epoch']: record['test'] for record in history
+            if 'test' in record}
+    rows = {'zsl_acc': test[row_epochs['zsl']]['zsl_acc']}
+    gzsl = test[row_epochs['gzsl']]
+    rows.update(gzsl_seen=gzsl['gzsl_seen'], gzsl_unseen=gzsl['gzsl_unseen'],
+                gzsl_h=gzsl['gzsl_h'])
+    if 'gzsl_calibrated' in row_epochs:
+        calibrated = test[row_epochs['gzsl_calibrated']]
+        rows.update(calibration=calibrated['calibration'],
+                    gzsl_cal_seen=calibrated['gzsl_cal_seen'],
+                    gzsl_cal_unseen=calibrated['gzsl_cal_unseen'],
+                    gzsl_cal_h=calibrated['gzsl_cal_h'])
+    rows['epochs'] = dict(row_epochs)
+    rows['selection'] = 'validation' if 'gzsl_calibrated' in row_epochs \
+        else 'none'
+    if report_test_selected:
+        best_h = max(test, key=lambda e: (test[e]['gzsl_h'], -e))
+        best_zsl = max(test, key=lambda e: (test[e]['zsl_acc'], -e))
+        rows['test_selected'] = {
+            'label': TEST_SELECTED_LABEL,
+            'zsl_acc': test[best_zsl]['zsl_acc'],
+            'zsl_epoch': best_zsl,
+            'gzsl_seen': test[best_h]['gzsl_seen'],
+            'gzsl_unseen': test[best_h]['gzsl_unseen'],
+            'gzsl_h': test[best_h]['gzsl_h'],
+            'gzsl_epoch': best_h,
+        }
+    return rows
+
+
+def _model_state(config: TrainConfig, data: ZSLDataset, model: APNet,
+                 epoch: int) -> Dict[str, Any]:
+    return {
+        'config': config.to_dict(),
+        'dataset': data.name,
+        'epoch': epoch,
+        'attribute_dim': data.attribute_dim,
+        'image_channels': data.features.size(1),
+        'num_classes': data.num_classes,
+        'state_dict': {key: value.cpu() for key, value in
+                       model.state_dict().items()},
+    }
+
+
+def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
                device: Union[str, torch.device] = 'cpu') -> APNet:
-    r"""The trained model of a run directory (:obj:`model.pt`)."""
-    path = Path(run_dir) / 'model.pt'
+    r"""The trained model of a run directory for the result row
+    :obj:`row` (:obj:`"zsl"`, :obj:`"gzsl"` or :obj:`"gzsl_calibrated"`),
+    read from the :obj:`model-epoch<E>.pt` that :obj:`metrics.json` names
+    for it."""
+    run_dir = Path(run_dir)
+    metrics_path = run_dir / 'metrics.json'
+    if not metrics_path.exists():
+        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
+                                f"finished 'apnet-zsl train' run?")
+    models = json.loads(metrics_path.read_text())['models']
+    if row not in models:
+        raise ValueError(f"Run '{run_dir}' has no model for row '{row}' "
+                         f"(it has: {', '.join(models)})")
+    path = run_dir / models[row]
     if not path.exists():
         raise FileNotFoundError(f"No trained model at '{path}': run "
                                 f"'apnet-zsl train' first")
-    saved = torch.load(path, map_location=device, weights_only=False)
+    saved = torch.load(path, map_location='cpu', weights_only=True)
     config = TrainConfig.from_dict(saved['config'])
+    prior = torch.zeros(saved['num_classes'], saved['num_classes']) \
+        if config.graph == 'wordnet' else None
     model = model_from_config(config, saved['attribute_dim'],
-                              saved['image_channels'])
+                              saved['image_channels'], prior)
     model.load_state_dict(saved['state_dict'])
     return model.to(device)

@@ -17,19 +17,36 @@ def test_cli_train_evaluate_plot(tiny_root, tmp_path, capsys):
                  'fast'] + SMALL) == 0
     printed = capsys.readouterr().out
     assert 'SIMULATED features' in printed and '| ZSL acc |' in printed
+    assert 'calibrated stacking' in printed
     metrics = json.loads((run_dir / 'metrics.json').read_text())
     assert metrics['config']['graph'] == 'wordnet'
     assert metrics['config']['epochs'] == 2
+    assert metrics['config']['score'] == 'sigmoid'  # the paper variant
     assert metrics['simulated'] is True
-    assert (run_dir / 'model.pt').exists()
+    for model_file in metrics['models'].values():
+        assert (run_dir / model_file).exists()
 
     assert main(['evaluate', '--run', str(run_dir)]) == 0
     printed = capsys.readouterr().out
     assert f"| {metrics['zsl_acc']:.1f} |" in printed
+    assert f"| {metrics['gzsl_cal_h']:.1f} |" in printed
 
     assert main(['plot', '--run', str(run_dir), '--out',
                  str(tmp_path / 'tsne.png')]) == 0
     assert (tmp_path / 'tsne.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_cli_variants_and_flags(tiny_root, tmp_path):
+    run_dir = tmp_path / 'run'
+    assert main(['train', '--dataset', 'TINY', '--root', str(tiny_root),
+                 '--out', str(run_dir), '--variant', 'authors',
+                 '--logit-scale', '0.5', '--lr-decay-epoch', 'none',
+                 '--model-selection', 'none'] + SMALL) == 0
+    config = json.loads((run_dir / 'metrics.json').read_text())['config']
+    # The variant, then the flags on top of it:
+    assert (config['score'], config['attributes']) == ('linear', 'percent')
+    assert config['logit_scale'] == 0.5
+    assert config['lr_decay_epoch'] is None
 
 
 def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
@@ -43,6 +60,7 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     assert 'reusing' in printed and 'SIMULATED' in printed
     metrics = json.loads((out / 'run' / 'metrics.json').read_text())
     assert metrics['model_selection'].startswith('none')
+    assert 'gzsl_cal_h' not in metrics  # no validation, no calibration
     # The fast recipe, with the command line's overrides:
     assert metrics['config']['iterations_per_epoch'] == 3
     assert metrics['config']['lr_decay_epoch'] is None
@@ -63,10 +81,16 @@ def test_cli_errors(tmp_path, capsys):
 def test_format_table():
     table = format_table({'dataset': 'AWA2', 'simulated': True,
                           'zsl_acc': 60.04, 'gzsl_seen': 80.0,
-                          'gzsl_unseen': 20.0, 'gzsl_h': 32.0})
-    assert table.splitlines()[0] == \
-        'AWA2: SIMULATED features (not a benchmark result)'
-    assert table.splitlines()[-1] == '| 60.0 | 80.0 | 20.0 | 32.0 |'
+                          'gzsl_unseen': 20.0, 'gzsl_h': 32.0,
+                          'calibration': 1.5, 'gzsl_cal_seen': 70.0,
+                          'gzsl_cal_unseen': 50.0, 'gzsl_cal_h': 58.33,
+                          'epochs': {'zsl': 3, 'gzsl': 2,
+                                     'gzsl_calibrated': 4}})
+    lines = table.splitlines()
+    assert lines[0] == 'AWA2: SIMULATED features (not a benchmark result)'
+    assert lines[4].endswith('| 3 | 60.0 | | | |')
+    assert lines[5].endswith('| 2 | | 80.0 | 20.0 | 32.0 |')
+    assert lines[6].endswith('c = 1.5 | 4 | | 70.0 | 50.0 | 58.3 |')
 
 
 def test_python_module_entry_point():

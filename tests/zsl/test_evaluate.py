@@ -2,101 +2,154 @@ import pytest
 import torch
 
 from apnet_pyg.data import load_xlsa17
+from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.nn import APNet
-from apnet_pyg.zsl import evaluate, evaluate_predictions, zsl_accuracy
-from apnet_pyg.zsl.evaluate import predict
+from apnet_pyg.zsl import (
+    apnet_score_fn,
+    best_calibration,
+    evaluate,
+    evaluate_predictions,
+    evaluate_scores,
+    validate,
+)
+from apnet_pyg.zsl.evaluate import GZSLScores
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 
 
-class Oracle(APNet):
-    r"""Scores images by their true class (reads a label lookup), to check
-    the protocol independently of any learning."""
-    def __init__(self, labels_of, attribute_dim):
-        super().__init__(attribute_dim, image_channels=2048,
-                         class_channels=8, hidden_channels=8,
-                         num_centroids=1, graph='none')
-        self.labels_of = labels_of
-
-    def class_vectors(self, attributes, prior=None):
-        return attributes  # identifies the classes by their attributes
-
-    @property
-    def head(self):
-        def score(class_vectors, images):
-            truth = self.labels_of(images)
-            return (class_vectors[None] == self.attributes_of(truth)[:, None]
-                    ).all(-1).float()
-        return score
+@pytest.fixture(scope='module')
+def tiny(tiny_root):
+    return load_xlsa17(tiny_root, 'TINY')
 
 
-def test_evaluate_protocol(tiny_root):
-    data = load_xlsa17(tiny_root, 'TINY')
-    lookup = {tuple(f.tolist()[:8]): int(y)
-              for f, y in zip(data.features, data.labels)}
-    model = Oracle(lambda images: torch.tensor(
-        [lookup[tuple(f.tolist()[:8])] for f in images]), data.attribute_dim)
-    model.attributes_of = lambda y: data.attributes[y]
+def oracle(data, seen_bias=0.0, biased=None):
+    r"""Scores 1 for the true class, 0 elsewhere, plus :obj:`seen_bias` for
+    the :obj:`biased` classes (default: the seen classes): a classifier
+    that is right up to a seen bias."""
+    seen = torch.zeros(data.num_classes)
+    seen[data.seen_classes if biased is None else biased] = seen_bias
 
-    metrics = evaluate(model, data)
+    def score_fn(image_index, classes):
+        truth = data.labels[image_index]
+        return (truth[:, None] == classes[None]).float() + seen[classes]
+
+    return score_fn
+
+
+def test_evaluate_scores_protocol(tiny):
+    metrics = evaluate_scores(tiny, oracle(tiny), calibration=0.0)
     assert metrics == {'zsl_acc': 100.0, 'gzsl_seen': 100.0,
-                       'gzsl_unseen': 100.0, 'gzsl_h': 100.0}
-    prediction = predict(model, data.features, data.test_unseen_loc,
-                         data.attributes, data.unseen_classes, batch_size=7)
-    assert torch.equal(prediction, data.labels[data.test_unseen_loc])
+                       'gzsl_unseen': 100.0, 'gzsl_h': 100.0,
+                       'calibration': 0.0, 'gzsl_cal_seen': 100.0,
+                       'gzsl_cal_unseen': 100.0, 'gzsl_cal_h': 100.0}
+    # A seen bias of 2 makes every image predicted seen: U = 0. A
+    # calibration above the bias undoes it.
+    biased = evaluate_scores(tiny, oracle(tiny, seen_bias=2.0),
+                             calibration=2.5)
+    assert biased['zsl_acc'] == 100.0  # ZSL has no seen candidates.
+    assert biased['gzsl_unseen'] == 0.0 and biased['gzsl_h'] == 0.0
+    assert biased['gzsl_cal_h'] == 100.0
 
 
-def test_zsl_accuracy_is_per_class_mean(tiny_root):
-    data = load_xlsa17(tiny_root, 'TINY')
-    # A model that always predicts the first candidate class:
-    model = APNet(data.attribute_dim, class_channels=8, hidden_channels=8,
-                  num_centroids=1, graph='none')
-    with torch.no_grad():
-        model.head.lin_out.weight.zero_()
-    accuracy = zsl_accuracy(model, data, data.test_unseen_loc,
-                            data.unseen_classes)
-    # All-equal scores: argmax is the first class, so exactly one of the
-    # four unseen classes is right: 25% per-class mean accuracy.
-    assert accuracy == pytest.approx(25.0)
-    labels = data.labels[data.test_unseen_loc]
-    first = data.unseen_classes[0]
-    assert per_class_accuracy(torch.full_like(labels, int(first)), labels,
-                              data.unseen_classes) == pytest.approx(0.25)
-    assert harmonic_mean(50.0, 25.0) == pytest.approx(100.0 / 3)
+def test_best_calibration_is_exact():
+    # Random scores: the exact sweep equals a brute-force search over a
+    # fine grid of constants.
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 10, (400, ), generator=generator)
+    seen_classes, unseen_classes = torch.arange(6), torch.arange(6, 10)
+    bias = torch.zeros(10)
+    bias[:6] = 1.0
+    scores = torch.randn(400, 10, generator=generator) + bias
+    scores[torch.arange(400), labels] += 1.5
+
+    def score_fn(image_index, classes):
+        return scores[image_index][:, classes]
+
+    seen_images = torch.nonzero(labels < 6).view(-1)
+    unseen_images = torch.nonzero(labels >= 6).view(-1)
+    task = GZSLScores(score_fn, labels, seen_images, unseen_images,
+                      seen_classes, unseen_classes)
+    constant = best_calibration(task)
+    grid = torch.linspace(-6, 6, 4801).tolist()
+    brute = max(task.accuracies(c)['h'] for c in grid)
+    assert task.accuracies(constant)['h'] == pytest.approx(brute)
+    assert task.accuracies(constant)['h'] > task.accuracies(0.0)['h']
+    assert constant > 0  # it removes the seen bias
+
+    # The calibrated prediction is the argmax of the calibrated scores:
+    all_classes = torch.cat([seen_classes, unseen_classes])
+    images = torch.cat([seen_images, unseen_images])
+    shifted = score_fn(images, all_classes).clone()
+    shifted[:, :6] -= constant
+    assert torch.equal(task.predictions(constant),
+                       all_classes[shifted.argmax(dim=1)])
 
 
-def test_evaluate_predictions_follows_the_protocol(tiny_root):
-    data = load_xlsa17(tiny_root, 'TINY')
+def test_evaluate_predictions_follows_the_protocol(tiny):
     calls = []
 
     def first_candidate(image_index, classes):
         calls.append((image_index.clone(), classes.clone()))
         return classes[:1].expand(image_index.numel())
 
-    metrics = evaluate_predictions(data, first_candidate)
+    metrics = evaluate_predictions(tiny, first_candidate)
     # ZSL among the unseen classes; GZSL: both test splits among all.
     (zsl_index, zsl_classes), (gzsl_index, gzsl_classes) = calls
-    assert torch.equal(zsl_index, data.test_unseen_loc)
-    assert torch.equal(zsl_classes, data.unseen_classes)
-    assert torch.equal(gzsl_index, torch.cat([data.test_seen_loc,
-                                              data.test_unseen_loc]))
-    assert torch.equal(gzsl_classes, torch.arange(data.num_classes))
+    assert torch.equal(zsl_index, tiny.test_unseen_loc)
+    assert torch.equal(zsl_classes, tiny.unseen_classes)
+    assert torch.equal(gzsl_index, torch.cat([tiny.test_seen_loc,
+                                              tiny.test_unseen_loc]))
+    assert set(gzsl_classes.tolist()) == set(range(tiny.num_classes))
 
-    def accuracy(index, predicted, classes):
-        labels = data.labels[index]
-        return 100 * per_class_accuracy(torch.full_like(labels, predicted),
-                                        labels, classes)
+    first_seen = int(tiny.seen_classes[0])
+    labels = tiny.labels[tiny.test_seen_loc]
+    seen = 100 * per_class_accuracy(torch.full_like(labels, first_seen),
+                                    labels, tiny.seen_classes)
+    assert metrics['gzsl_seen'] == pytest.approx(seen)
+    assert metrics['gzsl_unseen'] == 0.0
+    assert metrics['zsl_acc'] == pytest.approx(100 / 4)
 
-    seen = accuracy(data.test_seen_loc, 0, data.seen_classes)
-    unseen = accuracy(data.test_unseen_loc, 0, data.unseen_classes)
-    assert metrics == pytest.approx({
-        'zsl_acc': accuracy(data.test_unseen_loc,
-                            int(data.unseen_classes[0]),
-                            data.unseen_classes),
-        'gzsl_seen': seen,
-        'gzsl_unseen': unseen,
-        'gzsl_h': harmonic_mean(seen, unseen),
-    })
-    assert metrics['zsl_acc'] > 0
+
+def test_validate_never_reads_test_images(tiny):
+    split = seen_validation_split(tiny, 0.25, seed=0)
+    calls = []
+    # Biased towards the classes trained on, as a trained model would be:
+    score_fn = oracle(tiny, seen_bias=2.0, biased=split.train_classes)
+
+    def recording(image_index, classes):
+        calls.append((image_index, classes))
+        return score_fn(image_index, classes)
+
+    metrics = validate(tiny, split, recording)
+    test = set(tiny.test_seen_loc.tolist()) | set(
+        tiny.test_unseen_loc.tolist())
+    candidates = set(split.train_classes.tolist()) | set(
+        split.val_classes.tolist())
+    for images, classes in calls:
+        assert not set(images.tolist()) & test
+        assert set(classes.tolist()) <= candidates
+    assert metrics['val_zsl_acc'] == 100.0
+    assert metrics['val_gzsl_unseen'] == 0.0
+    # Margins: 3 for seen images, 1 for unseen ones; the middle of [1, 3):
+    assert metrics['val_calibration'] == 2.0
+    assert metrics['val_gzsl_cal_h'] == 100.0
+
+
+def test_evaluate_apnet(tiny):
+    # A model whose scores are all equal predicts the first candidate.
+    model = APNet(tiny.attribute_dim, class_channels=8, hidden_channels=8,
+                  num_centroids=1, graph='none')
+    with torch.no_grad():
+        model.head.lin_out.weight.zero_()
+    metrics = evaluate(model, tiny)
+    assert metrics['zsl_acc'] == pytest.approx(25.0)  # 1 of 4 classes
+    assert metrics['gzsl_unseen'] == 0.0
+    scores = apnet_score_fn(model, tiny)(tiny.test_unseen_loc[:5],
+                                         tiny.unseen_classes)
+    assert scores.size() == (5, 4)
+    # The logits: gamma_2 = 30 times sigmoid(b), the same for every pair.
+    expected = 30 * torch.sigmoid(model.head.lin_out.bias.detach())
+    assert torch.allclose(scores, expected.expand_as(scores))
+    assert harmonic_mean(50.0, 25.0) == pytest.approx(100.0 / 3)
 
 
 def test_evaluate_needs_features(tiny_root):

@@ -1,67 +1,100 @@
+import dataclasses
 import json
 
 import pytest
 import torch
 
 from apnet_pyg.data import load_xlsa17
-from apnet_pyg.zsl import TrainConfig, load_model, run, train_model
-from apnet_pyg.zsl import train as train_module
-from apnet_pyg.zsl.train import build_model
+from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
+from apnet_pyg.zsl.train import ROWS, build_model
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
                    num_centroids=2, n_way=4, lr=1e-3, epochs=3,
-                   lr_decay_epoch=2, iterations_per_epoch=15)
+                   lr_decay_epoch=2, iterations_per_epoch=15,
+                   seen_val_fraction=0.25)
 
 
 @pytest.fixture(scope='module')
 def tiny(tiny_root):
-    return load_xlsa17(tiny_root, 'TINY')
+    return load_xlsa17(tiny_root, 'TINY', attributes='percent')
 
 
 def test_run_end_to_end(tiny, tmp_path):
     metrics = run(tiny, TINY, tmp_path, progress=False, data_root='x')
     saved = json.loads((tmp_path / 'metrics.json').read_text())
-    for key in ['zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_h']:
+    for key in ['zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_h',
+                'gzsl_cal_seen', 'gzsl_cal_unseen', 'gzsl_cal_h']:
         assert 0.0 <= saved[key] <= 100.0
         assert saved[key] == metrics[key]
     assert saved['simulated'] is True
     assert 'simulated' in saved['label']
     assert saved['config'] == TINY.to_dict()
     assert saved['data_root'] == 'x'
+    assert 'test_selected' not in saved  # opt-in only
 
+    # Each row's epoch is the best of its validation metric (earliest on
+    # ties), and the final phase ran to the latest of them.
     selection = saved['model_selection']
-    accuracies = selection['val_zsl_acc']
-    assert len(accuracies) == TINY.epochs
-    assert selection['best_epoch'] == 1 + max(range(3),
-                                              key=accuracies.__getitem__)
-    assert saved['epochs_trained'] == selection['best_epoch']
+    assert len(saved['history']) == max(saved['epochs'].values())
+    for row, metric in ROWS.items():
+        assert saved['epochs'][row] == selection[row]['epoch']
+        assert selection[row][metric] >= 0
+    assert saved['calibration'] == selection['gzsl_calibrated'][
+        'calibration']
+    task = selection['validation_task']
+    assert task['seen_val_images'] > 0 and task['unseen_val_images'] > 0
 
-    # The saved model reproduces the metrics:
-    model = load_model(tmp_path)
-    from apnet_pyg.zsl import evaluate
+    # The saved models reproduce the metrics:
+    model = load_model(tmp_path, 'zsl')
     assert evaluate(model, tiny)['zsl_acc'] == pytest.approx(
         metrics['zsl_acc'])
+    calibrated = evaluate(load_model(tmp_path, 'gzsl_calibrated'), tiny,
+                          saved['calibration'])
+    assert calibrated['gzsl_cal_h'] == pytest.approx(metrics['gzsl_cal_h'])
 
 
-def test_model_selection_never_sees_test_classes(tiny, tmp_path,
-                                                 monkeypatch):
-    seen_by_validation = []
-    original = train_module.zsl_accuracy
+def corrupt_test_labels(data):
+    r"""A copy of :obj:`data` whose test images carry wrong labels (each
+    shifted to another class of its own side): whatever reads them gets a
+    different answer."""
+    labels = data.labels.clone()
+    for images, classes in ((data.test_seen_loc, data.seen_classes),
+                            (data.test_unseen_loc, data.unseen_classes)):
+        position = torch.searchsorted(classes, labels[images])
+        labels[images] = classes[(position + 1) % classes.numel()]
+    return dataclasses.replace(data, labels=labels)
 
-    def recording(model, data, image_index, classes, *args, **kwargs):
-        seen_by_validation.append((classes.tolist(), image_index.tolist()))
-        return original(model, data, image_index, classes, *args, **kwargs)
 
-    monkeypatch.setattr(train_module, 'zsl_accuracy', recording)
-    run(tiny, TINY.replace(epochs=2), tmp_path, progress=False)
-    assert len(seen_by_validation) == 2
-    val = set(tiny.val_classes.tolist())
-    test_images = set(tiny.test_seen_loc.tolist()) | set(
-        tiny.test_unseen_loc.tolist())
-    for classes, images in seen_by_validation:
-        assert set(classes) == val
-        assert not set(images) & test_images
-        assert set(tiny.labels[images].tolist()) <= val
+def test_selection_never_reads_test_labels(tiny, tmp_path):
+    # The selection (epochs and calibration constant, with every
+    # validation metric behind them) is the same when the test labels are
+    # wrong: it never read them. The test metrics are not.
+    config = TINY.replace(epochs=2)
+    honest = run(tiny, config, tmp_path / 'a', progress=False)
+    corrupt = run(corrupt_test_labels(tiny), config, tmp_path / 'b',
+                  progress=False)
+    assert corrupt['model_selection'] == honest['model_selection']
+    assert corrupt['epochs'] == honest['epochs']
+    assert corrupt['calibration'] == honest['calibration']
+    test_metrics = ['zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_cal_seen',
+                    'gzsl_cal_unseen']
+    assert [corrupt[key] for key in test_metrics] != \
+        [honest[key] for key in test_metrics]
+    assert honest['gzsl_seen'] > 50  # it learned: wrong labels must tell
+
+
+def test_test_selected_report_is_labelled(tiny, tmp_path):
+    metrics = run(tiny, TINY.replace(report_test_selected=True), tmp_path,
+                  progress=False)
+    selected = metrics['test_selected']
+    assert selected['label'] == 'test-set selected (optimistic)'
+    tested = {h['epoch']: h['test'] for h in metrics['history']}
+    assert sorted(tested) == [1, 2, 3][:len(metrics['history'])]
+    assert selected['gzsl_h'] == max(t['gzsl_h'] for t in tested.values())
+    # It chose nothing: the validation-selected rows are as without it.
+    plain = run(tiny, TINY, tmp_path / 'plain', progress=False)
+    for key in ['zsl_acc', 'gzsl_h', 'gzsl_cal_h', 'epochs']:
+        assert metrics[key] == plain[key]
 
 
 @pytest.mark.parametrize('graph,training', [('learned', 'episodic'),
@@ -69,16 +102,14 @@ def test_model_selection_never_sees_test_classes(tiny, tmp_path,
                                             ('none', 'minibatch'),
                                             ('learned', 'minibatch')])
 def test_training_is_deterministic(tiny, graph, training):
-    from apnet_pyg.zsl import ClassPrior
     config = TINY.replace(graph=graph, training=training,
                           iterations_per_epoch=5)
-    prior = ClassPrior.wordnet('TINY', tiny.class_names) \
-        if graph == 'wordnet' else None
     states = []
     for _ in range(2):
         model = build_model(config, tiny, tiny.seen_classes)
-        history = train_model(model, tiny, tiny.seen_classes, config,
-                              epochs=2, prior=prior, progress=False)
+        history = train_model(model, tiny, tiny.trainval_loc,
+                              tiny.seen_classes, config, epochs=2,
+                              progress=False)
         states.append((model.state_dict(), history))
     (first, history1), (second, history2) = states
     assert [h['loss'] for h in history1] == [h['loss'] for h in history2]
@@ -89,30 +120,39 @@ def test_training_is_deterministic(tiny, graph, training):
 def test_resume_continues_exactly(tiny, tmp_path):
     config = TINY.replace(iterations_per_epoch=5)
     checkpoint = tmp_path / 'checkpoint.pt'
+    images, classes = tiny.trainval_loc, tiny.seen_classes
 
-    straight = build_model(config, tiny, tiny.seen_classes)
-    train_model(straight, tiny, tiny.seen_classes, config, progress=False)
+    straight = build_model(config, tiny, classes)
+    train_model(straight, tiny, images, classes, config, progress=False)
 
-    interrupted = build_model(config, tiny, tiny.seen_classes)
-    train_model(interrupted, tiny, tiny.seen_classes, config, epochs=1,
+    interrupted = build_model(config, tiny, classes)
+    train_model(interrupted, tiny, images, classes, config, epochs=1,
                 checkpoint=checkpoint, progress=False)
-    resumed = build_model(config, tiny, tiny.seen_classes)
-    history = train_model(resumed, tiny, tiny.seen_classes, config,
+    resumed = build_model(config, tiny, classes)
+    history = train_model(resumed, tiny, images, classes, config,
                           checkpoint=checkpoint, resume=True, progress=False)
     assert [h['epoch'] for h in history] == [1, 2, 3]
     for key, value in straight.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[key]), key
 
     with pytest.raises(ValueError, match='another configuration'):
-        train_model(build_model(config, tiny, tiny.seen_classes), tiny,
-                    tiny.seen_classes, config.replace(lr=0.5),
-                    checkpoint=checkpoint, resume=True, progress=False)
+        train_model(build_model(config, tiny, classes), tiny, images,
+                    classes, config.replace(lr=0.5), checkpoint=checkpoint,
+                    resume=True, progress=False)
 
 
-def test_training_needs_features_and_prior(tiny, tmp_path):
-    config = TINY.replace(graph='wordnet')
-    with pytest.raises(ValueError, match='WordNet class prior'):
-        train_model(build_model(config, tiny, tiny.seen_classes), tiny,
-                    tiny.seen_classes, config, progress=False)
-    with pytest.raises(FileNotFoundError, match='No trained model'):
+def test_episodes_per_epoch():
+    paper = TrainConfig()
+    assert paper.episodes_per_epoch(23527) == 23527 // 30 == 784
+    authors = paper.replace(epoch_length='authors')
+    assert authors.episodes_per_epoch(23527) == 800  # (784 // 100 + 1) * 100
+    assert paper.replace(iterations_per_epoch=7).episodes_per_epoch(10) == 7
+
+
+def test_training_needs_features_and_a_trained_run(tiny_root, tmp_path):
+    data = load_xlsa17(tiny_root, 'TINY', load_features=False)
+    with pytest.raises(ValueError, match='needs image features'):
+        train_model(None, data, torch.arange(3), torch.arange(2), TINY,
+                    progress=False)
+    with pytest.raises(FileNotFoundError, match='No metrics.json'):
         load_model(tmp_path)
