@@ -211,52 +211,107 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
                 f"folder as 'root'.")
         root = packaged_root()
     folder = dataset_dir(root, dataset)
-
-    # Class side.
     splits_path = folder / SPLITS_FILE
     splits = _read_mat(splits_path)
-    class_names = _read_names(splits, 'allclasses_names', splits_path)
-    num_classes = len(class_names)
-    if len(set(class_names)) != num_classes:
-        raise ValueError(f"'allclasses_names' in '{splits_path}' contains "
+
+    class_names = _read_class_names(splits, splits_path)
+    att = _read_attributes(splits, attributes, len(class_names), splits_path)
+    features = labels = None
+    if load_features:
+        features, labels = _read_features(folder / FEATURES_FILE,
+                                          len(class_names))
+    locs = _read_split_indices(splits, splits_path,
+                               None if labels is None else labels.shape[0])
+    classes = _read_class_roles(folder, class_names, labels, locs)
+    if labels is not None:
+        _check_labels_match_splits(folder, class_names, labels, locs,
+                                   classes)
+    simulation = _read_simulation_sidecar(folder)
+
+    def tensor(array: Optional[np.ndarray]) -> Optional[Tensor]:
+        return None if array is None else torch.from_numpy(
+            np.ascontiguousarray(array, dtype=np.int64))
+
+    return ZSLDataset(
+        name=folder.name,
+        class_names=class_names,
+        attributes=torch.from_numpy(np.ascontiguousarray(
+            att.T, dtype=np.float32)),
+        features=None if features is None else torch.from_numpy(features),
+        labels=tensor(labels),
+        trainval_loc=tensor(locs['trainval']),
+        test_seen_loc=tensor(locs['test_seen']),
+        test_unseen_loc=tensor(locs['test_unseen']),
+        train_loc=tensor(locs['train']),
+        val_loc=tensor(locs['val']),
+        seen_classes=tensor(np.sort(classes['seen'])),
+        unseen_classes=tensor(np.sort(classes['unseen'])),
+        train_classes=tensor(None if classes['train'] is None else
+                             np.sort(classes['train'])),
+        val_classes=tensor(None if classes['val'] is None else
+                           np.sort(classes['val'])),
+        simulated=simulation is not None,
+        simulation=simulation,
+    )
+
+
+def _read_class_names(splits: Dict[str, Any], path: Path) -> List[str]:
+    class_names = _read_names(splits, 'allclasses_names', path)
+    if len(set(class_names)) != len(class_names):
+        raise ValueError(f"'allclasses_names' in '{path}' contains "
                          f"duplicate names")
-    stored = 'original_att' if attributes == 'percent' else attributes
-    att = _numeric(splits, stored, splits_path)
+    return class_names
+
+
+def _read_attributes(splits: Dict[str, Any], kind: str, num_classes: int,
+                     path: Path) -> np.ndarray:
+    r"""The :obj:`A x C` attribute matrix of :obj:`kind` (see
+    :data:`ATTRIBUTE_KINDS`)."""
+    stored = 'original_att' if kind == 'percent' else kind
+    att = _numeric(splits, stored, path)
     if att.ndim != 2 or att.shape[1] != num_classes:
         hint = (' (it looks transposed: the file stores attributes x '
                 'classes)' if att.ndim == 2 and att.shape[0] == num_classes
                 else '')
-        raise ValueError(f"'{stored}' in '{splits_path}' must be A x C "
+        raise ValueError(f"'{stored}' in '{path}' must be A x C "
                          f"(attributes x classes) with C={num_classes} "
                          f"classes, got shape {att.shape}{hint}")
     if not np.isfinite(att).all():
-        raise ValueError(f"'{stored}' in '{splits_path}' contains NaN "
-                         f"or infinite values")
-    if attributes == 'percent' and att.min() >= 0 and att.max() <= 1:
+        raise ValueError(f"'{stored}' in '{path}' contains NaN or infinite "
+                         f"values")
+    if kind == 'percent' and att.min() >= 0 and att.max() <= 1:
         att = att * 100.0  # Fractions (SUN, APY) to the 0-100 scale.
+    return att
 
-    # Image side.
-    features = labels = None
-    num_images = None
-    if load_features:
-        features_path = folder / FEATURES_FILE
-        features, labels = _read_features(features_path, num_classes)
-        num_images = labels.shape[0]
 
+def _read_split_indices(splits: Dict[str, Any], path: Path,
+                        num_images: Optional[int]
+                        ) -> Dict[str, Optional[np.ndarray]]:
+    r"""The 0-based image index lists :obj:`<split>_loc` of
+    :data:`SPLIT_KEYS` (:obj:`None` for a missing optional one), checked
+    against :obj:`num_images` when the labels are loaded."""
     locs: Dict[str, Optional[np.ndarray]] = {}
     for split in SPLIT_KEYS:
         key = f'{split}_loc'
         required = split in ('trainval', 'test_seen', 'test_unseen')
         if key not in splits:
             if required:
-                raise ValueError(f"'{splits_path}' has no variable '{key}' "
+                raise ValueError(f"'{path}' has no variable '{key}' "
                                  f"(found: {_keys(splits)})")
             locs[split] = None
             continue
-        locs[split] = _index_list(splits[key], key, splits_path, num_images)
-    _check_disjoint(locs, splits_path)
+        locs[split] = _index_list(splits[key], key, path, num_images)
+    _check_disjoint(locs, path)
+    return locs
 
-    # Class lists.
+
+def _read_class_roles(folder: Path, class_names: List[str],
+                      labels: Optional[np.ndarray],
+                      locs: Dict[str, Optional[np.ndarray]]
+                      ) -> Dict[str, Optional[np.ndarray]]:
+    r"""The seen, unseen, train and val classes from the class lists (the
+    seen and unseen ones from the labels of the splits when their lists
+    are missing), checked for consistency."""
     name_to_index = {name: i for i, name in enumerate(class_names)}
     lists = {
         role: _read_class_list(folder / filename, name_to_index)
@@ -295,54 +350,40 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
             f"'{CLASS_LIST_FILES['train']}' and '{CLASS_LIST_FILES['val']}' "
             f"in '{folder}' overlap: "
             f"{_names(np.intersect1d(train, val), class_names)}")
+    return {'seen': seen, 'unseen': unseen, 'train': train, 'val': val}
 
-    if labels is not None:
-        # Images of a split must carry classes of the matching side, else
-        # the label file and the split file do not belong together.
-        for split, allowed, side in (('trainval', seen, 'unseen'),
-                                     ('test_seen', seen, 'unseen'),
-                                     ('test_unseen', unseen, 'seen')):
-            split_labels = labels[locs[split]]
-            bad = ~np.isin(split_labels, allowed)
-            if bad.any():
-                raise ValueError(
-                    f"{int(bad.sum())} images of '{split}_loc' "
-                    f"('{splits_path}') are labelled in "
-                    f"'{folder / FEATURES_FILE}' with {side} (or unlisted) "
-                    f"classes, e.g. "
-                    f"{_names(np.unique(split_labels[bad])[:5], class_names)}")
 
+def _check_labels_match_splits(folder: Path, class_names: List[str],
+                               labels: np.ndarray,
+                               locs: Dict[str, Optional[np.ndarray]],
+                               classes: Dict[str, Optional[np.ndarray]]
+                               ) -> None:
+    # Images of a split must carry classes of the matching side, else the
+    # label file and the split file do not belong together.
+    for split, allowed, side in (('trainval', classes['seen'], 'unseen'),
+                                 ('test_seen', classes['seen'], 'unseen'),
+                                 ('test_unseen', classes['unseen'], 'seen')):
+        split_labels = labels[locs[split]]
+        bad = ~np.isin(split_labels, allowed)
+        if bad.any():
+            raise ValueError(
+                f"{int(bad.sum())} images of '{split}_loc' "
+                f"('{folder / SPLITS_FILE}') are labelled in "
+                f"'{folder / FEATURES_FILE}' with {side} (or unlisted) "
+                f"classes, e.g. "
+                f"{_names(np.unique(split_labels[bad])[:5], class_names)}")
+
+
+def _read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
+    r"""The simulator's sidecar (:obj:`None` for real features)."""
     sidecar = folder / SIMULATED_SIDECAR
-    simulation = None
-    if sidecar.is_file():
-        try:
-            simulation = json.loads(sidecar.read_text())
-        except ValueError as error:
-            raise ValueError(f"'{sidecar}' is not valid JSON: {error}")
-
-    def tensor(array: Optional[np.ndarray]) -> Optional[Tensor]:
-        return None if array is None else torch.from_numpy(
-            np.ascontiguousarray(array, dtype=np.int64))
-
-    return ZSLDataset(
-        name=folder.name,
-        class_names=class_names,
-        attributes=torch.from_numpy(np.ascontiguousarray(
-            att.T, dtype=np.float32)),
-        features=None if features is None else torch.from_numpy(features),
-        labels=tensor(labels),
-        trainval_loc=tensor(locs['trainval']),
-        test_seen_loc=tensor(locs['test_seen']),
-        test_unseen_loc=tensor(locs['test_unseen']),
-        train_loc=tensor(locs['train']),
-        val_loc=tensor(locs['val']),
-        seen_classes=tensor(np.sort(seen)),
-        unseen_classes=tensor(np.sort(unseen)),
-        train_classes=tensor(None if train is None else np.sort(train)),
-        val_classes=tensor(None if val is None else np.sort(val)),
-        simulated=sidecar.is_file(),
-        simulation=simulation,
-    )
+    if not sidecar.is_file():
+        return None
+    try:
+        return json.loads(sidecar.read_text())
+    except ValueError as error:
+        raise ValueError(f"'{sidecar}' is not valid JSON: {error}; "
+                         f"simulate the dataset again")
 
 
 def dataset_dir(root: PathLike, dataset: str) -> Path:

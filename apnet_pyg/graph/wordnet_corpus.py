@@ -91,7 +91,7 @@ _REQUIRED_FILES = (
     'noun.exc', 'verb.exc', 'adj.exc', 'adv.exc',
 )
 # Files nltk only opens for some functions (sense keys, lemma counts):
-# linked when present.
+# copied when present.
 _OPTIONAL_FILES = ('index.sense', 'cntlist.rev', 'cntlist')
 
 _INSTALL_HINT = (
@@ -150,8 +150,8 @@ def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
     corpora_dir = osp.join(cache_dir, 'nltk_data', 'corpora')
     target = osp.join(corpora_dir, 'wordnet')
 
-    # A complete earlier preparation is reused; links that no longer resolve
-    # (the Debian package was removed) count as missing.
+    # A complete earlier preparation is reused (it holds copies, so it
+    # outlives the Debian package).
     if (not _missing_files(target)
             and osp.isfile(osp.join(target, 'lexnames'))):
         return target
