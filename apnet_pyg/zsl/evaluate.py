@@ -31,39 +31,64 @@ from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 
-@torch.no_grad()
-def apnet_scores(model: APNet, data: ZSLDataset, image_index: Tensor,
-                 classes: Tensor, batch_size: int = 4096) -> Tensor:
-    r"""Logits :math:`(n, |\text{classes}|)` of APNet for the images
-    :obj:`image_index` against :obj:`classes`, with the class graph built
-    over exactly these classes (on the model's device; returned on the
-    CPU)."""
-    model.eval()
-    device = next(model.parameters()).device
-    classes = classes.to(device)
-    vectors = model.class_vectors(data.attributes.to(device)[classes],
-                                  classes)
-    scores = [
-        model.logit_scale * model.scores(
-            vectors, data.features[index].to(device)).cpu()
-        for index in image_index.split(batch_size)
-    ]
-    if not scores:
-        return torch.zeros(0, classes.numel())
-    return torch.cat(scores)
+class APNetScores:
+    r"""APNet as a :obj:`score_fn` of :obj:`data` (see the module
+    docstring): the logits of images against classes, with the class graph
+    built over exactly the given classes. The images' projections in the
+    head (:obj:`lin_image`) are kept for the model's current weights, so a
+    protocol that scores the same images against several class sets (ZSL
+    and GZSL) projects them once. Scores are returned on the CPU."""
+    def __init__(self, model: APNet, data: ZSLDataset,
+                 batch_size: int = 4096):
+        if data.features is None:
+            raise ValueError("Evaluation needs image features: load the "
+                             "dataset with load_features=True")
+        self.model, self.data, self.batch_size = model, data, batch_size
+        self._known = torch.zeros(0, dtype=torch.long)  # sorted image ids
+        self._projected = None  # their projections, in that order
+
+    @torch.no_grad()
+    def _project(self, image_index: Tensor) -> Tensor:
+        device = next(self.model.parameters()).device
+        missing = image_index[~torch.isin(image_index, self._known)].unique()
+        if missing.numel() > 0:
+            new = torch.cat([
+                self.model.head.lin_image(
+                    self.data.features[index].to(device))
+                for index in missing.split(self.batch_size)
+            ])
+            known = torch.cat([self._known, missing])
+            projected = new if self._projected is None else torch.cat(
+                [self._projected, new])
+            order = torch.argsort(known)
+            self._known = known[order]
+            self._projected = projected[order.to(device)]
+        position = torch.searchsorted(self._known, image_index)
+        return self._projected[position.to(self._projected.device)]
+
+    @torch.no_grad()
+    def __call__(self, image_index: Tensor, classes: Tensor) -> Tensor:
+        model = self.model
+        model.eval()
+        device = next(model.parameters()).device
+        classes = classes.to(device)
+        vectors = model.class_vectors(self.data.attributes.to(device)[classes],
+                                      classes)
+        per_class = model.head.lin_class(vectors)
+        scores = [
+            model.logit_scale *
+            model.head.pair_scores(per_class, self._project(index)).cpu()
+            for index in image_index.split(self.batch_size)
+        ]
+        if not scores:
+            return torch.zeros(0, classes.numel())
+        return torch.cat(scores)
 
 
 def apnet_score_fn(model: APNet, data: ZSLDataset) -> ScoreFn:
-    r"""APNet as a :obj:`score_fn` of :obj:`data` (see the module
-    docstring)."""
-    if data.features is None:
-        raise ValueError("Evaluation needs image features: load the dataset "
-                         "with load_features=True")
-
-    def score_fn(image_index: Tensor, classes: Tensor) -> Tensor:
-        return apnet_scores(model, data, image_index, classes)
-
-    return score_fn
+    r"""APNet as a :obj:`score_fn` of :obj:`data`, for the model's current
+    weights (see :class:`APNetScores`)."""
+    return APNetScores(model, data)
 
 
 def _percent(prediction: Tensor, target: Tensor, classes: Tensor) -> float:

@@ -78,10 +78,17 @@ class RelationHead(torch.nn.Module):
         check_node_features(class_vectors, 'class_vectors',
                             channels=self.class_channels)
         check_node_features(images, 'images', channels=self.image_channels)
-        per_class = self.lin_class(class_vectors)  # [C, H]
-        per_image = self.lin_image(images)  # [B, H]
-        w = self.lin_out.weight.view(-1)
+        return self.pair_scores(self.lin_class(class_vectors),
+                                self.lin_image(images), block_size)
 
+    def pair_scores(self, per_class: Tensor, per_image: Tensor,
+                    block_size: Optional[int] = None) -> Tensor:
+        r"""The scores from the projected class vectors
+        :math:`\mathbf{W}_1 \mathbf{x}_y` :math:`(C, H)` (:obj:`lin_class`)
+        and projected images :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1`
+        :math:`(B, H)` (:obj:`lin_image`): an evaluation that scores the
+        same images against several class sets projects them once."""
+        w = self.lin_out.weight.view(-1)
         num_classes = per_class.size(0)
         block_size = block_size or max(
             1, _PAIR_BLOCK_ELEMENTS //
