@@ -69,6 +69,8 @@ def main(argv=None):
                         help='overrides the recipe')
     parser.add_argument('--iterations-per-epoch', type=int, default=None,
                         help='overrides the recipe')
+    parser.add_argument('--n-way', type=int, default=None,
+                        help='classes per episode (overrides the recipe)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--trainings', nargs='+',
                         default=['minibatch', 'episodic'],
@@ -95,7 +97,7 @@ def main(argv=None):
     for training, graph in itertools.product(args.trainings, args.graphs):
         overrides = {
             key: getattr(args, key)
-            for key in ('epochs', 'iterations_per_epoch')
+            for key in ('epochs', 'iterations_per_epoch', 'n_way')
             if getattr(args, key) is not None
         }
         config = recipe.replace(graph=graph, training=training,

@@ -230,9 +230,9 @@ class MinibatchSampler(_RandomSampler):
         drop_last (bool, optional): Drop the last incomplete batch.
             (default: :obj:`False`)
 
-    Iterating yields one epoch of :class:`Minibatch` (in pool order when not
-    shuffled). The generator state
-    saved between epochs resumes the epoch sequence.
+    Iterating yields one pass of :class:`Minibatch` (in pool order when not
+    shuffled); :meth:`sample` draws batches from an endless sequence of
+    passes, resumable mid-pass from :meth:`state_dict`.
     """
     def __init__(self, labels: Tensor, classes: Tensor, batch_size: int,
                  generator: Optional[torch.Generator] = None, *,
@@ -247,6 +247,8 @@ class MinibatchSampler(_RandomSampler):
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
+        self._pass_order: Optional[Tensor] = None  # of sample()'s pass
+        self._next_batch = 0
         super().__init__(generator)
 
     def __len__(self) -> int:
@@ -254,14 +256,40 @@ class MinibatchSampler(_RandomSampler):
         return n // self.batch_size if self.drop_last else \
             -(-n // self.batch_size)
 
-    def __iter__(self) -> Iterator[Minibatch]:
+    def _order(self) -> Tensor:
         n = self._images.numel()
-        order = torch.randperm(n, generator=self.generator) if self.shuffle \
+        return torch.randperm(n, generator=self.generator) if self.shuffle \
             else torch.arange(n)
+
+    def _batch(self, order: Tensor, batch: int) -> Minibatch:
+        index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+        return Minibatch(self._images[index], self._targets[index])
+
+    def __iter__(self) -> Iterator[Minibatch]:
+        order = self._order()
         for batch in range(len(self)):
-            index = order[batch * self.batch_size:(batch + 1) *
-                          self.batch_size]
-            yield Minibatch(self._images[index], self._targets[index])
+            yield self._batch(order, batch)
+
+    def sample(self) -> Minibatch:
+        r"""The next mini-batch of an endless sequence of passes over the
+        images (a new order each pass). Its position is part of
+        :meth:`state_dict`, so a resumed run continues mid-pass exactly."""
+        if self._pass_order is None or self._next_batch >= len(self):
+            self._pass_order, self._next_batch = self._order(), 0
+        batch = self._batch(self._pass_order, self._next_batch)
+        self._next_batch += 1
+        return batch
+
+    def state_dict(self) -> Dict[str, Any]:
+        state = super().state_dict()
+        state.update(pass_order=self._pass_order,
+                     next_batch=self._next_batch)
+        return state
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._pass_order = state.get('pass_order')
+        self._next_batch = state.get('next_batch', 0)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '

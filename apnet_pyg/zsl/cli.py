@@ -23,8 +23,13 @@ from typing import Dict, List, Optional
 
 import torch
 
-from apnet_pyg.data.simulator import DEFAULT_OPTIONS, simulate_xlsa17
-from apnet_pyg.data.xlsa17 import DATASETS, load_xlsa17
+from apnet_pyg.data.simulator import (
+    DEFAULT_OPTIONS,
+    SIMULATOR_VERSION,
+    default_options,
+    simulate_xlsa17,
+)
+from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR, load_xlsa17
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 
 ROW_TITLES = {
@@ -95,16 +100,43 @@ def _add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
                             f'{value}, or the dataset\'s own value)')
 
 
+def _simulator_options(args: argparse.Namespace) -> Dict:
+    return {key: getattr(args, key) for key in DEFAULT_OPTIONS
+            if getattr(args, key, None) is not None}
+
+
 def _simulate(args: argparse.Namespace) -> Path:
-    options = {key: getattr(args, key) for key in DEFAULT_OPTIONS
-               if getattr(args, key) is not None}
     start = time.perf_counter()
     folder = simulate_xlsa17(args.dataset, args.out, args.data_root,
                              seed=args.seed, compress=args.compress,
-                             **options)
+                             **_simulator_options(args))
     print(f'wrote SIMULATED features to {folder} '
           f'({time.perf_counter() - start:.1f} s)')
     return folder
+
+
+def _check_simulated_data(folder: Path, args: argparse.Namespace) -> None:
+    r"""Data the pipeline reuses must be what it would simulate now."""
+    sidecar = folder / SIMULATED_SIDECAR
+    if not sidecar.is_file():
+        raise ValueError(f"'{folder}' holds features that are not simulated "
+                         f"(no {SIMULATED_SIDECAR}): the pipeline only "
+                         f"reuses its own simulated data; choose another "
+                         f"--out")
+    saved = json.loads(sidecar.read_text())
+    wanted = {'version': SIMULATOR_VERSION, 'seed': args.seed,
+              'options': {**default_options(folder.name),
+                          **_simulator_options(args)}}
+    different = [f'{key} {saved.get(key)!r} (asked: {value!r})'
+                 for key, value in wanted.items()
+                 if key != 'options' and saved.get(key) != value]
+    different += [f'{key}={saved["options"].get(key)!r} (asked: {value!r})'
+                  for key, value in wanted['options'].items()
+                  if saved.get('options', {}).get(key) != value]
+    if different:
+        raise ValueError(f"'{folder}' was simulated differently: "
+                         f"{'; '.join(different)}; choose another --out or "
+                         f"delete '{folder}'")
 
 
 def _optional_int(text: str) -> Optional[int]:
@@ -146,6 +178,8 @@ def _add_train_arguments(parser: argparse.ArgumentParser,
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     parser.add_argument('--resume', action='store_true',
                         help='continue an interrupted run in --out')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='start over in an --out that holds a run')
     parser.add_argument('--no-progress', action='store_true',
                         help='print nothing while training')
 
@@ -164,13 +198,16 @@ def load_dataset(root: str, dataset: str, config: TrainConfig):
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import run
-    config = _config(args)
+    from apnet_pyg.zsl.train import check_run_dir, run
+    config = _config(args)  # Everything checked before the data is read.
+    check_run_dir(args.out, args.resume, args.overwrite)
+    _device(args.device)
     data = load_dataset(root, args.dataset, config)
     print(f'{data}; config: {json.dumps(config.to_dict())}')
-    metrics = run(data, config, args.out, device=_device(args.device),
+    metrics = run(data, config, args.out, device=args.device,
                   resume=args.resume, progress=not args.no_progress,
-                  data_root=str(Path(root).resolve()))
+                  data_root=str(Path(root).resolve()),
+                  overwrite=args.overwrite)
     print(format_table(metrics))
     print(f'wrote {Path(args.out) / "metrics.json"} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
@@ -179,66 +216,115 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
 
 def _load_run(run_dir: str, root: Optional[str]):
     metrics_path = Path(run_dir) / 'metrics.json'
-    if not metrics_path.exists():
-        raise SystemExit(f"error: no metrics.json in '{run_dir}': is it a "
-                         f"finished 'apnet-zsl train' run?")
-    saved = json.loads(metrics_path.read_text())
+    if not metrics_path.is_file():
+        raise FileNotFoundError(f"no metrics.json in '{run_dir}': is it a "
+                                f"finished 'apnet-zsl train' run?")
+    try:
+        saved = json.loads(metrics_path.read_text())
+        config = TrainConfig.from_dict(saved['config'])
+        dataset, epochs = saved['dataset'], saved['epochs']
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
+                         f"apnet-zsl run ({type(error).__name__}: "
+                         f"{error}); train the run again") from None
     root = root or saved.get('data_root')
-    config = TrainConfig.from_dict(saved['config'])
-    return saved, load_dataset(root, saved['dataset'], config)
+    if root is None:
+        raise ValueError(f"'{metrics_path}' does not say where the data "
+                         f"was read from: pass --root")
+    return saved, load_dataset(root, dataset, config)
 
 
 def _evaluate(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.evaluate import evaluate
     from apnet_pyg.zsl.train import load_model, result_rows
-    saved, data = _load_run(args.run, args.root)
     device = _device(args.device)
+    saved, data = _load_run(args.run, args.root)
     row_epochs = saved['epochs']
-    history = []
+    records = {}
     for row, epoch in row_epochs.items():
-        model = load_model(args.run, row, device)
         calibration = saved.get('calibration') \
             if row == 'gzsl_calibrated' else None
-        history.append({'epoch': epoch,
-                        'test': evaluate(model, data, calibration)})
-    # Rows that share an epoch share a model: keep one record per epoch,
-    # the one evaluated with the calibration where there is one.
-    by_epoch = {}
-    for record in history:
-        if 'calibration' in record['test'] or \
-                record['epoch'] not in by_epoch:
-            by_epoch[record['epoch']] = record
-    metrics = result_rows(list(by_epoch.values()), row_epochs, False)
+        if epoch in records and calibration is None:
+            continue  # Rows of one epoch share a model.
+        model = load_model(args.run, row, device)
+        records[epoch] = {'epoch': epoch,
+                          'test': evaluate(model, data, calibration)}
+    metrics = result_rows(list(records.values()), row_epochs, False)
     metrics.update(dataset=data.name, simulated=data.simulated)
     print(format_table(metrics))
     return metrics
 
 
 def _plot(args: argparse.Namespace) -> Path:
-    from apnet_pyg.zsl.plot import plot_class_vectors
+    from apnet_pyg.zsl.plot import check_plot_output, plot_class_vectors
     from apnet_pyg.zsl.train import load_model
-    saved, data = _load_run(args.run, args.root)
-    model = load_model(args.run, 'gzsl')
     out = Path(args.out or Path(args.run) / 'class_vectors_tsne.png')
+    check_plot_output(out)  # Before the data is read and t-SNE runs.
+    model = load_model(args.run, 'gzsl')
+    saved, data = _load_run(args.run, args.root)
     plot_class_vectors(model, data, out)
     print(f'wrote {out}')
     return out
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def _pipeline(args: argparse.Namespace) -> Dict:
+    from apnet_pyg.zsl.train import check_run_dir
+    # One seed for the simulation and the training (0 unless given).
+    args = argparse.Namespace(**{**vars(args),
+                                 'seed': getattr(args, 'seed', 0)})
+    out = Path(args.out)
+    _config(args)  # Everything checked before anything is simulated.
+    check_run_dir(out / 'run', args.resume, args.overwrite)
+    folder = out / 'data' / args.dataset
+    if (folder / 'res101.mat').exists():
+        _check_simulated_data(folder, args)
+        print(f'reusing {folder}')
+    else:
+        _simulate(argparse.Namespace(**{**vars(args),
+                                        'out': str(out / 'data')}))
+    return _train(argparse.Namespace(**{**vars(args),
+                                        'out': str(out / 'run')}),
+                  str(out / 'data'))
+
+
+COMMANDS = {
+    'simulate': _simulate,
+    'train': lambda args: _train(args, args.root),
+    'evaluate': _evaluate,
+    'plot': _plot,
+    'pipeline': _pipeline,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='apnet-zsl',
         description='APNet zero-shot learning on the xlsa17 benchmark '
         '(real res101.mat features, or simulated ones offline).')
+    parser.add_argument('--debug', action='store_true',
+                        help='show the full traceback of an error')
     commands = parser.add_subparsers(dest='command', required=True)
+    command_parser = commands.add_parser
+
+    def add_command(*args, **kwargs) -> argparse.ArgumentParser:
+        command = command_parser(*args, **kwargs)
+        # Also after the command; SUPPRESS keeps the top-level value.
+        command.add_argument('--debug', action='store_true',
+                             default=argparse.SUPPRESS,
+                             help='show the full traceback of an error')
+        return command
+
+    commands.add_parser = add_command
 
     simulate = commands.add_parser(
         'simulate', help='write simulated res101.mat from the real '
         'class side')
     dataset_help = f"one of {', '.join(DATASETS)} (or another folder name)"
     simulate.add_argument('--dataset', required=True, help=dataset_help)
-    simulate.add_argument('--out', required=True)
-    simulate.add_argument('--seed', type=int, default=0)
+    simulate.add_argument('--out', required=True,
+                          help='folder to write <DATASET>/ into')
+    simulate.add_argument('--seed', type=int, default=0,
+                          help='random seed of the simulation (default: 0)')
     _add_simulate_arguments(simulate)
 
     train = commands.add_parser('train', help='train and evaluate a model')
@@ -250,16 +336,17 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     evaluate = commands.add_parser('evaluate',
                                    help='evaluate a trained run')
-    evaluate.add_argument('--run', required=True)
+    evaluate.add_argument('--run', required=True, help='run directory')
     evaluate.add_argument('--root', default=None,
                           help='(default: the root the run was trained on)')
     evaluate.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
 
     plot = commands.add_parser('plot', help='t-SNE of the class vectors')
-    plot.add_argument('--run', required=True)
-    plot.add_argument('--root', default=None)
+    plot.add_argument('--run', required=True, help='run directory')
+    plot.add_argument('--root', default=None,
+                      help='(default: the root the run was trained on)')
     plot.add_argument('--out', default=None,
-                      help='(default: RUN/class_vectors_tsne.png)')
+                      help='PNG file (default: RUN/class_vectors_tsne.png)')
 
     pipeline = commands.add_parser(
         'pipeline', help='simulate + train (fast recipe) + evaluate, offline')
@@ -269,28 +356,46 @@ def main(argv: Optional[List[str]] = None) -> int:
                           '(OUT/run)')
     _add_train_arguments(pipeline, recipe='fast')
     _add_simulate_arguments(pipeline)
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.command == 'simulate':
-        _simulate(args)
-    elif args.command == 'train':
-        _train(args, args.root)
-    elif args.command == 'evaluate':
-        _evaluate(args)
-    elif args.command == 'plot':
-        _plot(args)
-    elif args.command == 'pipeline':
-        out = Path(args.out)
-        root = out / 'data'
-        if (root / args.dataset / 'res101.mat').exists():
-            print(f'reusing {root / args.dataset}')
-        else:
-            _simulate(argparse.Namespace(**{
-                **vars(args), 'out': str(root),
-                'seed': getattr(args, 'seed', 0)
-            }))
-        _train(argparse.Namespace(**{**vars(args), 'out': str(out / 'run')}),
-               str(root))
+
+def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
+    out = getattr(args, 'out', None)
+    if args.command == 'pipeline' and out is not None:
+        out = str(Path(out) / 'run')
+    if args.command not in ('train', 'pipeline') or out is None:
+        return 'interrupted'
+    checkpoints = [Path(out) / name for name in ('checkpoint.pt',
+                                                 'selection.pt')]
+    last = next((path for path in checkpoints if path.is_file()), None)
+    if last is None:
+        return 'interrupted before the first checkpoint: start again'
+    again = ' '.join(['apnet-zsl'] + [a for a in argv if a != '--overwrite'])
+    if '--resume' not in argv:
+        again += ' --resume'
+    return f'interrupted: the last checkpoint is {last}; continue with: ' \
+        f'{again}'
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    r"""Runs the command line; returns the exit status. Errors print one
+    line (the whole traceback with --debug)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    try:
+        COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print(_interrupted(args, argv), file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        message = ' '.join(str(error).split()) or type(error).__name__
+        if not isinstance(error, (ValueError, OSError, RuntimeError)):
+            message = f'{type(error).__name__}: {message} (--debug shows ' \
+                f'the traceback)'
+        print(f'error: {message}', file=sys.stderr)
+        return 1
     return 0
 
 

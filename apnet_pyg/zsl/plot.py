@@ -10,6 +10,30 @@ from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
 
 
+def check_plot_output(out: Union[str, Path]) -> None:
+    r"""Checks, before any work, that the figure can be written to
+    :obj:`out` and that the plotting packages are installed."""
+    out = Path(out)
+    if out.is_dir():
+        raise IsADirectoryError(f"the figure's path '{out}' is a directory: "
+                                f"name a .png file")
+    if out.suffix.lower() != '.png':
+        raise ValueError(f"the figure's path '{out}' must end in .png")
+    _plotting_modules()
+
+
+def _plotting_modules():
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+        from sklearn.manifold import TSNE
+    except ImportError:
+        raise ImportError("the plot needs matplotlib and scikit-learn: "
+                          "pip install 'apnet_pyg[plot]'") from None
+    return plt, TSNE
+
+
 @torch.no_grad()
 def plot_class_vectors(model: APNet, data: ZSLDataset,
                        out: Union[str, Path], seed: int = 0) -> Path:
@@ -17,14 +41,7 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     over all classes, as in GZSL) to :obj:`out` (PNG) and returns the path.
     Needs :obj:`matplotlib` and :obj:`scikit-learn` (the :obj:`plot`
     extra)."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-        from sklearn.manifold import TSNE
-    except ImportError as error:  # pragma: no cover
-        raise ImportError("The plot needs matplotlib and scikit-learn: "
-                          "pip install 'apnet_pyg[plot]'") from error
+    plt, TSNE = _plotting_modules()
     model.eval()
     device = next(model.parameters()).device
     attributes = data.attributes.to(device)

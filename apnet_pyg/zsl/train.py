@@ -28,8 +28,11 @@ k-means seeding, the seen-validation split and the episode sampler each
 draw from their own generator, and a checkpoint stores all their states.
 """
 import json
+import math
 import os
+import resource
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -191,53 +194,60 @@ def train_model(
 
     sampler = _sampler(data, images, classes, config)
     iterations = config.episodes_per_epoch(images.numel())
+    # Loss and accuracy of a model that has learned nothing.
+    candidates = min(config.n_way, classes.numel()) \
+        if config.training == 'episodic' else classes.numel()
+    chance_loss = math.log(candidates)
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config)
     history: List[Dict[str, Any]] = []
     start_epoch = 0
-    if checkpoint is not None and resume and Path(checkpoint).exists():
-        state = torch.load(checkpoint, map_location=device,
-                           weights_only=False)
-        if state['config'] != config.to_dict():
-            raise ValueError(f"'{checkpoint}' was written with another "
-                             f"configuration; start a new run directory "
-                             f"or drop --resume")
+    if resume:
+        state = load_checkpoint(checkpoint, config, device)
         model.load_state_dict(state['model'])
         optimizer.load_state_dict(state['optimizer'])
         scheduler.load_state_dict(state['scheduler'])
         sampler.load_state_dict(state['sampler'])
         history = state['history']
         start_epoch = state['epoch']
+        if progress:
+            print(f'{description}: resuming from {checkpoint} after epoch '
+                  f'{start_epoch}/{epochs}', flush=True)
 
     all_classes = classes.to(device)
     minibatch_attributes = attributes[all_classes]
-    batches = iter(sampler) if config.training == 'minibatch' else None
 
     for epoch in range(start_epoch, epochs):
         model.train()
-        total_loss, start = 0.0, time.perf_counter()
+        total_loss, correct, seen = 0.0, 0, 0
+        start = time.perf_counter()
         bar = tqdm(range(iterations), desc=f'{description} epoch '
                    f'{epoch + 1}/{epochs}', unit='episode',
                    disable=None if progress else True, leave=False)
         for step in bar:
+            episode = sampler.sample()
             if config.training == 'episodic':
-                episode = sampler.sample()
                 episode_classes = episode.episode_classes.to(device)
                 logits = model(features[episode.image_index.to(device)],
                                attributes[episode_classes], episode_classes)
             else:
-                episode = next(batches, None)
-                if episode is None:  # One pass over the images is done.
-                    batches = iter(sampler)
-                    episode = next(batches)
                 logits = model(features[episode.image_index.to(device)],
                                minibatch_attributes, all_classes)
-            loss = F.cross_entropy(logits, episode.target.to(device))
+            target = episode.target.to(device)
+            loss = F.cross_entropy(logits, target)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total_loss += float(loss.detach())
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise TrainingDiverged(
+                    f"training diverged in epoch {epoch + 1}, step "
+                    f"{step + 1}: the loss is {value}; lower the learning "
+                    f"rate (lr={config.lr:g})")
+            total_loss += value
+            correct += int((logits.detach().argmax(dim=1) == target).sum())
+            seen += target.numel()
             if step % 20 == 0:
                 bar.set_postfix(loss=f'{total_loss / (step + 1):.4f}')
         seconds = time.perf_counter() - start
@@ -246,6 +256,7 @@ def train_model(
         record = {
             'epoch': epoch + 1,
             'loss': total_loss / iterations,
+            'train_acc': 100.0 * correct / max(seen, 1),
             'episodes_per_second': iterations / seconds,
             'ms_per_episode': 1000.0 * seconds / iterations,
         }
@@ -256,6 +267,8 @@ def train_model(
             print(f'{description} epoch {epoch + 1}/{epochs}: ' +
                   ', '.join(f'{k}={v:.4g}' for k, v in record.items()
                             if isinstance(v, float)), flush=True)
+        _warn_if_not_learning(history, chance_loss, candidates, iterations,
+                              description)
         if checkpoint is not None:
             atomic_save(
                 {
@@ -268,6 +281,124 @@ def train_model(
                     'history': history,
                 }, Path(checkpoint))
     return history
+
+
+class TrainingDiverged(RuntimeError):
+    r"""Raised when the training loss becomes NaN or infinite."""
+
+
+def _warn_if_not_learning(history: List[Dict[str, Any]], chance_loss: float,
+                          candidates: int, iterations: int,
+                          description: str) -> None:
+    # Two epochs in a row at chance, in loss and accuracy, over enough steps
+    # to tell: a learning rate or logit scale the model cannot learn with.
+    # (A tiny logit scale, as the authors' 0.01, keeps the loss near ln N
+    # while the accuracy rises: that is learning.)
+    recent = history[-2:]
+    if len(recent) == 2 and 2 * iterations >= 50 and all(
+            record['loss'] >= 0.98 * chance_loss and
+            record['train_acc'] <= 150.0 / candidates for record in recent):
+        warnings.warn(
+            f"{description}: the model is not learning (epochs "
+            f"{recent[0]['epoch']}-{recent[1]['epoch']}: loss "
+            f"{recent[1]['loss']:.3f}, about ln {candidates} = "
+            f"{chance_loss:.3f}, training accuracy "
+            f"{recent[1]['train_acc']:.1f}%, chance "
+            f"{100 / candidates:.1f}%); check lr and logit_scale",
+            NotLearningWarning, stacklevel=3)
+
+
+class NotLearningWarning(UserWarning):
+    r"""Warned when the training loss and accuracy stay at chance."""
+
+
+CHECKPOINT_KEYS = ('epoch', 'config', 'model', 'optimizer', 'scheduler',
+                   'sampler', 'history')
+
+
+def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
+                    device: Union[str, torch.device] = 'cpu'
+                    ) -> Dict[str, Any]:
+    r"""The training state saved in :obj:`path` by :func:`train_model`,
+    checked to be one, of :obj:`config`; a clear error otherwise."""
+    if path is None or not Path(path).is_file():
+        raise FileNotFoundError(
+            f"no checkpoint to resume from at '{path}': start without "
+            f"--resume")
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as error:  # unpickling raises many types
+        raise ValueError(f"'{path}' is not a readable apnet-zsl checkpoint "
+                         f"({type(error).__name__}); delete it to start "
+                         f"over") from None
+    if not isinstance(state, dict) or \
+            any(key not in state for key in CHECKPOINT_KEYS):
+        raise ValueError(f"'{path}' is not an apnet-zsl checkpoint (it lacks "
+                         f"{', '.join(CHECKPOINT_KEYS)}); delete it to start "
+                         f"over")
+    if state['config'] != config.to_dict():
+        changed = sorted(key for key, value in config.to_dict().items()
+                         if state['config'].get(key) != value)
+        raise ValueError(f"'{path}' was written with another configuration "
+                         f"(differs in: {', '.join(changed)}); start a new "
+                         f"run directory or drop --resume")
+    return state
+
+
+RUN_FILES = ('metrics.json', 'selection.pt', 'checkpoint.pt')
+
+
+def check_run_dir(out: Union[str, Path], resume: bool,
+                  overwrite: bool) -> Path:
+    r"""Checks, before any work, that :obj:`out` can hold this run: a
+    directory or nothing; with :obj:`resume`, an interrupted run to
+    continue; else no run at all unless :obj:`overwrite`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"the run directory '{out}' is a file: "
+                                 f"choose another --out")
+    present = [name for name in RUN_FILES if (out / name).exists()]
+    if resume:
+        if 'metrics.json' in present:
+            raise FileExistsError(f"'{out}' holds a finished run "
+                                  f"(metrics.json): nothing to resume")
+        if not present:
+            raise FileNotFoundError(f"nothing to resume in '{out}' (no "
+                                    f"selection.pt or checkpoint.pt): start "
+                                    f"without --resume")
+    elif present and not overwrite:
+        what = 'a finished run' if 'metrics.json' in present else \
+            'an interrupted run (continue it with --resume)'
+        raise FileExistsError(f"'{out}' holds {what}: choose another --out, "
+                              f"or pass --overwrite to start over")
+    elif present:
+        for name in present:
+            (out / name).unlink()
+    return out
+
+
+def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
+    r"""Checks that :obj:`config` can run on :obj:`data` as it says, before
+    any work: an episode cannot have more classes than training has."""
+    if data.features is None:
+        raise ValueError("Training needs image features: load the dataset "
+                         "with load_features=True")
+    phases = [('all seen classes', data.seen_classes)]
+    if config.model_selection == 'validation':
+        if data.train_classes is None or data.val_classes is None:
+            raise ValueError(
+                f"model_selection='validation' needs the benchmark's "
+                f"validation classes (trainclasses1.txt, valclasses1.txt) "
+                f"next to att_splits.mat for '{data.name}'; or use "
+                f"model_selection='none'")
+        phases.append(('trainclasses1', data.train_classes))
+    if config.training == 'episodic':
+        for name, classes in phases:
+            if config.n_way > classes.numel():
+                raise ValueError(
+                    f"n_way={config.n_way} exceeds the {classes.numel()} "
+                    f"classes of {name} in {data.name}: use n_way <= "
+                    f"{min(c.numel() for _, c in phases)}")
 
 
 def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -301,13 +432,18 @@ def run(
     resume: bool = False,
     progress: bool = True,
     data_root: Optional[str] = None,
+    overwrite: bool = False,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring); writes
     :obj:`out/config.json`, the selected epochs' models
     :obj:`out/model-epoch<E>.pt` and :obj:`out/metrics.json` (which records
     :obj:`data_root`, the folder the dataset was read from) and returns the
-    metrics."""
-    out = Path(out)
+    metrics. :obj:`resume` continues an interrupted run in :obj:`out`;
+    a run directory that holds a run is otherwise only written over with
+    :obj:`overwrite`."""
+    start = time.perf_counter()
+    out = check_run_dir(out, resume, overwrite)
+    check_config_fits(config, data)
     out.mkdir(parents=True, exist_ok=True)
     (out / 'config.json').write_text(json.dumps(config.to_dict(), indent=2))
 
@@ -322,7 +458,9 @@ def run(
 
         history = train_model(model, data, split.train_images,
                               split.train_classes, config, device=device,
-                              checkpoint=out / 'selection.pt', resume=resume,
+                              checkpoint=out / 'selection.pt',
+                              resume=resume and
+                              (out / 'selection.pt').exists(),
                               on_epoch_end=validate_epoch,
                               progress=progress, description='selection')
         selection = select_epochs(history)
@@ -359,7 +497,8 @@ def run(
     model = build_model(config, data, data.seen_classes)
     history = train_model(model, data, data.trainval_loc, data.seen_classes,
                           config, epochs=epochs, device=device,
-                          checkpoint=out / 'checkpoint.pt', resume=resume,
+                          checkpoint=out / 'checkpoint.pt',
+                          resume=resume and (out / 'checkpoint.pt').exists(),
                           on_epoch_end=evaluate_epoch, progress=progress,
                           description='final')
 
@@ -379,6 +518,10 @@ def run(
         'history': history,
         'config': config.to_dict(),
         'device': str(device),
+        'wall_seconds': time.perf_counter() - start,
+        # The process's high-water mark (data loading included), Linux: KB.
+        'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
+        1024,
     }
     (out / 'metrics.json').write_text(json.dumps(result, indent=2))
     return result

@@ -147,3 +147,24 @@ def test_minibatches_deterministic():
         LABELS[POOL][LABELS[POOL] <= 2] >= 1])
     with pytest.raises(ValueError, match='unknown'):
         MinibatchSampler(LABELS, torch.tensor([0, 7]), 5)
+
+
+def test_minibatch_sample_resumes_mid_pass():
+    def draw(sampler, count):
+        return [sampler.sample().image_index for _ in range(count)]
+
+    classes = torch.arange(6)
+    straight = MinibatchSampler(LABELS, classes, 4, generator=generator(3))
+    expected = draw(straight, 11)  # more than one pass
+    interrupted = MinibatchSampler(LABELS, classes, 4,
+                                   generator=generator(3))
+    first = draw(interrupted, 5)
+    state = interrupted.state_dict()
+    resumed = MinibatchSampler(LABELS, classes, 4, generator=generator(99))
+    resumed.load_state_dict(state)
+    rest = draw(resumed, 6)
+    for a, b in zip(expected, first + rest):
+        assert torch.equal(a, b)
+    # A pass covers every image once:
+    one_pass = torch.cat(expected[:len(straight)])
+    assert one_pass.numel() == torch.unique(one_pass).numel()

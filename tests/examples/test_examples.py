@@ -20,6 +20,7 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
         str(tiny_root), '--out-dir',
         str(tmp_path / 'runs'), '--out',
         str(out), '--epochs', '1', '--iterations-per-epoch', '2',
+        '--n-way', '4',
         '--graphs', 'none', 'learned'
     ])
     table = out.read_text()

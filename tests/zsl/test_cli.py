@@ -55,7 +55,8 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     (out / 'data').mkdir(parents=True)
     (out / 'data' / 'TINY').symlink_to(tiny_root / 'TINY')
     assert main(['pipeline', '--dataset', 'TINY', '--out', str(out),
-                 '--model-selection', 'none'] + SMALL) == 0
+                 '--model-selection', 'none', '--isotropic-noise', '2.0',
+                 '--lowrank-noise', '1.0'] + SMALL) == 0
     printed = capsys.readouterr().out
     assert 'reusing' in printed and 'SIMULATED' in printed
     metrics = json.loads((out / 'run' / 'metrics.json').read_text())
@@ -66,16 +67,56 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     assert metrics['config']['lr_decay_epoch'] is None
 
 
-def test_cli_errors(tmp_path, capsys):
-    with pytest.raises(FileNotFoundError, match="No dataset folder 'NOPE'"):
-        main(['train', '--dataset', 'NOPE', '--root', str(tmp_path),
-              '--out', str(tmp_path / 'x')])
-    with pytest.raises(SystemExit, match='no metrics.json'):
-        main(['evaluate', '--run', str(tmp_path)])
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert main(['train', '--dataset', 'NOPE', '--root', str(tmp_path),
+                 '--out', str(tmp_path / 'x')]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: No dataset folder 'NOPE'")
+    assert err.count('\n') == 1 and 'Traceback' not in err
+    assert main(['evaluate', '--run', str(tmp_path)]) == 1
+    assert 'no metrics.json' in capsys.readouterr().err
+    # --debug (before or after the command) shows the exception instead:
+    for argv in (['--debug', 'evaluate', '--run', str(tmp_path)],
+                 ['evaluate', '--run', str(tmp_path), '--debug']):
+        with pytest.raises(FileNotFoundError, match='no metrics.json'):
+            main(argv)
     with pytest.raises(SystemExit):
         main(['train', '--dataset', 'TINY', '--root', str(tmp_path),
               '--out', str(tmp_path), '--graph', 'knn'])
     assert "invalid choice: 'knn'" in capsys.readouterr().err
+
+
+def test_cli_guards_run_directories(tiny_root, tmp_path, capsys):
+    run_dir = tmp_path / 'run'
+    args = ['train', '--dataset', 'TINY', '--root', str(tiny_root),
+            '--out', str(run_dir)] + SMALL
+    assert main(args + ['--resume']) == 1  # nothing to resume
+    assert 'nothing to resume' in capsys.readouterr().err
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 1  # a finished run is not written over
+    assert 'holds a finished run' in capsys.readouterr().err
+    assert main(args + ['--overwrite']) == 0
+    capsys.readouterr()
+    a_file = tmp_path / 'file'
+    a_file.write_text('x')
+    assert main(args[:-len(SMALL) - 1] + [str(a_file)] + SMALL) == 1
+    assert 'is a file' in capsys.readouterr().err
+    # Bad values are refused before any data is read:
+    assert main(args + ['--overwrite', '--n-way', '100']) == 1
+    assert 'n_way=100 exceeds' in capsys.readouterr().err
+
+
+def test_cli_pipeline_notices_changed_simulator_flags(tmp_path, tiny_root,
+                                                      capsys):
+    out = tmp_path / 'demo'
+    (out / 'data').mkdir(parents=True)
+    (out / 'data' / 'TINY').symlink_to(tiny_root / 'TINY')
+    # The fixture was simulated with isotropic_noise=2.0, lowrank_noise=1.0.
+    assert main(['pipeline', '--dataset', 'TINY', '--out', str(out),
+                 '--isotropic-noise', '3.0'] + SMALL) == 1
+    err = capsys.readouterr().err
+    assert 'simulated differently' in err and 'isotropic_noise' in err
 
 
 def test_format_table():

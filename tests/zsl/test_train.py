@@ -97,6 +97,7 @@ def test_test_selected_report_is_labelled(tiny, tmp_path):
         assert metrics[key] == plain[key]
 
 
+@pytest.mark.filterwarnings('ignore::apnet_pyg.zsl.train.NotLearningWarning')
 @pytest.mark.parametrize('graph,training', [('learned', 'episodic'),
                                             ('wordnet', 'episodic'),
                                             ('none', 'minibatch'),
