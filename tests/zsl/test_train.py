@@ -118,8 +118,11 @@ def test_training_is_deterministic(tiny, graph, training):
         assert torch.equal(first[key], second[key]), key
 
 
-def test_resume_continues_exactly(tiny, tmp_path):
-    config = TINY.replace(iterations_per_epoch=5)
+@pytest.mark.parametrize('training', ['episodic', 'minibatch'])
+def test_resume_continues_exactly(tiny, tmp_path, training):
+    # Mini-batches: 7 batches of 4 images per epoch do not divide the 60
+    # training images, so the interruption falls mid-pass.
+    config = TINY.replace(iterations_per_epoch=7, training=training)
     checkpoint = tmp_path / 'checkpoint.pt'
     images, classes = tiny.trainval_loc, tiny.seen_classes
 
