@@ -1,0 +1,35 @@
+# The two commands of a fresh clone (see README.md):
+#   make demo   prepares the environment and runs the main job (offline)
+#   make test   prepares the environment and runs the test suite
+# Both are idempotent: the environment is prepared once and then reused.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+# The pinned CPU build: an unpinned or newer torch pulls GBs of CUDA packages.
+TORCH := torch==2.13.0
+DEMO_OUT ?= runs/awa2
+
+.PHONY: demo test env clean-env
+
+demo: env
+	$(VENV)/bin/apnet-zsl pipeline --dataset AWA2 --out $(DEMO_OUT)
+
+# pytest's exit code 5 (no test collected) is a failure here.
+test: env
+	@$(PYTHON) -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$status
+
+env: $(VENV)/.ready
+
+$(VENV)/.ready: pyproject.toml scripts/install_wordnet.sh
+	@python3 -m venv $(VENV) 2>/dev/null || { \
+	    echo "error: 'python3 -m venv' failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv) and run the make command again" >&2; \
+	    rm -rf $(VENV); exit 1; }
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q $(TORCH)
+	$(PYTHON) -m pip install -q -e ".[test]"
+	scripts/install_wordnet.sh $(PYTHON)
+	@touch $@
+
+clean-env:
+	rm -rf $(VENV)
