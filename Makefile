@@ -11,7 +11,7 @@ DEMO_OUT ?= runs/awa2
 .PHONY: demo test env clean-env
 
 demo: env
-	$(VENV)/bin/apnet-zsl pipeline --dataset AWA2 --out $(DEMO_OUT)
+	$(VENV)/bin/apnet-zsl pipeline --dataset AWA2 --out $(DEMO_OUT) --overwrite
 
 # pytest's exit code 5 (no test collected) is a failure here.
 test: env

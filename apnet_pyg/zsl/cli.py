@@ -18,6 +18,7 @@ import json
 import sys
 import time
 import typing
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -377,13 +378,21 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
         f'{again}'
 
 
+def _one_line_warning(message, category, filename, lineno, file=None,
+                      line=None) -> None:
+    print(f'warning: {message}', file=sys.stderr)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     r"""Runs the command line; returns the exit status. Errors print one
     line (the whole traceback with --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            if not args.debug:
+                warnings.showwarning = _one_line_warning
+            COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print(_interrupted(args, argv), file=sys.stderr)
         return 130

@@ -312,6 +312,11 @@ class NotLearningWarning(UserWarning):
     r"""Warned when the training loss and accuracy stay at chance."""
 
 
+class ValidationEpisodeWarning(UserWarning):
+    r"""Warned when the validation task has fewer training classes than
+    :obj:`n_way`, so that its episodes have fewer classes."""
+
+
 CHECKPOINT_KEYS = ('epoch', 'config', 'model', 'optimizer', 'scheduler',
                    'sampler', 'history')
 
@@ -379,26 +384,24 @@ def check_run_dir(out: Union[str, Path], resume: bool,
 
 def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
     r"""Checks that :obj:`config` can run on :obj:`data` as it says, before
-    any work: an episode cannot have more classes than training has."""
+    any work: an episode cannot have more classes than the seen classes.
+    (The validation task's episodes are capped at its training classes:
+    AWA's 27 :obj:`trainclasses1` against the paper's :math:`N = 30`; see
+    :func:`run`.)"""
     if data.features is None:
         raise ValueError("Training needs image features: load the dataset "
                          "with load_features=True")
-    phases = [('all seen classes', data.seen_classes)]
-    if config.model_selection == 'validation':
-        if data.train_classes is None or data.val_classes is None:
-            raise ValueError(
-                f"model_selection='validation' needs the benchmark's "
-                f"validation classes (trainclasses1.txt, valclasses1.txt) "
-                f"next to att_splits.mat for '{data.name}'; or use "
-                f"model_selection='none'")
-        phases.append(('trainclasses1', data.train_classes))
-    if config.training == 'episodic':
-        for name, classes in phases:
-            if config.n_way > classes.numel():
-                raise ValueError(
-                    f"n_way={config.n_way} exceeds the {classes.numel()} "
-                    f"classes of {name} in {data.name}: use n_way <= "
-                    f"{min(c.numel() for _, c in phases)}")
+    if config.model_selection == 'validation' and (
+            data.train_classes is None or data.val_classes is None):
+        raise ValueError(
+            f"model_selection='validation' needs the benchmark's validation "
+            f"classes (trainclasses1.txt, valclasses1.txt) next to "
+            f"att_splits.mat for '{data.name}'; or use "
+            f"model_selection='none'")
+    seen = data.seen_classes.numel()
+    if config.training == 'episodic' and config.n_way > seen:
+        raise ValueError(f"n_way={config.n_way} exceeds the {seen} seen "
+                         f"classes of {data.name}: use n_way <= {seen}")
 
 
 def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -451,6 +454,14 @@ def run(
     if config.model_selection == 'validation':
         split = seen_validation_split(data, config.seen_val_fraction,
                                       config.seed)
+        validation_n_way = min(config.n_way, split.train_classes.numel())
+        if config.training == 'episodic' and \
+                validation_n_way < config.n_way:
+            warnings.warn(
+                f"the validation task of {data.name} trains on "
+                f"{validation_n_way} classes (trainclasses1): its episodes "
+                f"are {validation_n_way}-way, the final training's "
+                f"{config.n_way}-way", ValidationEpisodeWarning)
         model = build_model(config, data, split.train_classes)
 
         def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
@@ -467,6 +478,7 @@ def run(
         selection['validation_task'] = {
             'train_classes': 'trainclasses1',
             'val_classes': 'valclasses1',
+            'n_way': validation_n_way,
             'seen_val_fraction': config.seen_val_fraction,
             'train_images': split.train_images.numel(),
             'seen_val_images': split.seen_val_images.numel(),

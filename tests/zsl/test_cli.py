@@ -103,8 +103,8 @@ def test_cli_guards_run_directories(tiny_root, tmp_path, capsys):
     assert main(args[:-len(SMALL) - 1] + [str(a_file)] + SMALL) == 1
     assert 'is a file' in capsys.readouterr().err
     # Bad values are refused before any data is read:
-    assert main(args + ['--overwrite', '--n-way', '100']) == 1
-    assert 'n_way=100 exceeds' in capsys.readouterr().err
+    assert main(args + ['--overwrite', '--n-way', '7']) == 1
+    assert 'n_way=7 exceeds the 6 seen classes' in capsys.readouterr().err
 
 
 def test_cli_pipeline_notices_changed_simulator_flags(tmp_path, tiny_root,

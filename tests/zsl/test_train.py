@@ -6,7 +6,7 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
-from apnet_pyg.zsl.train import ROWS, build_model
+from apnet_pyg.zsl.train import ROWS, ValidationEpisodeWarning, build_model
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
                    num_centroids=2, n_way=4, lr=1e-3, epochs=3,
@@ -160,3 +160,13 @@ def test_training_needs_features_and_a_trained_run(tiny_root, tmp_path):
                     progress=False)
     with pytest.raises(FileNotFoundError, match='No metrics.json'):
         load_model(tmp_path)
+
+
+def test_validation_episodes_are_capped_with_a_warning(tiny, tmp_path):
+    # TINY's validation task trains on 4 classes (trainclasses1): 5-way
+    # episodes there are 4-way, said and recorded; the final phase has 6.
+    with pytest.warns(ValidationEpisodeWarning, match='4-way'):
+        metrics = run(tiny, TINY.replace(n_way=5, epochs=1), tmp_path,
+                      progress=False)
+    assert metrics['model_selection']['validation_task']['n_way'] == 4
+    assert metrics['config']['n_way'] == 5

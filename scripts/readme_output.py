@@ -1,0 +1,172 @@
+"""The README's sample output of the main job, generated from a real run.
+
+    python scripts/readme_output.py            # run `make demo`'s command, record it, update README.md
+    python scripts/readme_output.py --check    # exit 1 if README.md or the record is stale
+
+Running it executes `apnet-zsl pipeline --dataset AWA2 --out runs/awa2
+--overwrite` (what `make demo` runs), keeps its standard output in
+`examples/results/pipeline-AWA2.txt` and its metrics (with the wall time and
+peak memory of the run) in `examples/results/pipeline-AWA2.json`, and
+rewrites the block of README.md between the `pipeline-output` markers from
+them. `--check` (also run by the test suite) re-renders the block from the
+record and compares it with README.md, and compares the record's
+configuration and simulator settings with what the command would use
+today: a change of defaults makes it fail until the demo is run again.
+"""
+import argparse
+import json
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / 'README.md'
+RECORD_TEXT = ROOT / 'examples' / 'results' / 'pipeline-AWA2.txt'
+RECORD_JSON = ROOT / 'examples' / 'results' / 'pipeline-AWA2.json'
+COMMAND = ['apnet-zsl', 'pipeline', '--dataset', 'AWA2', '--out',
+           'runs/awa2', '--overwrite']
+START, END = '<!-- pipeline-output:start -->', '<!-- pipeline-output:end -->'
+# Epoch lines shown at the start and end of each training phase.
+EPOCH_LINES_KEPT = 2
+
+
+def abridge(output: str) -> str:
+    r"""The command's output with each phase's epoch lines cut to the first
+    and last :data:`EPOCH_LINES_KEPT`, and the configuration line wrapped
+    (it is complete in the record)."""
+    lines, phase = [], []
+
+    def flush():
+        if len(phase) > 2 * EPOCH_LINES_KEPT:
+            lines.extend(phase[:EPOCH_LINES_KEPT] + ['...'] +
+                         phase[-EPOCH_LINES_KEPT:])
+        else:
+            lines.extend(phase)
+        phase.clear()
+
+    for line in output.splitlines():
+        if re.match(r'^(selection|final) epoch \d+/\d+:', line):
+            if phase and not line.startswith(phase[0].split(' ')[0]):
+                flush()
+            phase.append(line)
+            continue
+        flush()
+        if '; config: {' in line:
+            head, config = line.split('; config: ', 1)
+            lines.append(head + ';')
+            lines.append('config: ' + ', '.join(
+                f'{key}={value}' for key, value in json.loads(config).items()))
+        else:
+            lines.append(line)
+    flush()
+    return '\n'.join(lines)
+
+
+def render(text: str, record: dict) -> str:
+    r"""The README block: what the command printed (abridged), and how long
+    it took."""
+    minutes, seconds = divmod(round(record['command_wall_seconds']), 60)
+    return '\n'.join([
+        START,
+        f"`{' '.join(COMMAND[:-1])}` printed (run on "
+        f"{record['machine']}, {minutes} min {seconds} s wall clock, "
+        f"{record['command_peak_rss_mb'] / 1024:.1f} GB peak memory; the "
+        f"whole output is in "
+        f"[examples/results/pipeline-AWA2.txt]"
+        f"(examples/results/pipeline-AWA2.txt)):",
+        '',
+        '```text',
+        abridge(text),
+        '```',
+        END,
+    ])
+
+
+def current_setup() -> dict:
+    r"""The configuration and simulator settings the command uses today."""
+    from apnet_pyg.data.simulator import SIMULATOR_VERSION, default_options
+    from apnet_pyg.zsl.cli import _config, build_parser
+    args = build_parser().parse_args(COMMAND[1:])
+    return {'config': _config(args).to_dict(),
+            'simulator_version': SIMULATOR_VERSION,
+            'simulator_options': default_options('AWA2')}
+
+
+def check() -> list:
+    r"""The reasons the README block or the record is stale (empty: it is
+    current)."""
+    problems = []
+    record = json.loads(RECORD_JSON.read_text())
+    setup = current_setup()
+    if record['config'] != setup['config']:
+        changed = sorted(k for k, v in setup['config'].items()
+                         if record['config'].get(k) != v)
+        problems.append(f'the configuration changed ({", ".join(changed)})')
+    simulation = record['simulation']
+    if simulation['version'] != setup['simulator_version'] or \
+            simulation['options'] != setup['simulator_options']:
+        problems.append('the simulator changed')
+    block = README.read_text()
+    block = block[block.index(START):block.index(END) + len(END)]
+    if block != render(RECORD_TEXT.read_text(), record):
+        problems.append('README.md differs from the record')
+    return problems
+
+
+def machine() -> str:
+    import os
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next(line.split(':', 1)[1].strip() for line in f
+                       if line.startswith('model name'))
+    except (OSError, StopIteration):
+        pass
+    return f'{os.cpu_count()} cores of an {cpu}'
+
+
+def update() -> None:
+    start = time.perf_counter()
+    result = subprocess.run(COMMAND, cwd=ROOT, capture_output=True,
+                            text=True)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f'the command failed:\n{result.stderr}')
+    metrics = json.loads((ROOT / 'runs' / 'awa2' / 'run' /
+                          'metrics.json').read_text())
+    record = {key: value for key, value in metrics.items()
+              if key != 'history'}
+    record.update(
+        command=' '.join(COMMAND), machine=machine(),
+        command_wall_seconds=wall,
+        # The child's high-water mark (KB on Linux).
+        command_peak_rss_mb=resource.getrusage(
+            resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    RECORD_TEXT.write_text(result.stdout)
+    RECORD_JSON.write_text(json.dumps(record, indent=2) + '\n')
+    text = README.read_text()
+    block = text[text.index(START):text.index(END) + len(END)]
+    README.write_text(text.replace(block, render(result.stdout, record)))
+    print(f'updated {README.name} and {RECORD_TEXT.name} '
+          f'({wall / 60:.1f} min)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--check', action='store_true')
+    if parser.parse_args().check:
+        problems = check()
+        if problems:
+            sys.exit('stale: ' + '; '.join(problems) +
+                     ': run python scripts/readme_output.py')
+        print('README.md matches the recorded run')
+    else:
+        update()
+
+
+if __name__ == '__main__':
+    main()
