@@ -18,7 +18,7 @@ A classifier is a :obj:`score_fn(image_index, classes)` returning the
 scores :math:`(n, |\text{classes}|)` of the images against the classes.
 All accuracies are in percent.
 """
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Union
 
 import torch
 from torch import Tensor
@@ -181,53 +181,51 @@ def best_calibration(task: GZSLScores) -> float:
     return float(middle[choice])
 
 
-def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
-                    calibration: Optional[float] = None) -> Dict[str, float]:
-    r"""The test protocol of the module docstring for :obj:`score_fn`:
-    ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%), and with
-    :obj:`calibration` (a constant chosen on validation data) the
-    calibrated :math:`S`, :math:`U`, :math:`H` too."""
-    metrics = {'zsl_acc': zsl_accuracy(score_fn, data.labels,
-                                       data.test_unseen_loc,
-                                       data.unseen_classes)}
-    task = GZSLScores(score_fn, data.labels, data.test_seen_loc,
-                      data.test_unseen_loc, data.seen_classes,
-                      data.unseen_classes)
+def _protocol(score_fn: ScoreFn, labels: Tensor, seen_images: Tensor,
+              unseen_images: Tensor, seen_classes: Tensor,
+              unseen_classes: Tensor, calibration: Union[float, str, None],
+              prefix: str) -> Dict[str, float]:
+    metrics = {'zsl_acc': zsl_accuracy(score_fn, labels, unseen_images,
+                                       unseen_classes)}
+    task = GZSLScores(score_fn, labels, seen_images, unseen_images,
+                      seen_classes, unseen_classes)
     raw = task.accuracies()
     metrics.update(gzsl_seen=raw['seen'], gzsl_unseen=raw['unseen'],
                    gzsl_h=raw['h'])
+    if calibration == 'best':
+        calibration = best_calibration(task)
     if calibration is not None:
         calibrated = task.accuracies(calibration)
         metrics.update(calibration=calibration,
                        gzsl_cal_seen=calibrated['seen'],
                        gzsl_cal_unseen=calibrated['unseen'],
                        gzsl_cal_h=calibrated['h'])
-    return metrics
+    return {prefix + key: value for key, value in metrics.items()}
+
+
+def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
+                    calibration: Optional[float] = None) -> Dict[str, float]:
+    r"""The test protocol of the module docstring for :obj:`score_fn`:
+    ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%), and with
+    :obj:`calibration` (a constant chosen on validation data) the
+    calibrated :math:`S`, :math:`U`, :math:`H` too."""
+    return _protocol(score_fn, data.labels, data.test_seen_loc,
+                     data.test_unseen_loc, data.seen_classes,
+                     data.unseen_classes, calibration, prefix='')
 
 
 def validate(data: ZSLDataset, split: ValidationSplit,
              score_fn: ScoreFn) -> Dict[str, float]:
     r"""The protocol on the validation task :obj:`split` (no test image
-    involved): ZSL accuracy of the unseen validation images among the
-    validation classes; GZSL :math:`S`, :math:`U`, :math:`H` of the seen
-    and unseen validation images among the training and validation
-    classes; and the calibration constant of highest validation :math:`H`
-    with its :math:`S`, :math:`U`, :math:`H`."""
-    metrics = {'val_zsl_acc': zsl_accuracy(score_fn, data.labels,
-                                           split.unseen_val_images,
-                                           split.val_classes)}
-    task = GZSLScores(score_fn, data.labels, split.seen_val_images,
-                      split.unseen_val_images, split.train_classes,
-                      split.val_classes)
-    raw = task.accuracies()
-    calibration = best_calibration(task)
-    calibrated = task.accuracies(calibration)
-    metrics.update(val_gzsl_seen=raw['seen'], val_gzsl_unseen=raw['unseen'],
-                   val_gzsl_h=raw['h'], val_calibration=calibration,
-                   val_gzsl_cal_seen=calibrated['seen'],
-                   val_gzsl_cal_unseen=calibrated['unseen'],
-                   val_gzsl_cal_h=calibrated['h'])
-    return metrics
+    involved), keys prefixed :obj:`val_`: ZSL accuracy of the unseen
+    validation images among the validation classes; GZSL :math:`S`,
+    :math:`U`, :math:`H` of the seen and unseen validation images among the
+    training and validation classes; and the calibration constant of
+    highest validation :math:`H` with its :math:`S`, :math:`U`,
+    :math:`H`."""
+    return _protocol(score_fn, data.labels, split.seen_val_images,
+                     split.unseen_val_images, split.train_classes,
+                     split.val_classes, 'best', prefix='val_')
 
 
 def evaluate(model: APNet, data: ZSLDataset,
