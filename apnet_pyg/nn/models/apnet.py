@@ -83,7 +83,8 @@ class APNet(torch.nn.Module):
         if graph != 'none':
             self.conv = APNetConv(class_channels, proj_channels,
                                   temperature=propagation_temperature,
-                                  num_steps=num_steps)
+                                  learn_temperature=False,
+                                  num_steps=num_steps, proj_init='glorot')
         self.head = RelationHead(class_channels, image_channels,
                                  hidden_channels, activation)
 
