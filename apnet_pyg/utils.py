@@ -137,9 +137,13 @@ def assert_edge_index_in_range(edge_index: Tensor,
         target_low, target_high = torch.aminmax(edge_index[1])
         in_range = ((source_low >= 0) & (source_high < size[0]) &
                     (target_low >= 0) & (target_high < size[1]))
+    # Compiled, the sizes are symbolic: formatting them into the message
+    # would specialise the graph to them.
+    where = ('negative or not below the number of nodes' if is_compiling()
+             else _range_message(size))
     torch._assert_async(
-        in_range, f"'edge_index' holds node indices {_range_message(size)} "
-        f"(run under torch_geometric.debug() to see which)")
+        in_range, f"'edge_index' holds node indices {where} (run under "
+        f"torch_geometric.debug() to see which)")
 
 
 def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:

@@ -265,13 +265,19 @@ def _sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
     return _sampled_dot(rowptr, col, a, b)
 
 
-def _normalize(x: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
-    inv_norm = torch.linalg.vector_norm(x, dim=-1).clamp_min_(eps)
+#: The lower bound of the norms in :func:`edge_cosine`, as in
+#: :func:`torch.nn.functional.normalize`. A constant rather than an argument:
+#: a float argument would turn symbolic under torch.compile(dynamic=True).
+NORM_EPS = 1e-12
+
+
+def _normalize(x: Tensor) -> Tuple[Tensor, Tensor]:
+    inv_norm = torch.linalg.vector_norm(x, dim=-1).clamp_min_(NORM_EPS)
     inv_norm = inv_norm.reciprocal_()
     return x * inv_norm.unsqueeze(-1), inv_norm
 
 
-def _edge_cosine_fake(rowptr, col, a, b, eps):
+def _edge_cosine_fake(rowptr, col, a, b):
     h_b, inv_b = a.new_empty(0), a.new_empty(0)
     if b is not None:
         h_b, inv_b = torch.empty_like(b), b.new_empty(b.size(0))
@@ -280,17 +286,17 @@ def _edge_cosine_fake(rowptr, col, a, b, eps):
 
 
 @_kernel('edge_cosine',
-         '(Tensor rowptr, Tensor col, Tensor a, Tensor? b, float eps) -> '
+         '(Tensor rowptr, Tensor col, Tensor a, Tensor? b) -> '
          '(Tensor, Tensor, Tensor, Tensor, Tensor)', _edge_cosine_fake)
 def _edge_cosine_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
-                        b: Optional[Tensor], eps: float) -> Tuple[Tensor, ...]:
+                        b: Optional[Tensor]) -> Tuple[Tensor, ...]:
     # The cosines and, for the backward pass, the normalised rows and
     # inverse norms of a and b (empty for b=None: b is a).
-    h_a, inv_a = _normalize(a, eps)
+    h_a, inv_a = _normalize(a)
     if b is None:
         return (_sampled_dot(rowptr, col, h_a, h_a), h_a, inv_a,
                 a.new_empty(0), a.new_empty(0))
-    h_b, inv_b = _normalize(b, eps)
+    h_b, inv_b = _normalize(b)
     return _sampled_dot(rowptr, col, h_a, h_b), h_a, inv_a, h_b, inv_b
 
 
@@ -512,14 +518,13 @@ class _SDDMM(torch.autograd.Function):
 
 class _EdgeCosine(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, a: Tensor, b: Optional[Tensor],
-                eps: float) -> Tuple[Tensor, Tensor]:
+    def forward(ctx, pattern: SparsePattern, a: Tensor,
+                b: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
-            pattern.rowptr, pattern.col, a, b, eps)
+            pattern.rowptr, pattern.col, a, b)
         if b is None:  # The kernel's empty placeholders.
             h_b = inv_b = None
         _save(ctx, pattern, a, b, cos, h_a, inv_a, h_b, inv_b)
-        ctx.eps = eps
         ctx.mark_non_differentiable(inv_a)
         return cos, inv_a
 
@@ -530,9 +535,9 @@ class _EdgeCosine(torch.autograd.Function):
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (normalize + differentiable SDDMM) instead.
-            h_a = F.normalize(a, p=2.0, dim=-1, eps=ctx.eps)
+            h_a = F.normalize(a, p=2.0, dim=-1, eps=NORM_EPS)
             h_b = h_a if b is None else F.normalize(b, p=2.0, dim=-1,
-                                                    eps=ctx.eps)
+                                                    eps=NORM_EPS)
             grad_a, grad_b = _grad_of([sddmm(pattern, h_a, h_b)], [grad_cos],
                                       [a, b], needs_grad)
             return None, grad_a, grad_b, None
@@ -637,11 +642,12 @@ def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
     return _SDDMM.apply(pattern, a, b)
 
 
-def edge_cosine(pattern: SparsePattern, a: Tensor, b: Optional[Tensor] = None,
-                eps: float = 1e-12) -> Tuple[Tensor, Tensor]:
+def edge_cosine(pattern: SparsePattern, a: Tensor,
+                b: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     r"""Cosine similarity :math:`\cos(\mathbf{a}_i, \mathbf{b}_j)` for
     every entry :math:`(i, j)` of the pattern, equal to
-    :obj:`sddmm(pattern, F.normalize(a, eps=eps), F.normalize(b, eps=eps))`,
+    :obj:`sddmm(pattern, F.normalize(a), F.normalize(b))` (norms bounded
+    below by :data:`NORM_EPS`),
     with a fused backward (see the module docstring). A zero row has cosine
     :math:`0` with every row.
 
@@ -651,17 +657,17 @@ def edge_cosine(pattern: SparsePattern, a: Tensor, b: Optional[Tensor] = None,
         b (torch.Tensor, optional): :obj:`[N, F]`; :obj:`None` for
             :obj:`b = a` (a square pattern), which saves an SpMM in the
             backward pass of a symmetric pattern. (default: :obj:`None`)
-        eps (float, optional): lower bound of the norms.
-            (default: :obj:`1e-12`)
 
     :rtype: (:class:`torch.Tensor` :obj:`[nnz]`, :class:`torch.Tensor`
         :obj:`[M]`): the cosines in pattern order, and the cosine of every
         row of :obj:`a` with itself (the logit of a self-loop: :math:`1`,
-        or :math:`0` for a row of norm at most :obj:`eps`; constant)
+        or :math:`0` for a row of norm at most :data:`NORM_EPS`; constant)
     """
-    cos, inv_a = _EdgeCosine.apply(pattern, a, b, eps)
+    if b is a:  # The same nodes (and one tensor given twice to autograd).
+        b = None
+    cos, inv_a = _EdgeCosine.apply(pattern, a, b)
     # inv_a = 1 / max(|a_i|, eps) is below 1 / eps exactly when |a_i| > eps.
-    return cos, (inv_a < 1.0 / eps).to(cos.dtype)
+    return cos, (inv_a < 1.0 / NORM_EPS).to(cos.dtype)
 
 
 def softmax_spmm(

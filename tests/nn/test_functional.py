@@ -278,7 +278,7 @@ def test_kernels_as_custom_operators():
     backward_args = (pattern.rowptr, pattern.row, pattern.col,
                      pattern.rowptr_t, pattern.col_t, pattern.perm_t, False)
     cos, h, inv_norm, _, _ = ops.edge_cosine(pattern.rowptr, pattern.col, x,
-                                             None, 1e-12)
+                                             None)
     out, alpha, alpha_loop = ops.softmax_spmm(pattern.rowptr, pattern.row,
                                               pattern.col, logits, x,
                                               torch.zeros(5))
@@ -295,8 +295,8 @@ def test_kernels_as_custom_operators():
         (ops.sparse_pattern, (row, col, 5, 5)),
         (ops.spmm, (pattern.rowptr, pattern.col, logits, x)),
         (ops.sddmm, (pattern.rowptr, pattern.col, x, x)),
-        (ops.edge_cosine, (pattern.rowptr, pattern.col, x, None, 1e-12)),
-        (ops.edge_cosine, (pattern.rowptr, pattern.col, x, x + 1, 1e-12)),
+        (ops.edge_cosine, (pattern.rowptr, pattern.col, x, None)),
+        (ops.edge_cosine, (pattern.rowptr, pattern.col, x, x + 1)),
         (ops.softmax_spmm, (pattern.rowptr, pattern.row, pattern.col, logits,
                             x, torch.zeros(5))),
         (ops.softmax_spmm, (pattern.rowptr, pattern.row, pattern.col, logits,

@@ -340,7 +340,7 @@ class APNetConv(PropagationParameters, MessagePassing):
             check_same_device(edge_weight, 'edge_weight', x_src)
             if value_checks_enabled():
                 check_positive_weights(edge_weight)
-            log_weight = edge_weight.log()
+            log_weight = edge_weight.log().to(x_src.dtype)
 
         source, target = edge_index[source_row], edge_index[1 - source_row]
         # Self-loops for the nodes that have none; the others keep theirs.

@@ -813,3 +813,27 @@ def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
     assert torch.equal(index, expected_index)
     assert torch.allclose(alpha, expected_alpha)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
+    # One graph for every size, as mini-batches of varying size need.
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    conv = APNetConv(6, 4, num_steps=2, fused=fused)
+    compiled = torch.compile(conv, fullgraph=True, dynamic=True,
+                             backend='aot_eager')
+    for seed, (num_nodes, num_edges) in enumerate([(8, 20), (11, 35)]):
+        x, edge_index, edge_weight = graph(num_nodes, num_edges, seed=seed,
+                                           dtype=torch.float32,
+                                           make_random_graph=make_random_graph)
+        x.requires_grad_()
+        out = compiled(x, edge_index, edge_weight)
+        grad, = torch.autograd.grad(out.square().sum(), x)
+        expected = conv(x, edge_index, edge_weight)
+        expected_grad, = torch.autograd.grad(expected.square().sum(), x)
+        assert torch.allclose(out, expected, atol=1e-5)
+        assert torch.allclose(grad, expected_grad, atol=1e-5)
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] == 1
+    torch._dynamo.reset()
