@@ -463,13 +463,14 @@ def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
 
 
 def _save(ctx, pattern: SparsePattern, *tensors: Optional[Tensor]) -> None:
-    ctx.transposed = pattern.transposed
-    ctx.save_for_backward(*pattern[:7], *tensors)
+    # The pattern holds index tensors that autograd never differentiates:
+    # kept as an attribute, which costs less than saving seven tensors.
+    ctx.pattern = pattern
+    ctx.save_for_backward(*tensors)
 
 
 def _saved(ctx) -> Tuple[SparsePattern, Tuple[Optional[Tensor], ...]]:
-    saved = ctx.saved_tensors
-    return SparsePattern(*saved[:7], ctx.transposed), saved[7:]
+    return ctx.pattern, ctx.saved_tensors
 
 
 def _backward_args(pattern: SparsePattern) -> Tuple:

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
-from torch_geometric import EdgeIndex
+from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import glorot
@@ -26,7 +26,12 @@ from torch_geometric.utils import (
     to_torch_csr_tensor,
 )
 
-from apnet_pyg.nn.functional import edge_cosine, softmax_spmm, sparse_pattern
+from apnet_pyg.nn.functional import (
+    SparsePattern,
+    edge_cosine,
+    softmax_spmm,
+    sparse_pattern,
+)
 from apnet_pyg.utils import (
     assert_edge_index_in_range,
     check_edge_index,
@@ -275,6 +280,7 @@ class APNetConv(PropagationParameters, MessagePassing):
                                learn_temperature, num_steps, proj_init)
         self.add_self_loops = add_self_loops
         self.fused = fused
+        self._cached_structure = None
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -331,9 +337,6 @@ class APNetConv(PropagationParameters, MessagePassing):
 
         check_edge_index(edge_index)
         check_same_device(edge_index, 'edge_index', x_src)
-        source_row = 0 if self.flow == 'source_to_target' else 1
-        row_sizes = size if source_row == 0 else (size[1], size[0])
-        assert_edge_index_in_range(edge_index, row_sizes)
         log_weight = None
         if edge_weight is not None:
             check_edge_weight(edge_weight, edge_index.size(1))
@@ -342,16 +345,14 @@ class APNetConv(PropagationParameters, MessagePassing):
                 check_positive_weights(edge_weight)
             log_weight = edge_weight.log().to(x_src.dtype)
 
-        source, target = edge_index[source_row], edge_index[1 - source_row]
-        # Self-loops for the nodes that have none; the others keep theirs.
-        loop_kept = None
-        if self.add_self_loops and not bipartite:
-            loop_kept = _lacks_self_loop(source, target, size[0], x_src.dtype)
-
+        loop_kept, pattern, perm = self._graph_structure(
+            edge_index, size, bipartite)
         if self.fused:
+            if log_weight is not None:
+                log_weight = log_weight.index_select(0, perm)
             out, alpha, alpha_loop = self._fused_propagate(
-                x_src, x_dst, source, target, log_weight, loop_kept, size,
-                bipartite)
+                x_src, x_dst, pattern, perm, log_weight, loop_kept,
+                bipartite, return_attention_weights is not None)
         else:
             out, alpha, alpha_loop = self._message_passing(
                 x_src, x_dst, edge_index, log_weight, loop_kept, size,
@@ -452,6 +453,44 @@ class APNetConv(PropagationParameters, MessagePassing):
 
     # Propagation #############################################################
 
+    def _graph_structure(
+        self,
+        edge_index: Tensor,
+        size: Tuple[int, int],
+        bipartite: bool,
+    ) -> Tuple[OptTensor, Optional[SparsePattern], OptTensor]:
+        r"""What depends on the graph alone: its range check, which nodes
+        get a self-loop (:obj:`None` for none) and, for the fused path, the
+        CSR pattern with its permutation of the edges. In eager mode, kept
+        while the layer sees the same, unmodified :obj:`edge_index` tensor
+        (as in full-batch training): the sorts are most of a small graph's
+        cost. Outside debug mode only (which checks every call)."""
+        key = (size, bipartite, self.flow, self.fused, self.add_self_loops)
+        cached = None if is_compiling() or value_checks_enabled() else \
+            self._cached_structure
+        if cached is not None and cached[0] is edge_index and \
+                cached[1] == edge_index._version and cached[2] == key:
+            return cached[3]
+
+        source_row = 0 if self.flow == 'source_to_target' else 1
+        row_sizes = size if source_row == 0 else (size[1], size[0])
+        assert_edge_index_in_range(edge_index, row_sizes)
+        source, target = edge_index[source_row], edge_index[1 - source_row]
+        # Self-loops for the nodes that have none; the others keep theirs.
+        loop_kept = None
+        if self.add_self_loops and not bipartite:
+            loop_kept = _lacks_self_loop(source, target, size[0])
+        pattern = perm = None
+        if self.fused:
+            pattern, perm = sparse_pattern(target, source, (size[1], size[0]))
+        structure = (loop_kept, pattern, perm)
+        if not is_compiling():
+            # A reference to edge_index itself: its memory cannot be reused
+            # by another tensor that would pass for it.
+            self._cached_structure = (edge_index, edge_index._version, key,
+                                      structure)
+        return structure
+
     def _projections(self, x_src: Tensor, x_dst: Tensor,
                      bipartite: bool) -> Tuple[Tensor, Optional[Tensor]]:
         r""":math:`f(\mathbf{x}_{dst})` and :math:`f(\mathbf{x}_{src})`
@@ -466,17 +505,13 @@ class APNetConv(PropagationParameters, MessagePassing):
         self,
         x_src: Tensor,
         x_dst: Tensor,
-        source: Tensor,
-        target: Tensor,
+        pattern: SparsePattern,
+        perm: Tensor,
         log_weight: OptTensor,
         loop_kept: OptTensor,
-        size: Tuple[int, int],
         bipartite: bool,
-    ) -> Tuple[Tensor, Tensor, OptTensor]:
-        pattern, perm = sparse_pattern(target, source, (size[1], size[0]))
-        if log_weight is not None:
-            log_weight = log_weight.index_select(0, perm)
-
+        attention: bool,
+    ) -> Tuple[Tensor, OptTensor, OptTensor]:
         alphas, loop_alphas = [], []
         for _ in range(self.num_steps):
             h_dst, h_src = self._projections(x_src, x_dst, bipartite)
@@ -498,6 +533,8 @@ class APNetConv(PropagationParameters, MessagePassing):
             alphas.append(alpha)
             loop_alphas.append(alpha_loop)
 
+        if not attention:
+            return x_src, None, None
         # Back from (target, source)-sorted order to the order of edge_index.
         alpha = torch.stack(alphas, dim=-1)
         alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
@@ -580,11 +617,11 @@ class APNetConv(PropagationParameters, MessagePassing):
         return to_torch_coo_tensor(index_t, alpha, size_t)
 
 
-def _lacks_self_loop(source: Tensor, target: Tensor, num_nodes: int,
-                     dtype: torch.dtype) -> Tensor:
+def _lacks_self_loop(source: Tensor, target: Tensor,
+                     num_nodes: int) -> Tensor:
     r"""Which nodes have no self-loop in the graph (:obj:`[num_nodes]`,
     boolean), with static shapes: no graph break, no host
     synchronisation."""
-    is_loop = (source == target).to(dtype)
+    is_loop = (source == target).to(torch.float)
     num_loops = is_loop.new_zeros(num_nodes).index_add_(0, target, is_loop)
     return num_loops == 0

@@ -414,6 +414,30 @@ def test_apnet_conv_lazy_in_channels(make_random_graph):
     assert torch.equal(conv.lin.weight, torch.eye(4, 6, dtype=torch.float64))
 
 
+def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
+        make_random_graph):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    out = conv(x, edge_index, edge_weight)
+    structure = conv._cached_structure[3]
+    assert torch.equal(conv(x, edge_index, edge_weight), out)
+    assert conv._cached_structure[3] is structure  # reused
+
+    # Edited in place, the same tensor gives the new graph's answer:
+    edge_index[0, 0] = (edge_index[0, 0] + 1) % 8
+    expected = conv64(6, 4)(x, edge_index.clone(), edge_weight)
+    assert torch.allclose(conv(x, edge_index, edge_weight), expected,
+                          atol=1e-12)
+    assert conv._cached_structure[3] is not structure
+    # ... and so does another tensor, or another flow of the same one:
+    other = make_random_graph(8, 20, torch.Generator().manual_seed(5))
+    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.clone()),
+                          atol=1e-12)
+    conv.flow = 'target_to_source'
+    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.flip(0)),
+                          atol=1e-12)
+
+
 # Bipartite graphs #############################################################
 
 
