@@ -52,14 +52,14 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
         proj_channels (int, optional): Output size of the projection
             :math:`f`; :obj:`None` for the identity. (default: :obj:`16`)
         temperature (float, optional): The temperature :math:`\gamma`.
-            (default: :obj:`1.0`)
+            (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
         num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`1`)
+            (default: :obj:`2`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
-            :obj:`"identity"`)
+            :obj:`"glorot"`)
 
     Shapes:
         - **input:**
@@ -75,10 +75,10 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
         self,
         in_channels: int,
         proj_channels: Optional[int] = 16,
-        temperature: float = 1.0,
+        temperature: float = 0.5,
         learn_temperature: bool = False,
-        num_steps: int = 1,
-        proj_init: str = 'identity',
+        num_steps: int = 2,
+        proj_init: str = 'glorot',
     ):
         super().__init__()
         if not isinstance(in_channels, int):

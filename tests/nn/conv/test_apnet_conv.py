@@ -34,15 +34,17 @@ def graph(num_nodes=8, num_edges=20, channels=6, seed=0, weighted=True,
 
 def conv64(*args, seed=0, **kwargs):
     torch.manual_seed(seed)
-    kwargs.setdefault('proj_init', 'glorot')  # Not the identity: a test.
+    kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
     return APNetConv(*args, **kwargs).double()
 
 
 def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
-                        edge_weight=None, temperature=1.0):
+                        edge_weight=None, temperature=1.0, num_steps=1):
     r"""The bipartite layer from its equation, with dense matrices:
     :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W_t x^t_i, W_s
-    x^s_j))` over the edges :math:`j \to i`, no self-loops."""
+    x^s_j))` over the edges :math:`j \to i`, no self-loops; a further step
+    attends from the output (projected by :math:`W_s`, as it holds source
+    features) to the same sources."""
     prior = x_src.new_zeros(x_dst.size(0), x_src.size(0))
     if edge_weight is None:
         edge_weight = x_src.new_ones(edge_index.size(1))
@@ -50,40 +52,54 @@ def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
                      accumulate=True)
     h_src = F.normalize(x_src @ weight_src.t(), dim=-1)
     h_dst = F.normalize(x_dst @ weight_dst.t(), dim=-1)
-    scores = torch.exp(temperature * (h_dst @ h_src.t())) * prior
-    denominator = scores.sum(dim=-1, keepdim=True)
-    alpha = scores / torch.where(denominator > 0, denominator,
-                                 torch.ones_like(denominator))
-    return alpha @ x_src
+    for _ in range(num_steps):
+        scores = torch.exp(temperature * (h_dst @ h_src.t())) * prior
+        denominator = scores.sum(dim=-1, keepdim=True)
+        alpha = scores / torch.where(denominator > 0, denominator,
+                                     torch.ones_like(denominator))
+        out = alpha @ x_src
+        h_dst = F.normalize(out @ weight_src.t(), dim=-1)
+    return out
 
 
-def test_apnet_conv_defaults(make_random_graph):
-    x, edge_index, _ = graph(channels=16, dtype=torch.float32,
+def test_apnet_conv_defaults(make_random_graph, apnet_reference):
+    x, edge_index, _ = graph(channels=32, dtype=torch.float64,
                              make_random_graph=make_random_graph)
-    conv = APNetConv(16)
-    assert str(conv) == ('APNetConv(16, proj_channels=16, temperature=1.0, '
-                         'num_steps=1)')
-    # The drop-in defaults: f starts as the identity, so the layer starts as
-    # AGNNConv with beta = 1 (fixed).
-    assert torch.equal(conv.lin.weight, torch.eye(16))
-    assert conv.temperature.item() == 1.0
+    conv = APNetConv(32).double()
+    # The drop-in defaults (chosen on Cora's validation split,
+    # examples/results/planetoid_search.md):
+    assert str(conv) == ('APNetConv(32, proj_channels=16, temperature=0.5, '
+                         'num_steps=2)')
+    assert conv.lin.weight.size() == (16, 32)
+    assert conv.temperature.item() == 0.5
     assert not conv.temperature.requires_grad
-    assert torch.allclose(conv(x, edge_index),
-                          AGNNConv(requires_grad=False)(x, edge_index),
-                          atol=1e-6)
+    assert conv.proj_init == 'glorot' and conv.add_self_loops and conv.fused
+    assert torch.allclose(
+        conv(x, edge_index),
+        apnet_reference(x, edge_index, conv.lin.weight, temperature=0.5,
+                        num_steps=2), atol=1e-12)
+    dense = DenseAPNetConv(32).double()
+    assert str(dense) == str(conv).replace('APNetConv', 'DenseAPNetConv')
+    dense.load_state_dict(conv.state_dict())
 
     # The paper's configuration, as the ZSL model passes it:
-    paper = APNetConv(16, 256, temperature=10.0, proj_init='glorot')
+    paper = APNetConv(16, 256, temperature=10.0, num_steps=1)
     assert str(paper) == ('APNetConv(16, proj_channels=256, '
                           'temperature=10.0, num_steps=1)')
     assert paper.lin.weight.size() == (256, 16)
-    assert not torch.equal(paper.lin.weight[:16], torch.eye(16))
+
+
+def test_apnet_conv_identity_init():
+    conv = APNetConv(16, 16, proj_init='identity')
+    assert torch.equal(conv.lin.weight, torch.eye(16))
+    conv = APNetConv(16, 8, proj_init='identity')
+    assert torch.equal(conv.lin.weight, torch.eye(8, 16))
 
 
 def test_apnet_conv(make_random_graph):
     x, edge_index, _ = graph(channels=16, dtype=torch.float32,
                              make_random_graph=make_random_graph)
-    conv = APNetConv(16, 32, temperature=10.0)
+    conv = APNetConv(16, 32, temperature=10.0, num_steps=1)
     out = conv(x, edge_index)
     assert out.size() == (8, 16)
     assert out.dtype == torch.float32
@@ -457,13 +473,14 @@ def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
 
 @pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('shared', [True, False])
-def test_apnet_conv_bipartite_equals_reference(fused, shared):
+@pytest.mark.parametrize('num_steps', [1, 2])
+def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps):
     channels = (6, 6) if shared else (6, 5)
     x_src, x_dst, edge_index, edge_weight = bipartite_graph(channels=channels)
     x_src.requires_grad_()
     x_dst.requires_grad_()
     conv = conv64(6 if shared else channels, 3, temperature=2.0,
-                  learn_temperature=True, fused=fused)
+                  learn_temperature=True, fused=fused, num_steps=num_steps)
     if shared:  # One projection f for both sides.
         assert conv.lin_src is None and conv.lin_dst is None
         weight_src = weight_dst = conv.lin.weight
@@ -475,7 +492,8 @@ def test_apnet_conv_bipartite_equals_reference(fused, shared):
     out = conv((x_src, x_dst), edge_index, edge_weight, size=(7, 4))
     assert out.size() == (4, 6)  # targets x source features
     expected = bipartite_reference(x_src, x_dst, edge_index, weight_src,
-                                   weight_dst, edge_weight, conv.temperature)
+                                   weight_dst, edge_weight, conv.temperature,
+                                   num_steps)
     assert torch.allclose(out, expected, atol=1e-12)
 
     inputs = [x_src, x_dst, conv.temperature, *{weight_src, weight_dst}]
@@ -489,6 +507,7 @@ def test_apnet_conv_bipartite_equals_reference(fused, shared):
     _, (index, alpha) = conv((x_src, x_dst), edge_index, edge_weight,
                              return_attention_weights=True)
     assert torch.equal(index, edge_index)
+    alpha = alpha if num_steps == 1 else alpha[:, -1]
     row_sum = alpha.new_zeros(4).index_add_(0, edge_index[1], alpha)
     has_edge = torch.zeros(4, dtype=torch.bool)
     has_edge[edge_index[1]] = True
@@ -517,8 +536,6 @@ def test_apnet_conv_bipartite_bad_input():
         conv((x_src, x_dst), edge_index, size=(7, 5))
     with pytest.raises(ValueError, match="x_dst cannot be None"):
         conv((x_src, None), edge_index)
-    with pytest.raises(ValueError, match="single step"):
-        conv64(6, 3, num_steps=2)((x_src, x_dst), edge_index)
     with pytest.raises(ValueError, match="same number of features"):
         conv64(-1, None)((x_src, x_dst[:, :5]), edge_index)
     with pytest.raises(ValueError, match=r"'x\[1\]' must have 6 features"):
@@ -641,13 +658,13 @@ def test_apnet_conv_neighbor_loader():
                                  num_nodes, num_edges)
 
     generator = torch.Generator().manual_seed(0)
-    data = Data(x=torch.randn(40, 6, generator=generator),
-                edge_index=torch.randint(0, 40, (2, 160),
+    data = Data(x=torch.randn(60, 6, generator=generator),
+                edge_index=torch.randint(0, 60, (2, 120),
                                          generator=generator))
-    data.edge_weight = torch.rand(160, generator=generator) + 0.1
-    convs = torch.nn.ModuleList(
-        [APNetConv(6, 4, proj_init='glorot'),
-         APNetConv(6, 4)])
+    data.edge_weight = torch.rand(120, generator=generator) + 0.1
+    # The defaults take two steps: two layers see 4 hops.
+    convs = torch.nn.ModuleList([APNetConv(6, 4), APNetConv(6)])
+    hops = [-1] * sum(conv.num_steps for conv in convs)
 
     def model(x, edge_index, edge_weight):
         for conv in convs:
@@ -659,8 +676,8 @@ def test_apnet_conv_neighbor_loader():
     if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
         with warnings.catch_warnings():  # "... without pyg-lib: deprecated"
             warnings.simplefilter('ignore', UserWarning)
-            sampler = FullNeighborSampler(data, [-1, -1])
-    loader = NeighborLoader(data, num_neighbors=[-1, -1], batch_size=8,
+            sampler = FullNeighborSampler(data, hops)
+    loader = NeighborLoader(data, num_neighbors=hops, batch_size=8,
                             neighbor_sampler=sampler)
     seen = 0
     for batch in loader:
@@ -670,7 +687,7 @@ def test_apnet_conv_neighbor_loader():
         assert torch.allclose(out[:batch.batch_size], expected[seeds],
                               atol=1e-6)
         seen += batch.batch_size
-    assert seen == 40
+    assert seen == 60
 
 
 # MessagePassing arguments #####################################################

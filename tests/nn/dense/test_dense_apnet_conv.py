@@ -25,7 +25,7 @@ def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0):
 
 def conv64(*args, **kwargs):
     torch.manual_seed(0)
-    kwargs.setdefault('proj_init', 'glorot')
+    kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
     return DenseAPNetConv(*args, **kwargs).double()
 
 
@@ -33,7 +33,7 @@ def test_dense_apnet_conv():
     x, adj, _ = dense_graph()
     conv = conv64(6, 4)
     assert str(conv) == ('DenseAPNetConv(6, proj_channels=4, '
-                         'temperature=1.0, num_steps=1)')
+                         'temperature=0.5, num_steps=1)')
     out, alpha = conv(x, adj, return_attention_weights=True)
     assert out.size() == (3, 5, 6)
     assert alpha.size() == (3, 5, 5)
