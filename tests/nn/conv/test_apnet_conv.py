@@ -454,7 +454,7 @@ def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
                           atol=1e-12)
 
 
-# Bipartite graphs #############################################################
+# Bipartite graphs ############################################################
 
 
 def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
@@ -690,7 +690,7 @@ def test_apnet_conv_neighbor_loader():
     assert seen == 60
 
 
-# MessagePassing arguments #####################################################
+# MessagePassing arguments ####################################################
 
 
 def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
@@ -713,7 +713,7 @@ def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
                           atol=1e-12)
 
 
-# Input checks #################################################################
+# Input checks ################################################################
 
 
 def test_apnet_conv_bad_input(make_random_graph):
@@ -796,7 +796,7 @@ def test_apnet_conv_dtype(dtype, make_random_graph):
     assert out.dtype == dtype and alpha.dtype == dtype
 
 
-# torch.compile ################################################################
+# torch.compile ###############################################################
 
 
 def assert_compiles(conv, inputs, backend):
