@@ -196,7 +196,12 @@ class APNetConv(PropagationParameters, MessagePassing):
     added to a bipartite graph (its node sets differ). With
     :obj:`num_steps > 1`, each step attends again from the targets' new
     features (which live in the sources' feature space, so :obj:`lin_src`
-    projects them) to the unchanged sources.
+    projects them) to the unchanged sources. PyG's
+    :func:`~torch_geometric.nn.to_hetero` and
+    :class:`~torch_geometric.nn.conv.HeteroConv` refuse a layer with
+    :obj:`add_self_loops=True` on bipartite edge types (as they refuse
+    :class:`~torch_geometric.nn.conv.GATConv`): pass
+    :obj:`add_self_loops=False` there.
 
     The default (:obj:`fused=True`) path computes all cosines at once with a
     sampled dense-dense product (SDDMM) from precomputed normalised
@@ -210,7 +215,12 @@ class APNetConv(PropagationParameters, MessagePassing):
     gather/scatter message passing (same result; supports every
     :class:`MessagePassing` argument, PyG's explain and message hooks).
     Both paths compile with :obj:`torch.compile(conv, fullgraph=True)` for
-    an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input.
+    an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input,
+    also with :obj:`dynamic=True`. In eager mode the layer keeps what it
+    derives from the graph alone (the CSR pattern, which nodes get a
+    self-loop) while it is called with the same, unmodified
+    :obj:`edge_index` tensor, as in full-batch training; a new or edited
+    tensor is read afresh.
 
     Input checks: shapes, dtypes and devices always; node indices always
     (out of range raises, without a host synchronisation); values (finite
