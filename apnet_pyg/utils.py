@@ -4,18 +4,43 @@ Every check raises a :class:`ValueError` that names the argument and the
 problem, so that bad input never turns into a silent wrong answer (an
 out-of-range index would otherwise read garbage in a sparse kernel, a NaN
 would spread through every softmax it touches).
+
+The operators split them the way PyG's :class:`MessagePassing` does:
+
+* checks of shapes, dtypes and devices read only metadata and always run
+  (no host synchronisation, no graph break under :func:`torch.compile`);
+* node indices are always checked for range, with an asynchronous device
+  assertion (:func:`assert_edge_index_in_range`): no host synchronisation,
+  and a clear error instead of an out-of-bounds read;
+* checks of values (finite features, strictly positive weights, and the
+  exact offending indices) synchronise with the device and run only in
+  PyG's debug mode (:obj:`with torch_geometric.debug(): ...`), in eager
+  execution (:func:`value_checks_enabled`).
+
+Model parts and graph builders, which run once per input rather than in a
+training loop, use :func:`check_node_features` with its value check.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from torch_geometric import is_compiling, is_debug_enabled
 
-def check_node_features(x: Tensor, name: str = 'x', dim: int = 2,
-                        channels: Optional[int] = None) -> None:
-    r"""Checks that :obj:`x` is a finite floating-point tensor with
-    :obj:`dim` dimensions and, if given, :obj:`channels` features in its last
-    dimension."""
+
+def value_checks_enabled() -> bool:
+    r"""Whether the operators check input values: in PyG's debug mode
+    (:class:`torch_geometric.debug`), outside :func:`torch.compile` (a
+    value check reads a device tensor on the host, which would break the
+    graph)."""
+    return is_debug_enabled() and not is_compiling()
+
+
+def check_features(x: Tensor, name: str = 'x', dim: int = 2,
+                   channels: Optional[int] = None) -> None:
+    r"""Checks that :obj:`x` is a floating-point tensor with :obj:`dim`
+    dimensions and, if given, :obj:`channels` features in its last
+    dimension (metadata only)."""
     if not isinstance(x, Tensor):
         raise ValueError(f"'{name}' must be a torch.Tensor "
                          f"(got {type(x).__name__})")
@@ -28,15 +53,37 @@ def check_node_features(x: Tensor, name: str = 'x', dim: int = 2,
     if channels is not None and channels > 0 and x.size(-1) != channels:
         raise ValueError(f"'{name}' must have {channels} features in its "
                          f"last dimension (got shape {tuple(x.shape)})")
+
+
+def check_finite(x: Tensor, name: str = 'x') -> None:
+    r"""Checks that :obj:`x` holds no NaN or infinite value (reads the
+    data)."""
     # A NaN or inf anywhere makes the sum non-finite; the sum is ~40x cheaper
     # than an elementwise check, which then runs only to rule out overflow.
     if not bool(torch.isfinite(x.sum())) and not bool(torch.isfinite(x).all()):
         raise ValueError(f"'{name}' contains NaN or infinite values")
 
 
-def check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
+def check_node_features(x: Tensor, name: str = 'x', dim: int = 2,
+                        channels: Optional[int] = None) -> None:
+    r""":func:`check_features` and :func:`check_finite`."""
+    check_features(x, name, dim, channels)
+    check_finite(x, name)
+
+
+def check_same_device(tensor: Tensor, name: str, reference: Tensor,
+                      reference_name: str = 'x') -> None:
+    r"""Checks that :obj:`tensor` lives on the device of
+    :obj:`reference`."""
+    if tensor.device != reference.device:
+        raise ValueError(f"'{name}' is on {tensor.device} but "
+                         f"'{reference_name}' on {reference.device}; move "
+                         f"both to the same device")
+
+
+def check_edge_index(edge_index: Tensor) -> None:
     r"""Checks that :obj:`edge_index` is an integer tensor of shape
-    :obj:`[2, num_edges]` whose entries lie in :obj:`[0, num_nodes)`."""
+    :obj:`[2, num_edges]` (metadata only)."""
     if not isinstance(edge_index, Tensor):
         raise ValueError(f"'edge_index' must be a torch.Tensor "
                          f"(got {type(edge_index).__name__})")
@@ -47,19 +94,61 @@ def check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
             edge_index.dtype == torch.bool:
         raise ValueError(f"'edge_index' must hold integer indices "
                          f"(got dtype {edge_index.dtype})")
-    if edge_index.numel() > 0:
-        low, high = int(edge_index.min()), int(edge_index.max())
-        if low < 0 or high >= num_nodes:
-            raise ValueError(f"'edge_index' holds node indices in "
-                             f"[{low}, {high}], outside [0, {num_nodes - 1}] "
-                             f"for {num_nodes} nodes")
+
+
+def _range_message(size: Tuple[int, int]) -> str:
+    if size[0] == size[1]:
+        return f"outside [0, {size[0] - 1}] for {size[0]} nodes"
+    return (f"outside [0, {size[0] - 1}] (sources, row 0) x "
+            f"[0, {size[1] - 1}] (targets, row 1) for {size[0]} source and "
+            f"{size[1]} target nodes")
+
+
+def check_edge_index_values(edge_index: Tensor,
+                            size: Tuple[int, int]) -> None:
+    r"""Checks that the sources :obj:`edge_index[0]` lie in
+    :obj:`[0, size[0])` and the targets :obj:`edge_index[1]` in
+    :obj:`[0, size[1])`, and names the offending values (reads the
+    data)."""
+    for index, num_nodes in zip(edge_index, size):
+        if index.numel() > 0:
+            low, high = int(index.min()), int(index.max())
+            if low < 0 or high >= num_nodes:
+                raise ValueError(f"'edge_index' holds node indices in "
+                                 f"[{low}, {high}], {_range_message(size)}")
+
+
+def assert_edge_index_in_range(edge_index: Tensor,
+                               size: Tuple[int, int]) -> None:
+    r"""Checks the range of :obj:`edge_index` as
+    :func:`check_edge_index_values` does in debug mode, and otherwise with
+    :func:`torch._assert_async`: a :class:`RuntimeError` on CPU, a device
+    assertion on a GPU, never a host synchronisation nor a graph break."""
+    if value_checks_enabled():
+        check_edge_index_values(edge_index, size)
+        return
+    if edge_index.numel() == 0:
+        return
+    if size[0] == size[1]:
+        low, high = torch.aminmax(edge_index)
+        in_range = (low >= 0) & (high < size[0])
+    else:
+        source_low, source_high = torch.aminmax(edge_index[0])
+        target_low, target_high = torch.aminmax(edge_index[1])
+        in_range = ((source_low >= 0) & (source_high < size[0]) &
+                    (target_low >= 0) & (target_high < size[1]))
+    # Compiled, the sizes are symbolic: formatting them into the message
+    # would specialise the graph to them.
+    where = ('negative or not below the number of nodes' if is_compiling()
+             else _range_message(size))
+    torch._assert_async(
+        in_range, f"'edge_index' holds node indices {where} (run under "
+        f"torch_geometric.debug() to see which)")
 
 
 def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
-    r"""Checks that :obj:`edge_weight` is a finite, strictly positive
-    floating-point tensor of shape :obj:`[num_edges]` (it enters the
-    attention as :math:`\log w_{ij}`, so zero or negative weights have no
-    meaning)."""
+    r"""Checks that :obj:`edge_weight` is a floating-point tensor of shape
+    :obj:`[num_edges]` (metadata only)."""
     if not isinstance(edge_weight, Tensor):
         raise ValueError(f"'edge_weight' must be a torch.Tensor "
                          f"(got {type(edge_weight).__name__})")
@@ -70,9 +159,15 @@ def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
     if not edge_weight.is_floating_point():
         raise ValueError(f"'edge_weight' must be a floating-point tensor "
                          f"(got dtype {edge_weight.dtype})")
-    if not bool(torch.isfinite(edge_weight).all()):
-        raise ValueError("'edge_weight' contains NaN or infinite values")
-    if edge_weight.numel() > 0 and not bool((edge_weight > 0).all()):
-        raise ValueError(f"'edge_weight' must be strictly positive (got a "
-                         f"minimum of {float(edge_weight.min())}); drop an "
+
+
+def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
+    r"""Checks that :obj:`weight` is finite and strictly positive (it
+    enters the attention as :math:`\log w_{ij}`, so zero or negative
+    weights have no meaning; reads the data)."""
+    if not bool(torch.isfinite(weight).all()):
+        raise ValueError(f"'{name}' contains NaN or infinite values")
+    if weight.numel() > 0 and not bool((weight > 0).all()):
+        raise ValueError(f"'{name}' must be strictly positive (got a "
+                         f"minimum of {float(weight.min())}); drop an "
                          f"edge instead of giving it weight zero")

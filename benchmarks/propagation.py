@@ -27,7 +27,8 @@ import torch
 from benchmarks import common
 from benchmarks.common import GB, MB
 
-#: The output size of APNet's projection :math:`f` in every configuration.
+#: The output size of APNet's projection :math:`f` in every configuration
+#: (but the drop-in defaults' method, ``apnet_default``).
 PROJ_CHANNELS = 256
 
 NODE_COUNTS = (100, 1_000, 10_000, 100_000)
@@ -36,6 +37,13 @@ NODE_COUNTS = (100, 1_000, 10_000, 100_000)
 DEGREES = (4, 16, 64, 'complete')
 FEATURES = (256, 2048)
 PASSES = ('forward', 'forward+backward')
+
+#: The small real graph: Planetoid Cora, raw files read offline.
+PLANETOID_ROOT = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
+                          '..', 'shared', 'data', 'planetoid')
+#: Feature sizes on Cora besides the grid's: the hidden width of PyG's AGNN
+#: model on Cora, where a layer's fixed cost shows.
+CORA_FEATURES = (16, )
 
 QUICK_NODE_COUNTS = (100, )
 QUICK_DEGREES = (4, 'complete')
@@ -69,19 +77,55 @@ class Method:
     node_channels: Callable[[int], int]
 
 
+class NewGraphEachCall(torch.nn.Module):
+    r"""Calls :obj:`layer` with a copy of :obj:`edge_index`, so that
+    APNetConv cannot keep the CSR pattern of the previous call: the cost of
+    a call on a new graph (as in mini-batch training), pattern included."""
+    def __init__(self, layer: torch.nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor,
+                edge_index: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, edge_index.clone())
+
+
 def _apnet_sparse(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
-    return APNetConv(channels, proj_channels=PROJ_CHANNELS)
+    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
+                                      temperature=10.0, num_steps=1))
+
+
+def _proj_channels(method: str) -> Optional[int]:
+    if method in DEFAULTS:
+        import inspect
+
+        from apnet_pyg.nn import APNetConv
+        return inspect.signature(APNetConv).parameters[
+            'proj_channels'].default
+    return PROJ_CHANNELS if method.startswith('apnet') else None
+
+
+def _apnet_default(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+    return APNetConv(channels)
+
+
+def _apnet_default_new_graph(channels: int) -> torch.nn.Module:
+    return NewGraphEachCall(_apnet_default(channels))
 
 
 def _apnet_message_passing(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
-    return APNetConv(channels, proj_channels=PROJ_CHANNELS, fused=False)
+    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
+                                      temperature=10.0, num_steps=1,
+                                      fused=False))
 
 
 def _apnet_dense(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import DenseAPNetConv
-    return DenseAPNetConv(channels, proj_channels=PROJ_CHANNELS)
+    return DenseAPNetConv(channels, proj_channels=PROJ_CHANNELS,
+                          temperature=10.0, num_steps=1)
 
 
 def _agnn(channels: int) -> torch.nn.Module:
@@ -99,6 +143,14 @@ METHODS: Dict[str, Method] = {
     for method in [
         Method('apnet_sparse', 'APNetConv (sparse, fused)', False,
                _apnet_sparse, lambda F: PROJ_CHANNELS),
+        # The constructor defaults, as a PyG user drops the layer in, called
+        # with the same edge_index (full-batch training) and with a new one
+        # each call; on the small real graph only.
+        Method('apnet_default', 'APNetConv (defaults)', False,
+               _apnet_default, lambda F: F),
+        Method('apnet_default_new_graph',
+               'APNetConv (defaults, new edge_index each call)', False,
+               _apnet_default_new_graph, lambda F: F),
         Method('apnet_mp', 'APNetConv (message passing)', False,
                _apnet_message_passing, lambda F: PROJ_CHANNELS),
         Method('apnet_dense', 'DenseAPNetConv', True, _apnet_dense,
@@ -107,7 +159,9 @@ METHODS: Dict[str, Method] = {
         Method('gat', 'GATConv (PyG, heads=1)', False, _gat, lambda F: F),
     ]
 }
-SPARSE, DENSE = 'apnet_sparse', 'apnet_dense'
+SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
+#: Measured on the small real graph only.
+DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
 
 
 # ---------------------------------------------------------------------------
@@ -118,9 +172,10 @@ class GraphSpec:
     r"""A graph of the grid. :obj:`num_edges` counts directed edges without
     self-loops (an undirected edge counts twice); every layer adds the
     self-loops itself."""
-    kind: str  # 'random', 'complete' or 'wordnet'
+    kind: str  # 'random', 'complete', 'wordnet' or 'cora'
     num_nodes: int
     num_edges: int
+    path: str = ''  # Where a real graph is read from.
 
     @property
     def degree(self) -> float:
@@ -196,9 +251,31 @@ def _wordnet_graph():
     return wordnet_noun_graph()
 
 
+def cora_spec(root: str) -> Tuple[Optional[GraphSpec], str]:
+    r"""Planetoid Cora's size, read from :obj:`root/Cora/raw`, or
+    :obj:`None` and why not."""
+    try:
+        edge_index = _cora_edge_index(root)
+    except Exception as error:  # Missing files: skip, say why.
+        return None, f'Cora unavailable ({error})'.replace('\n', ' ')
+    loops = int((edge_index[0] == edge_index[1]).sum())
+    return GraphSpec('cora', int(edge_index.max()) + 1,
+                     edge_index.size(1) - loops, root), ''
+
+
+def _cora_edge_index(root: str) -> torch.Tensor:
+    from torch_geometric.io import read_planetoid_data
+    folder = osp.join(root, 'Cora', 'raw')
+    if not osp.isdir(folder):
+        raise FileNotFoundError(f'no folder {folder}')
+    return read_planetoid_data(folder, 'cora').edge_index
+
+
 def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
     if graph.kind == 'wordnet':
         return _wordnet_graph().edge_index
+    if graph.kind == 'cora':
+        return _cora_edge_index(graph.path)
     generator = torch.Generator().manual_seed(seed)
     return random_undirected_edges(graph.num_nodes, graph.num_edges,
                                    generator)
@@ -366,6 +443,8 @@ class Options:
     features: Tuple[int, ...] = FEATURES
     methods: Tuple[str, ...] = tuple(METHODS)
     wordnet: bool = True
+    cora: bool = True
+    planetoid_root: str = PLANETOID_ROOT
     refine: bool = True
     time_cap: float = 10.0
     memory_cap: float = 16 * GB
@@ -392,8 +471,7 @@ class Runner:
             'method': method, 'graph': graph.kind, 'N': graph.num_nodes,
             'E': graph.num_edges, 'degree': graph.degree,
             'edge_fraction': graph.edge_fraction, 'F': F,
-            'proj_channels': (PROJ_CHANNELS
-                              if method.startswith('apnet') else None),
+            'proj_channels': _proj_channels(method),
             'pass': pass_, 'device': self.options.device,
             'threads': self.options.threads, 'source': source,
             'runs': None, 'min_ms': None, 'median_ms': None,
@@ -522,35 +600,48 @@ class Runner:
 
 
 def grid(options: Options
-         ) -> Tuple[List[Tuple[str, GraphSpec, int]], str]:
+         ) -> Tuple[List[Tuple[str, GraphSpec, int]], Dict[str, str]]:
     r"""The configurations, smallest first so that time predictions can
-    scale from measured neighbours, and why WordNet is missing if it is."""
+    scale from measured neighbours, and why a real graph is missing if it
+    is (by kind)."""
     configurations = []
-    wordnet, why = (wordnet_spec() if options.wordnet else (None, ''))
+    missing = {}
+    wordnet, missing['wordnet'] = (wordnet_spec() if options.wordnet else
+                                   (None, ''))
+    cora, missing['cora'] = (cora_spec(options.planetoid_root)
+                             if options.cora else (None, ''))
+    # The drop-in defaults (proj_channels and all) are measured on the
+    # small real graph only; the grid compares the paper's configuration.
+    methods = [m for m in options.methods if m not in DEFAULTS]
+    if cora is not None:
+        for F in sorted(set(CORA_FEATURES) | set(options.features)):
+            for method in options.methods:
+                configurations.append((method, cora, F))
     for F in options.features:
         for N in options.nodes:
             for degree in options.degrees:
                 graph = random_graph_spec(N, degree)
                 if degree != 'complete' and graph.kind == 'complete':
                     continue  # The complete graph comes once, as 'complete'.
-                for method in options.methods:
+                for method in methods:
                     configurations.append((method, graph, F))
         if wordnet is not None:
-            for method in options.methods:
+            for method in methods:
                 configurations.append((method, wordnet, F))
-    return configurations, why
+    return configurations, missing
 
 
-def run_grid(options: Options, log=common.log) -> Tuple[List[dict], str]:
+def run_grid(options: Options,
+             log=common.log) -> Tuple[List[dict], Dict[str, str]]:
     runner = Runner(options, log)
-    configurations, wordnet_missing = grid(options)
+    configurations, missing = grid(options)
     log(f'{len(configurations)} configurations x {len(PASSES)} passes')
     for method, graph, F in configurations:
         runner.run(method, graph, F)
     if options.refine and SPARSE in options.methods and \
             DENSE in options.methods:
         refine_crossovers(runner, options, log)
-    return runner.rows, wordnet_missing
+    return runner.rows, missing
 
 
 # ---------------------------------------------------------------------------
@@ -726,6 +817,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='methods (default: all)')
     parser.add_argument('--no-wordnet', action='store_true',
                         help='skip the WordNet noun graph')
+    parser.add_argument('--no-cora', action='store_true',
+                        help='skip the small real graph (Planetoid Cora)')
+    parser.add_argument('--planetoid-root', default=PLANETOID_ROOT,
+                        help='folder holding Cora/raw/ind.cora.* (default: '
+                        '../shared/data/planetoid beside the repository)')
     parser.add_argument('--no-refine', action='store_true',
                         help='do not add degrees around the crossover')
     parser.add_argument('--time-cap', type=float, default=10.0,
@@ -760,6 +856,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
                                          FEATURES)),
         methods=tuple(args.methods or METHODS),
         wordnet=not (args.no_wordnet or quick),
+        cora=not (args.no_cora or quick),
+        planetoid_root=args.planetoid_root,
         refine=not (args.no_refine or quick),
         time_cap=args.time_cap,
         memory_cap=args.memory_cap_gb * GB,
@@ -787,13 +885,13 @@ def run(args: argparse.Namespace) -> str:
                f'{machine["gpu"]}, {options.threads} threads) -> {out_dir}')
 
     started = datetime.datetime.now()
-    rows, wordnet_missing = run_grid(options)
+    rows, missing = run_grid(options)
     elapsed = datetime.datetime.now() - started
 
     common.write_csv(osp.join(out_dir, 'propagation.csv'), rows, COLUMNS)
     crossovers = crossover_rows(rows, options)
     summary = propagation_report.write_report(
         out_dir, rows, crossovers, machine, options, slug, command,
-        started, elapsed, wordnet_missing)
+        started, elapsed, missing)
     print(summary)
     return out_dir

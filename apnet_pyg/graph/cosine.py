@@ -76,12 +76,13 @@ def _finish(source: List[Tensor], target: List[Tensor], perm: Optional[Tensor],
 def cosine_threshold_graph(
     x: Tensor,
     threshold: float = COS_40_DEGREES,
-    loop: bool = True,
     batch: Optional[Tensor] = None,
+    loop: bool = False,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     r"""Connects rows of :obj:`x` whose cosine similarity is at least
-    :obj:`threshold`,
+    :obj:`threshold` (the cosine counterpart of PyG's
+    :func:`~torch_geometric.nn.pool.radius_graph`, same argument order),
 
     .. math::
         (i, j) \in \mathcal{E} \iff \cos(\mathbf{x}_i, \mathbf{x}_j) \geq
@@ -99,11 +100,11 @@ def cosine_threshold_graph(
         x (torch.Tensor): Node features :math:`(N, F)`.
         threshold (float, optional): The threshold :math:`\epsilon \in
             [-1, 1]`. (default: :math:`\cos 40^{\circ}`)
-        loop (bool, optional): If :obj:`True`, every node gets a self-loop.
-            (default: :obj:`True`)
         batch (torch.Tensor, optional): Graph index of every node
             :math:`(N)`; edges connect only nodes of the same graph.
             (default: :obj:`None`)
+        loop (bool, optional): If :obj:`True`, every node gets a self-loop.
+            (default: :obj:`False`)
         chunk_size (int, optional): Rows per block. (default: automatic)
 
     :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
@@ -140,43 +141,51 @@ def cosine_threshold_graph(
 def cosine_knn_graph(
     x: Tensor,
     k: int,
-    loop: bool = True,
     batch: Optional[Tensor] = None,
-    symmetric: bool = True,
+    loop: bool = False,
+    flow: str = 'source_to_target',
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     r"""Connects every row of :obj:`x` to the :obj:`k` rows of highest
-    cosine similarity (a :math:`k`-NN graph in cosine distance), in plain
-    PyTorch: PyG's :func:`~torch_geometric.nn.pool.knn_graph` needs
-    :obj:`torch-cluster`.
+    cosine similarity: PyG's :func:`~torch_geometric.nn.pool.knn_graph`
+    with :obj:`cosine=True` (same arguments and edge direction), in plain
+    PyTorch (PyG's needs :obj:`torch-cluster`).
 
-    As in PyG, edges point from the neighbours to the node
-    (:obj:`flow="source_to_target"`), and with :obj:`loop=True` a node counts
-    itself among its :obj:`k` neighbours. A graph with fewer than :obj:`k`
-    candidates connects all of them. Similarities are computed in row blocks
-    as in :func:`cosine_threshold_graph`.
+    With :obj:`flow="source_to_target"`, edges point from the neighbours to
+    the node, so that every node is the target of :obj:`k` edges; with
+    :obj:`loop=True` a node counts itself among its :obj:`k` neighbours. A
+    graph with fewer than :obj:`k` candidates connects all of them.
+    Similarities are computed in row blocks as in
+    :func:`cosine_threshold_graph`. For an undirected graph, apply
+    :func:`torch_geometric.utils.to_undirected` (or use
+    :class:`~apnet_pyg.graph.CosineKNNGraph` with
+    :obj:`force_undirected=True`).
 
     Args:
         x (torch.Tensor): Node features :math:`(N, F)`.
         k (int): The number of neighbours.
-        loop (bool, optional): If :obj:`True`, a node may be its own
-            neighbour. (default: :obj:`True`)
         batch (torch.Tensor, optional): Graph index of every node
             :math:`(N)`; neighbours are searched within the same graph.
             (default: :obj:`None`)
-        symmetric (bool, optional): If :obj:`True`, adds the reverse of
-            every edge (the union of both directions). (default: :obj:`True`)
+        loop (bool, optional): If :obj:`True`, a node may be its own
+            neighbour. (default: :obj:`False`)
+        flow (str, optional): The flow direction when used in combination
+            with message passing (:obj:`"source_to_target"` or
+            :obj:`"target_to_source"`). (default: :obj:`"source_to_target"`)
         chunk_size (int, optional): Rows per block. (default: automatic)
 
     :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
-        source, then target, without repeated edges.
+        row, then column, without repeated edges.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"'k' must be a positive integer (got {k})")
+    if flow not in ('source_to_target', 'target_to_source'):
+        raise ValueError(f"'flow' must be 'source_to_target' or "
+                         f"'target_to_source' (got '{flow}')")
     h, ranges, perm = _normalized_graphs(x, batch)
     num_nodes = h.size(0)
 
-    source, target = [], []
+    neighbour, node = [], []
     for start, end in ranges:
         num_candidates = end - start if loop else end - start - 1
         num_neighbours = min(k, num_candidates)
@@ -190,12 +199,9 @@ def cosine_knn_graph(
                 block[rows, rows + row_start - start] = -math.inf
             neighbours = block.topk(num_neighbours, dim=1).indices + start
             nodes = torch.arange(row_start, row_end, device=h.device)
-            source.append(neighbours.reshape(-1))
-            target.append(nodes.repeat_interleave(num_neighbours))
+            neighbour.append(neighbours.reshape(-1))
+            node.append(nodes.repeat_interleave(num_neighbours))
 
-    if symmetric:
-        source, target = source + target, target + source
-    edge_index = _finish(source, target, perm, num_nodes, h.device)
-    if symmetric:  # The union may hold a pair twice.
-        edge_index = torch.unique_consecutive(edge_index, dim=1)
-    return edge_index
+    if flow == 'source_to_target':
+        return _finish(neighbour, node, perm, num_nodes, h.device)
+    return _finish(node, neighbour, perm, num_nodes, h.device)

@@ -9,167 +9,485 @@ Attention propagation needs two sparse products over the same pattern
 * SpMM (sparse-dense product), :math:`\mathbf{o}_i = \sum_j v_{ij}
   \mathbf{x}_j`, which aggregates the neighbours.
 
-Both run on a CSR tensor, which avoids materialising an
+Both run on CSR tensors (:class:`SparsePattern`, pointers from
+:func:`torch_geometric.index.index2ptr`), which avoids materialising an
 :math:`|\mathcal{E}| \times F` message tensor. Their backward passes are
 written here: PyTorch's own backward of a sparse product with respect to
-the sparse values builds a dense :math:`N \times N` matrix. Each backward is
-again an SDDMM or an SpMM (on the transposed pattern), implemented with the
-same autograd functions, so second derivatives work too. Under
-:func:`torch.compile` they run eagerly (TorchDynamo cannot trace sparse CSR
-tensors); the dense code around them is compiled.
+the sparse values builds a dense :math:`M \times N` matrix, and
+:meth:`torch_geometric.EdgeIndex.matmul` has no gradient for the values.
+Each backward is again an SDDMM or an SpMM (on the transposed pattern), so
+second derivatives work too.
 
-:func:`edge_cosine` fuses the normalisation into the SDDMM: its backward is
-one SpMM (on a symmetric pattern) plus one elementwise pass, where autograd
-through :func:`torch.nn.functional.normalize` would allocate and traverse
-several :math:`N \times F` temporaries. On CPU, where allocating and
-first touching a large tensor costs as much as reading it, this matters.
+:func:`edge_cosine` fuses the normalisation into the SDDMM and
+:func:`softmax_spmm` the edge softmax (and the self-loops, as a diagonal
+term) into the SpMM: their backward passes are one or two SpMMs plus
+elementwise passes, where autograd through
+:func:`torch.nn.functional.normalize` and a scatter softmax would allocate
+and traverse several :math:`N \times F` and :math:`|\mathcal{E}|`
+temporaries. On CPU, where allocating and first touching a large tensor
+costs as much as reading it, this matters.
+
+Under :func:`torch.compile`, every kernel runs as a
+:func:`torch.library.custom_op` with a fake (meta) implementation, inside
+an autograd function that TorchDynamo traces: one opaque operator each,
+forward and backward, and no graph break. In eager mode the same kernels
+are called directly, which saves the operator dispatch (tens of
+microseconds a call, what a small graph's whole layer costs).
 """
 import warnings
-from typing import Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-
-def _index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
-    # 32-bit CSR indices run ~20% faster in MKL and cuSPARSE; fall back to
-    # 64-bit only when they do not fit.
-    limit = torch.iinfo(torch.int32).max
-    return torch.int32 if max(num_rows, num_cols, nnz) < limit else torch.long
+from torch_geometric import is_compiling
+from torch_geometric.index import index2ptr
 
 
-def _csr_pointer(row: Tensor, num_rows: int) -> Tensor:
-    counts = torch.bincount(row, minlength=num_rows)
-    rowptr = row.new_zeros(num_rows + 1)
-    torch.cumsum(counts, dim=0, out=rowptr[1:])
-    return rowptr
-
-
-class SparsePattern:
-    r"""The sparsity pattern of an :math:`M \times N` matrix in CSR form,
-    together with the pattern of its transpose.
-
-    Build it with :meth:`from_coo`, which sorts the entries by row, then by
-    column. Stored entries may repeat (a repeated edge contributes one term
-    per copy, as in message passing).
+class SparsePattern(NamedTuple):
+    r"""The sparsity pattern of an :math:`M \times N` matrix in CSR form
+    (rows grouped, columns ascending within a row), with the CSR form of
+    its transpose; built by :func:`sparse_pattern`. Stored entries may
+    repeat (a repeated edge contributes one term per copy, as in message
+    passing). Index tensors are int32 whenever the sizes allow (faster in
+    MKL and cuSPARSE), int64 otherwise.
 
     Attributes:
-        rowptr (torch.Tensor): CSR row pointer, :obj:`[M + 1]`, int64.
-        row (torch.Tensor): row of each entry, :obj:`[nnz]`, int64.
-        col (torch.Tensor): column of each entry, :obj:`[nnz]`, int64.
-        size ((int, int)): :math:`(M, N)`.
-        transpose_perm (torch.Tensor): entry :obj:`k` of the transpose holds
-            the value of entry :obj:`transpose_perm[k]` of this pattern.
-        is_symmetric (bool): whether the transpose has the same pattern
-            (entry for entry), as for an undirected graph.
+        rowptr (torch.Tensor): CSR row pointer, :obj:`[M + 1]`.
+        row (torch.Tensor): row of each entry, :obj:`[nnz]`.
+        col (torch.Tensor): column of each entry, :obj:`[nnz]`.
+        rowptr_t (torch.Tensor): CSR row pointer of the transpose,
+            :obj:`[N + 1]`.
+        row_t (torch.Tensor): row of each entry of the transpose.
+        col_t (torch.Tensor): column of each entry of the transpose.
+        perm_t (torch.Tensor): entry :obj:`k` of the transpose holds the
+            value of entry :obj:`perm_t[k]` of this pattern (the other way
+            round if :obj:`transposed`).
+        transposed (bool): whether this is the :meth:`t` of a built
+            pattern.
     """
-    def __init__(self, rowptr: Tensor, row: Tensor, col: Tensor,
-                 size: Tuple[int, int], transpose_perm: Tensor,
-                 transpose: Optional['SparsePattern'] = None):
-        self.rowptr = rowptr
-        self.row = row
-        self.col = col
-        self.size = size
-        self.transpose_perm = transpose_perm
-        index_dtype = _index_dtype(size[0], size[1], row.numel())
-        self._csr_rowptr = rowptr.to(index_dtype)
-        self._csr_col = col.to(index_dtype)
-        self._transpose = transpose
-        self.is_symmetric = size[0] == size[1] and torch.equal(
-            col[transpose_perm], row) and torch.equal(row[transpose_perm], col)
+    rowptr: Tensor
+    row: Tensor
+    col: Tensor
+    rowptr_t: Tensor
+    row_t: Tensor
+    col_t: Tensor
+    perm_t: Tensor
+    transposed: bool = False
 
-    @classmethod
-    @torch.compiler.disable
-    def from_coo(cls, row: Tensor, col: Tensor,
-                 size: Tuple[int, int]) -> Tuple['SparsePattern', Tensor]:
-        r"""Builds the pattern of the entries :obj:`(row[k], col[k])`.
-
-        Returns:
-            The pattern and :obj:`perm`, such that entry :obj:`k` of the
-            pattern is input entry :obj:`perm[k]` (reorder per-entry values
-            with :obj:`values[perm]`).
-        """
-        num_rows, num_cols = size
-        perm = torch.argsort(row * num_cols + col, stable=True)
-        row, col = row[perm], col[perm]
-        transpose_perm = torch.argsort(col * num_rows + row, stable=True)
-        return cls(_csr_pointer(row, num_rows), row, col, size,
-                   transpose_perm), perm
+    @property
+    def size(self) -> Tuple[int, int]:
+        return self.rowptr.numel() - 1, self.rowptr_t.numel() - 1
 
     @property
     def nnz(self) -> int:
-        return self.row.numel()
+        return self.col.numel()
 
     def t(self) -> 'SparsePattern':
-        r"""The pattern of the transposed matrix (computed once, cached)."""
-        if self._transpose is None:
-            perm = self.transpose_perm
-            row_t, col_t = self.col[perm], self.row[perm]
-            inverse = torch.empty_like(perm)
-            inverse[perm] = torch.arange(perm.numel(), device=perm.device)
-            self._transpose = SparsePattern(
-                _csr_pointer(row_t, self.size[1]), row_t, col_t,
-                (self.size[1], self.size[0]), inverse, transpose=self)
-        return self._transpose
+        r"""The pattern of the transposed matrix (no computation)."""
+        return SparsePattern(self.rowptr_t, self.row_t, self.col_t,
+                             self.rowptr, self.row, self.col, self.perm_t,
+                             not self.transposed)
 
     def transpose_values(self, values: Tensor) -> Tensor:
         r"""The per-entry :obj:`values` reordered for the pattern
         :meth:`t`."""
-        return values[self.transpose_perm]
-
-    def to_sparse_csr(self, values: Tensor) -> Tensor:
-        r"""The CSR tensor with this pattern and :obj:`values` (first
-        dimension :obj:`nnz`)."""
-        with warnings.catch_warnings():
-            # "Sparse CSR tensor support is in beta state": we rely only on
-            # the two products below, which are stable and tested here.
-            warnings.simplefilter('ignore', UserWarning)
-            return torch.sparse_csr_tensor(self._csr_rowptr, self._csr_col,
-                                           values, self.size,
-                                           check_invariants=False)
+        return _transpose_values(values, self.perm_t, self.transposed)
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(size={self.size}, '
-                f'nnz={self.nnz})')
+        return f'SparsePattern(size={self.size}, nnz={self.nnz})'
 
 
-def _csr_matmul(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
-    csr = pattern.to_sparse_csr(values)
+def _transpose_values(values: Tensor, perm_t: Tensor,
+                      transposed: bool) -> Tensor:
+    if transposed:  # perm_t maps the other way: scatter, not gather
+        # (index_add of a permutation: index_copy takes no int32 index).
+        return torch.zeros_like(values).index_add(0, perm_t, values)
+    return values.index_select(0, perm_t)
+
+
+def _kernel(name: str, schema: str, fake: Callable) -> Callable:
+    r"""Registers the decorated function as the custom operator
+    :obj:`apnet_pyg::name` (with the :obj:`fake` implementation) and
+    returns a function that calls the operator under :func:`torch.compile`
+    (opaque to TorchDynamo) and the plain function otherwise."""
+    def register(function: Callable) -> Callable:
+        op = torch.library.custom_op(f'apnet_pyg::{name}', function,
+                                     mutates_args=(), schema=schema)
+        op.register_fake(fake)
+
+        def call(*args):
+            return op(*args) if is_compiling() else function(*args)
+
+        call.__name__ = call.__qualname__ = function.__name__
+        return call
+
+    return register
+
+
+# ---------------------------------------------------------------------------
+# Building the pattern
+# ---------------------------------------------------------------------------
+def _index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
+    # 32-bit CSR indices run ~20% faster in MKL and cuSPARSE; 64-bit only
+    # when they do not fit.
+    limit = torch.iinfo(torch.int32).max
+    return torch.int32 if max(num_rows, num_cols, nnz) < limit else torch.long
+
+
+def _is_sorted(key: Tensor) -> bool:
+    return key.numel() < 2 or bool((key[1:] >= key[:-1]).all())
+
+
+def _argsort(key: Tensor) -> Tensor:
+    if key.device.type == 'cpu':
+        # numpy's introsort runs 3-4x faster than torch.sort on CPU at
+        # these sizes. Ties (repeated edges) come in some fixed order, which
+        # is all a pattern needs.
+        return torch.from_numpy(np.argsort(key.numpy(), kind='quicksort'))
+    return torch.argsort(key)
+
+
+def _sparse_pattern_fake(row, col, num_rows, num_cols):
+    nnz = row.size(0)
+    dtype = _index_dtype(num_rows, num_cols, nnz)
+    sizes = (num_rows + 1, nnz, nnz, num_cols + 1, nnz, nnz, nnz)
+    return (*[row.new_empty(size, dtype=dtype) for size in sizes],
+            row.new_empty(nnz, dtype=torch.long))
+
+
+@_kernel('sparse_pattern',
+         '(Tensor row, Tensor col, SymInt num_rows, SymInt num_cols) -> '
+         '(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)',
+         _sparse_pattern_fake)
+def _sparse_pattern(row: Tensor, col: Tensor, num_rows: int,
+                    num_cols: int) -> Tuple[Tensor, ...]:
+    # On CPU, reading "is it sorted?" costs no host synchronisation, and a
+    # sort skipped saves most of the fixed cost of a small graph's layer.
+    on_cpu = row.device.type == 'cpu'
+    key = row * num_cols + col
+    if on_cpu and _is_sorted(key):  # Already sorted by (row, col).
+        perm = torch.arange(key.numel(), device=key.device)
+    else:
+        perm = _argsort(key)
+    sorted_by_col = on_cpu and _is_sorted(col * num_rows + row)
+    row, col = row.index_select(0, perm), col.index_select(0, perm)
+    if sorted_by_col:
+        # A coalesced edge_index read as its transpose: the transpose is in
+        # input order, no second sort.
+        perm_t = torch.empty_like(perm)
+        perm_t[perm] = torch.arange(perm.numel(), device=perm.device)
+    else:
+        # Sorted by (col, row), so that a symmetric pattern and its
+        # transpose have the same index arrays.
+        perm_t = _argsort(col * num_rows + row)
+    row_t, col_t = col.index_select(0, perm_t), row.index_select(0, perm_t)
+
+    dtype = _index_dtype(num_rows, num_cols, key.numel())
+    row, col, row_t, col_t, perm_t = (
+        t.to(dtype) for t in (row, col, row_t, col_t, perm_t))
+    return (index2ptr(row, num_rows), row, col, index2ptr(row_t, num_cols),
+            row_t, col_t, perm_t, perm)
+
+
+def sparse_pattern(row: Tensor, col: Tensor,
+                   size: Tuple[int, int]) -> Tuple[SparsePattern, Tensor]:
+    r"""Builds the pattern of the entries :obj:`(row[k], col[k])` of an
+    :math:`M \times N` matrix, without a host synchronisation (on CPU it
+    skips the sorts that an already sorted input does not need). The
+    indices must lie in range (the caller checks them).
+
+    Returns:
+        The pattern and :obj:`perm`, such that entry :obj:`k` of the
+        pattern is input entry :obj:`perm[k]` (reorder per-entry values
+        with :obj:`values[perm]`).
+    """
+    *tensors, perm = _sparse_pattern(row, col, size[0], size[1])
+    return SparsePattern(*tensors), perm
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+def _csr_matmul(rowptr: Tensor, col: Tensor, values: Tensor,
+                x: Tensor) -> Tensor:
+    num_rows = rowptr.numel() - 1
+    if col.numel() == 0:
+        return x.new_zeros(num_rows, x.size(1))
+    with warnings.catch_warnings():
+        # "Sparse CSR tensor support is in beta state": we rely only on
+        # the two products here, which are stable and tested.
+        warnings.simplefilter('ignore', UserWarning)
+        csr = torch.sparse_csr_tensor(rowptr, col, values,
+                                      (num_rows, x.size(0)),
+                                      check_invariants=False)
     x = x.contiguous()  # A strided (e.g. expanded) operand costs a slow path.
     if x.device.type == 'cpu':
         # `csr @ x` zero-fills a buffer and copies it into the result;
         # addmm with beta=0 writes the result directly (and ignores the
         # uninitialised memory, NaNs included).
-        out = x.new_empty(pattern.size[0], x.size(1))
+        out = x.new_empty(num_rows, x.size(1))
         return torch.addmm(out, csr, x, beta=0.0, out=out)
     return csr @ x
 
 
-def _sampled_dot(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
-    if pattern.nnz == 0:
-        return a.new_zeros(0)
-    zeros = a.new_zeros(pattern.nnz)
-    # b.t() must stay a transposed view: a contiguous [F, N] copy runs the
-    # kernel five times slower on CPU.
-    out = torch.sparse.sampled_addmm(pattern.to_sparse_csr(zeros),
-                                     a.contiguous(), b.contiguous().t(),
-                                     beta=0.0)
-    return out.values()
+def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    values = a.new_zeros(col.numel())
+    if col.numel() == 0:
+        return values
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)
+        csr = torch.sparse_csr_tensor(rowptr, col, values,
+                                      (a.size(0), b.size(0)),
+                                      check_invariants=False)
+    # Written into `values` (out=), which is then no view of a sparse
+    # tensor. b.t() must stay a transposed view: a contiguous [F, N] copy
+    # runs the kernel five times slower on CPU.
+    torch.sparse.sampled_addmm(csr, a.contiguous(), b.contiguous().t(),
+                               beta=0.0, out=csr)
+    return values
+
+
+@_kernel('spmm', '(Tensor rowptr, Tensor col, Tensor values, Tensor x) -> '
+         'Tensor', lambda rowptr, col, values, x: x.new_empty(
+             rowptr.size(0) - 1, x.size(1)))
+def _spmm_kernel(rowptr: Tensor, col: Tensor, values: Tensor,
+                 x: Tensor) -> Tensor:
+    return _csr_matmul(rowptr, col, values, x)
+
+
+@_kernel('sddmm', '(Tensor rowptr, Tensor col, Tensor a, Tensor b) -> Tensor',
+         lambda rowptr, col, a, b: a.new_empty(col.size(0)))
+def _sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
+                  b: Tensor) -> Tensor:
+    return _sampled_dot(rowptr, col, a, b)
+
+
+#: The lower bound of the norms in :func:`edge_cosine`, as in
+#: :func:`torch.nn.functional.normalize`. A constant rather than an argument:
+#: a float argument would turn symbolic under torch.compile(dynamic=True).
+NORM_EPS = 1e-12
+
+
+def _normalize(x: Tensor) -> Tuple[Tensor, Tensor]:
+    inv_norm = torch.linalg.vector_norm(x, dim=-1).clamp_min_(NORM_EPS)
+    inv_norm = inv_norm.reciprocal_()
+    return x * inv_norm.unsqueeze(-1), inv_norm
+
+
+def _edge_cosine_fake(rowptr, col, a, b):
+    h_b, inv_b = a.new_empty(0), a.new_empty(0)
+    if b is not None:
+        h_b, inv_b = torch.empty_like(b), b.new_empty(b.size(0))
+    return (a.new_empty(col.size(0)), torch.empty_like(a),
+            a.new_empty(a.size(0)), h_b, inv_b)
+
+
+@_kernel('edge_cosine',
+         '(Tensor rowptr, Tensor col, Tensor a, Tensor? b) -> '
+         '(Tensor, Tensor, Tensor, Tensor, Tensor)', _edge_cosine_fake)
+def _edge_cosine_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
+                        b: Optional[Tensor]) -> Tuple[Tensor, ...]:
+    # The cosines and, for the backward pass, the normalised rows and
+    # inverse norms of a and b (empty for b=None: b is a).
+    h_a, inv_a = _normalize(a)
+    if b is None:
+        return (_sampled_dot(rowptr, col, h_a, h_a), h_a, inv_a,
+                a.new_empty(0), a.new_empty(0))
+    h_b, inv_b = _normalize(b)
+    return _sampled_dot(rowptr, col, h_a, h_b), h_a, inv_a, h_b, inv_b
+
+
+def _edge_cosine_backward_fake(rowptr, row, col, rowptr_t, col_t, perm_t,
+                               transposed, grad_cos, cos, h_a, inv_a, h_b,
+                               inv_b, needs_grad_b):
+    if h_b is None or not needs_grad_b:
+        return torch.empty_like(h_a), h_a.new_empty(0)
+    return torch.empty_like(h_a), torch.empty_like(h_b)
+
+
+# The pattern, as the backward kernels take it (the arguments of
+# _backward_args).
+_PATTERN_SCHEMA = ('Tensor rowptr, Tensor row, Tensor col, Tensor rowptr_t, '
+                   'Tensor col_t, Tensor perm_t, bool transposed')
+
+
+@_kernel('edge_cosine_backward',
+         f'({_PATTERN_SCHEMA}, Tensor grad_cos, Tensor cos, Tensor h_a, '
+         f'Tensor inv_a, Tensor? h_b, Tensor? inv_b, bool needs_grad_b) -> '
+         f'(Tensor, Tensor)', _edge_cosine_backward_fake)
+def _edge_cosine_backward_kernel(
+        rowptr: Tensor, row: Tensor, col: Tensor, rowptr_t: Tensor,
+        col_t: Tensor, perm_t: Tensor, transposed: bool, grad_cos: Tensor,
+        cos: Tensor, h_a: Tensor, inv_a: Tensor, h_b: Optional[Tensor],
+        inv_b: Optional[Tensor], needs_grad_b: bool) -> Tuple[Tensor, Tensor]:
+    # With h = x / |x| and c_ij = <ha_i, hb_j>:
+    #   dL/da_i = (sum_j g_ij hb_j - s_i ha_i) / |a_i|,  s_i = sum_j g_ij c_ij
+    #   dL/db_j = (sum_i g_ij ha_i - t_j hb_j) / |b_j|,  t_j = sum_i g_ij c_ij
+    # and for b = a both terms add up.
+    grad_transposed = _transpose_values(grad_cos, perm_t, transposed)
+    weighted = grad_cos * cos
+    if h_b is None:
+        # One SpMM instead of two when the transpose has the same index
+        # arrays (both sorted the same way); checked on CPU only, where it
+        # costs no host synchronisation.
+        if (rowptr.device.type == 'cpu' and rowptr.numel() == rowptr_t.numel()
+                and torch.equal(rowptr, rowptr_t) and torch.equal(col, col_t)):
+            grad_a = _csr_matmul(rowptr, col, grad_cos + grad_transposed, h_a)
+        else:
+            grad_a = _csr_matmul(rowptr, col, grad_cos, h_a)
+            grad_a += _csr_matmul(rowptr_t, col_t, grad_transposed, h_a)
+        incident = inv_a.new_zeros(inv_a.numel())
+        incident.index_add_(0, row, weighted)
+        incident.index_add_(0, col, weighted)
+        grad_a.addcmul_(h_a, incident.unsqueeze(-1), value=-1.0)
+        return grad_a.mul_(inv_a.unsqueeze(-1)), grad_a.new_empty(0)
+
+    assert inv_b is not None
+    grad_a = _csr_matmul(rowptr, col, grad_cos, h_b)
+    incident = inv_a.new_zeros(inv_a.numel()).index_add_(0, row, weighted)
+    grad_a.addcmul_(h_a, incident.unsqueeze(-1), value=-1.0)
+    grad_a.mul_(inv_a.unsqueeze(-1))
+    if not needs_grad_b:
+        return grad_a, grad_a.new_empty(0)
+    grad_b = _csr_matmul(rowptr_t, col_t, grad_transposed, h_a)
+    incident = inv_b.new_zeros(inv_b.numel()).index_add_(0, col, weighted)
+    grad_b.addcmul_(h_b, incident.unsqueeze(-1), value=-1.0)
+    return grad_a, grad_b.mul_(inv_b.unsqueeze(-1))
+
+
+def _row_dot(a: Tensor, b: Tensor) -> Tensor:
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+
+
+def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
+    alpha_loop = logits.new_empty(0) if loop_logits is None else \
+        torch.empty_like(loop_logits)
+    return (x.new_empty(rowptr.size(0) - 1, x.size(1)),
+            torch.empty_like(logits), alpha_loop)
+
+
+@_kernel('softmax_spmm',
+         '(Tensor rowptr, Tensor row, Tensor col, Tensor logits, Tensor x, '
+         'Tensor? loop_logits) -> (Tensor, Tensor, Tensor)',
+         _softmax_spmm_fake)
+def _softmax_spmm_kernel(rowptr: Tensor, row: Tensor, col: Tensor,
+                         logits: Tensor, x: Tensor,
+                         loop_logits: Optional[Tensor]) -> Tuple[Tensor, ...]:
+    # The row maximum keeps exp() in range at any temperature.
+    row_max = torch.segment_reduce(logits, 'max', offsets=rowptr, unsafe=True)
+    if loop_logits is not None:
+        row_max = torch.maximum(row_max, loop_logits)
+    alpha = (logits - row_max.index_select(0, row)).exp_()
+    denominator = logits.new_zeros(rowptr.numel() - 1)
+    denominator.index_add_(0, row, alpha)
+    if loop_logits is None:
+        alpha.div_(denominator.index_select(0, row))
+        return _csr_matmul(rowptr, col, alpha, x), alpha, logits.new_empty(0)
+    alpha_loop = (loop_logits - row_max).exp_()
+    denominator += alpha_loop
+    alpha.div_(denominator.index_select(0, row))
+    alpha_loop /= denominator
+    out = _csr_matmul(rowptr, col, alpha, x)
+    out.addcmul_(alpha_loop.unsqueeze(-1), x[:alpha_loop.numel()])
+    return out, alpha, alpha_loop
+
+
+def _softmax_spmm_backward_fake(rowptr, row, col, rowptr_t, col_t, perm_t,
+                                transposed, x, out, alpha, alpha_loop,
+                                grad_out, grad_alpha, grad_alpha_loop,
+                                needs_grad_x):
+    grad_x = torch.empty_like(x) if needs_grad_x else x.new_empty(0)
+    grad_loop = alpha.new_empty(0) if alpha_loop is None else \
+        torch.empty_like(alpha_loop)
+    return torch.empty_like(alpha), grad_x, grad_loop
+
+
+@_kernel('softmax_spmm_backward',
+         f'({_PATTERN_SCHEMA}, Tensor x, Tensor out, Tensor alpha, '
+         f'Tensor? alpha_loop, Tensor grad_out, Tensor? grad_alpha, '
+         f'Tensor? grad_alpha_loop, bool needs_grad_x) -> '
+         f'(Tensor, Tensor, Tensor)', _softmax_spmm_backward_fake)
+def _softmax_spmm_backward_kernel(
+        rowptr: Tensor, row: Tensor, col: Tensor, rowptr_t: Tensor,
+        col_t: Tensor, perm_t: Tensor, transposed: bool, x: Tensor,
+        out: Tensor, alpha: Tensor, alpha_loop: Optional[Tensor],
+        grad_out: Tensor, grad_alpha: Optional[Tensor],
+        grad_alpha_loop: Optional[Tensor],
+        needs_grad_x: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    # out_i = sum_j alpha_ij x_j (+ alpha_ii x_i) and alpha = softmax(z), so
+    #   dL/dz_ij = alpha_ij (g_ij - sum_k alpha_ik g_ik),  g_ij = <go_i, x_j>,
+    # where sum_k alpha_ik g_ik = <go_i, out_i>: a row dot, no scatter.
+    grad = _sampled_dot(rowptr, col, grad_out, x)
+    row_sum = _row_dot(grad_out, out)
+    if grad_alpha is not None:  # The attention itself is used downstream.
+        grad += grad_alpha
+        row_sum.index_add_(0, row, alpha * grad_alpha)
+    grad_loop_logits = alpha.new_empty(0)
+    if alpha_loop is not None:
+        grad_loop = _row_dot(grad_out, x[:alpha_loop.numel()])
+        if grad_alpha_loop is not None:
+            grad_loop += grad_alpha_loop
+            row_sum.addcmul_(alpha_loop, grad_alpha_loop)
+        grad_loop_logits = grad_loop.sub_(row_sum).mul_(alpha_loop)
+    grad_logits = grad.sub_(row_sum.index_select(0, row)).mul_(alpha)
+    grad_x = x.new_empty(0)
+    if needs_grad_x:
+        grad_x = _csr_matmul(rowptr_t, col_t,
+                             _transpose_values(alpha, perm_t, transposed),
+                             grad_out)
+        if alpha_loop is not None:
+            grad_x[:alpha_loop.numel()].addcmul_(alpha_loop.unsqueeze(-1),
+                                                 grad_out)
+    return grad_logits, grad_x, grad_loop_logits
+
+
+# ---------------------------------------------------------------------------
+# Autograd functions
+# ---------------------------------------------------------------------------
+def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
+             inputs: List[Optional[Tensor]],
+             needs_grad: Tuple[bool, ...]) -> List[Optional[Tensor]]:
+    r"""The gradient of :obj:`outputs` with respect to those :obj:`inputs`
+    that need one (:obj:`None` for the others), itself differentiable: the
+    second-derivative path of the fused backward passes."""
+    pairs = [(out, grad) for out, grad in zip(outputs, grad_outputs)
+             if grad is not None]
+    wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
+    grads = iter(torch.autograd.grad([out for out, _ in pairs], wanted,
+                                     [grad for _, grad in pairs],
+                                     create_graph=True))
+    return [next(grads) if needed else None for needed in needs_grad]
+
+
+def _save(ctx, pattern: SparsePattern, *tensors: Optional[Tensor]) -> None:
+    # The pattern holds index tensors that autograd never differentiates:
+    # kept as an attribute, which costs less than saving seven tensors.
+    ctx.pattern = pattern
+    ctx.save_for_backward(*tensors)
+
+
+def _saved(ctx) -> Tuple[SparsePattern, Tuple[Optional[Tensor], ...]]:
+    return ctx.pattern, ctx.saved_tensors
+
+
+def _backward_args(pattern: SparsePattern) -> Tuple:
+    return (pattern.rowptr, pattern.row, pattern.col, pattern.rowptr_t,
+            pattern.col_t, pattern.perm_t, pattern.transposed)
 
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pattern: SparsePattern, values: Tensor,
                 x: Tensor) -> Tensor:
-        ctx.pattern = pattern
-        ctx.save_for_backward(values, x)
-        return _csr_matmul(pattern, values, x)
+        _save(ctx, pattern, values, x)
+        return _spmm_kernel(pattern.rowptr, pattern.col, values, x)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        values, x = ctx.saved_tensors
-        pattern = ctx.pattern
+        pattern, (values, x) = _saved(ctx)
         grad_values = grad_x = None
         if ctx.needs_input_grad[1]:
             # d out_i / d v_ij = x_j: an SDDMM of the output gradient with x.
@@ -184,14 +502,12 @@ class _SpMM(torch.autograd.Function):
 class _SDDMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
-        ctx.pattern = pattern
-        ctx.save_for_backward(a, b)
-        return _sampled_dot(pattern, a, b)
+        _save(ctx, pattern, a, b)
+        return _sddmm_kernel(pattern.rowptr, pattern.col, a, b)
 
     @staticmethod
     def backward(ctx, grad_values: Tensor):
-        a, b = ctx.saved_tensors
-        pattern = ctx.pattern
+        pattern, (a, b) = _saved(ctx)
         grad_a = grad_b = None
         if ctx.needs_input_grad[1]:
             grad_a = spmm(pattern, grad_values, b)
@@ -201,7 +517,102 @@ class _SDDMM(torch.autograd.Function):
         return None, grad_a, grad_b
 
 
-@torch.compiler.disable
+class _EdgeCosine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, pattern: SparsePattern, a: Tensor,
+                b: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
+            pattern.rowptr, pattern.col, a, b)
+        if b is None:  # The kernel's empty placeholders.
+            h_b = inv_b = None
+        _save(ctx, pattern, a, b, cos, h_a, inv_a, h_b, inv_b)
+        ctx.mark_non_differentiable(inv_a)
+        return cos, inv_a
+
+    @staticmethod
+    def backward(ctx, grad_cos: Tensor, _):
+        pattern, (a, b, cos, h_a, inv_a, h_b, inv_b) = _saved(ctx)
+        needs_grad = ctx.needs_input_grad[1:3]
+        if torch.is_grad_enabled():
+            # A second derivative is asked for: differentiate the composable
+            # version (normalize + differentiable SDDMM) instead.
+            h_a = F.normalize(a, p=2.0, dim=-1, eps=NORM_EPS)
+            h_b = h_a if b is None else F.normalize(b, p=2.0, dim=-1,
+                                                    eps=NORM_EPS)
+            grad_a, grad_b = _grad_of([sddmm(pattern, h_a, h_b)], [grad_cos],
+                                      [a, b], needs_grad)
+            return None, grad_a, grad_b, None
+
+        grad_a, grad_b = _edge_cosine_backward_kernel(
+            *_backward_args(pattern), grad_cos, cos, h_a, inv_a, h_b, inv_b,
+            needs_grad[1])
+        return (None, grad_a if needs_grad[0] else None,
+                grad_b if needs_grad[1] else None, None)
+
+
+class _SoftmaxSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, pattern: SparsePattern, logits: Tensor, x: Tensor,
+                loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor,
+                                                        Tensor]:
+        out, alpha, alpha_loop = _softmax_spmm_kernel(
+            pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits)
+        _save(ctx, pattern, logits, x, loop_logits, out, alpha,
+              None if loop_logits is None else alpha_loop)
+        ctx.set_materialize_grads(False)  # Often only `out` is used.
+        return out, alpha, alpha_loop
+
+    @staticmethod
+    def backward(ctx, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
+                 grad_alpha_loop: Optional[Tensor]):
+        pattern, (logits, x, loop_logits, out, alpha,
+                  alpha_loop) = _saved(ctx)
+        needs_grad = ctx.needs_input_grad[1:4]
+        if torch.is_grad_enabled():
+            # A second derivative is asked for: differentiate the composable
+            # version (softmax from torch operations + differentiable SpMM).
+            outputs = _composable_softmax_spmm(pattern, logits, x,
+                                               loop_logits)
+            grads = _grad_of(list(outputs),
+                             [grad_out, grad_alpha, grad_alpha_loop],
+                             [logits, x, loop_logits], needs_grad)
+            return None, *grads
+
+        if grad_out is None:  # Only the attention is used downstream.
+            grad_out = torch.zeros_like(out)
+        grad_logits, grad_x, grad_loop = _softmax_spmm_backward_kernel(
+            *_backward_args(pattern), x, out, alpha, alpha_loop, grad_out,
+            grad_alpha, grad_alpha_loop, needs_grad[1])
+        return (None, grad_logits if needs_grad[0] else None,
+                grad_x if needs_grad[1] else None,
+                grad_loop if needs_grad[2] else None)
+
+
+def _composable_softmax_spmm(
+        pattern: SparsePattern, logits: Tensor, x: Tensor,
+        loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    row = pattern.row
+    row_max = torch.segment_reduce(logits.detach(), 'max',
+                                   offsets=pattern.rowptr, unsafe=True)
+    if loop_logits is not None:
+        row_max = torch.maximum(row_max, loop_logits.detach())
+    exp = (logits - row_max.index_select(0, row)).exp()
+    denominator = exp.new_zeros(pattern.size[0]).index_add(0, row, exp)
+    alpha_loop = logits.new_empty(0)
+    if loop_logits is not None:
+        exp_loop = (loop_logits - row_max).exp()
+        denominator = denominator + exp_loop
+        alpha_loop = exp_loop / denominator
+    alpha = exp / denominator.index_select(0, row)
+    out = spmm(pattern, alpha, x)
+    if loop_logits is not None:
+        out = out + alpha_loop.unsqueeze(-1) * x[:alpha_loop.numel()]
+    return out, alpha, alpha_loop
+
+
+# ---------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------
 def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
     r"""Sparse-dense product :math:`\mathbf{o}_i = \sum_{(i, j)}
     v_{ij} \mathbf{x}_j`, differentiable in :obj:`values` and :obj:`x`
@@ -217,7 +628,6 @@ def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
     return _SpMM.apply(pattern, values, x)
 
 
-@torch.compiler.disable
 def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
     r"""Sampled dense-dense product :math:`v_{ij} = \langle \mathbf{a}_i,
     \mathbf{b}_j \rangle` for every entry :math:`(i, j)` of the pattern,
@@ -233,61 +643,62 @@ def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
     return _SDDMM.apply(pattern, a, b)
 
 
-class _EdgeCosine(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, pattern: SparsePattern, x: Tensor, eps: float) -> Tensor:
-        inv_norm = x.norm(p=2, dim=-1).clamp_min(eps).reciprocal()
-        h = x * inv_norm.unsqueeze(-1)
-        cos = _sampled_dot(pattern, h, h)
-        ctx.pattern, ctx.eps = pattern, eps
-        ctx.save_for_backward(x, h, inv_norm, cos)
-        return cos
-
-    @staticmethod
-    def backward(ctx, grad_cos: Tensor):
-        x, h, inv_norm, cos = ctx.saved_tensors
-        pattern = ctx.pattern
-        if torch.is_grad_enabled():
-            # A second derivative is asked for: differentiate the composable
-            # version (normalize + differentiable SDDMM) instead.
-            h = F.normalize(x, p=2.0, dim=-1, eps=ctx.eps)
-            grad_x, = torch.autograd.grad(sddmm(pattern, h, h), x, grad_cos,
-                                          create_graph=True)
-            return None, grad_x, None
-
-        # With h = x / |x| and c_ij = <h_i, h_j>, for every node k:
-        #   dL/dx_k = (sum_j g_kj h_j + sum_i g_ik h_i - s_k h_k) / |x_k|,
-        #   s_k = sum_j g_kj c_kj + sum_i g_ik c_ik.
-        grad_transposed = pattern.transpose_values(grad_cos)
-        if pattern.is_symmetric:  # One SpMM instead of two.
-            grad_x = _csr_matmul(pattern, grad_cos + grad_transposed, h)
-        else:
-            grad_x = _csr_matmul(pattern, grad_cos, h)
-            grad_x += _csr_matmul(pattern.t(), grad_transposed, h)
-        weighted = grad_cos * cos
-        incident = inv_norm.new_zeros(pattern.size[0])
-        incident.index_add_(0, pattern.row, weighted)
-        incident.index_add_(0, pattern.col, weighted)
-        grad_x.addcmul_(h, incident.unsqueeze(-1), value=-1.0)
-        grad_x.mul_(inv_norm.unsqueeze(-1))
-        return None, grad_x, None
-
-
-@torch.compiler.disable
-def edge_cosine(pattern: SparsePattern, x: Tensor,
-                eps: float = 1e-12) -> Tensor:
-    r"""Cosine similarity :math:`\cos(\mathbf{x}_i, \mathbf{x}_j)` for
-    every entry :math:`(i, j)` of a square pattern, equal to
-    :obj:`sddmm(pattern, h, h)` with :obj:`h = F.normalize(x, eps=eps)`, with
-    a fused backward (see the module docstring). A zero row has cosine
-    :math:`0` with every other row.
+def edge_cosine(pattern: SparsePattern, a: Tensor,
+                b: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    r"""Cosine similarity :math:`\cos(\mathbf{a}_i, \mathbf{b}_j)` for
+    every entry :math:`(i, j)` of the pattern, equal to
+    :obj:`sddmm(pattern, F.normalize(a), F.normalize(b))` (norms bounded
+    below by :data:`NORM_EPS`),
+    with a fused backward (see the module docstring). A zero row has cosine
+    :math:`0` with every row.
 
     Args:
-        pattern (SparsePattern): a square pattern :math:`(N, N)`.
-        x (torch.Tensor): :obj:`[N, F]`.
-        eps (float, optional): lower bound of the norms.
-            (default: :obj:`1e-12`)
+        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        a (torch.Tensor): :obj:`[M, F]`.
+        b (torch.Tensor, optional): :obj:`[N, F]`; :obj:`None` for
+            :obj:`b = a` (a square pattern), which saves an SpMM in the
+            backward pass of a symmetric pattern. (default: :obj:`None`)
 
-    :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in pattern order
+    :rtype: (:class:`torch.Tensor` :obj:`[nnz]`, :class:`torch.Tensor`
+        :obj:`[M]`): the cosines in pattern order, and the cosine of every
+        row of :obj:`a` with itself (the logit of a self-loop: :math:`1`,
+        or :math:`0` for a row of norm at most :data:`NORM_EPS`; constant)
     """
-    return _EdgeCosine.apply(pattern, x, eps)
+    if b is a:  # The same nodes (and one tensor given twice to autograd).
+        b = None
+    cos, inv_a = _EdgeCosine.apply(pattern, a, b)
+    # inv_a = 1 / max(|a_i|, eps) is below 1 / eps exactly when |a_i| > eps.
+    return cos, (inv_a < 1.0 / NORM_EPS).to(cos.dtype)
+
+
+def softmax_spmm(
+    pattern: SparsePattern,
+    logits: Tensor,
+    x: Tensor,
+    loop_logits: Optional[Tensor] = None,
+) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    r"""Attention aggregation: the softmax of :obj:`logits` over the
+    entries of every row, :math:`\alpha_{ij} = \exp(z_{ij}) / \sum_k
+    \exp(z_{ik})`, and the sparse-dense product :math:`\mathbf{o}_i =
+    \sum_j \alpha_{ij} \mathbf{x}_j`, differentiable in :obj:`logits`,
+    :obj:`x` and :obj:`loop_logits`, with a fused backward (see the module
+    docstring). A row without entries gets :math:`\mathbf{o}_i =
+    \mathbf{0}`.
+
+    Args:
+        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        logits (torch.Tensor): one logit per entry, :obj:`[nnz]`.
+        x (torch.Tensor): dense features, :obj:`[N, F]`.
+        loop_logits (torch.Tensor, optional): the logit :math:`z_{ii}` of a
+            self-loop on every row, :obj:`[M]` (:math:`M \leq N`), which
+            joins the softmax of its row and aggregates :math:`\mathbf{x}_i`
+            (:math:`-\infty` for none). (default: :obj:`None`)
+
+    :rtype: (:class:`torch.Tensor` :obj:`[M, F]`, :class:`torch.Tensor`
+        :obj:`[nnz]`, :class:`torch.Tensor` :obj:`[M]` or :obj:`None`): the
+        aggregation and the attention :math:`\alpha` (in pattern order) of
+        the entries and of the self-loops
+    """
+    out, alpha, alpha_loop = _SoftmaxSpMM.apply(pattern, logits, x,
+                                                loop_logits)
+    return out, alpha, None if loop_logits is None else alpha_loop

@@ -107,3 +107,29 @@ def test_train_step_quick(tmp_path):
     # keep that order too.
     assert all(times['total'] >= times[stage] for stage in train_step.STAGES)
     assert '| total |' in (tmp_path / 'train_step.md').read_text()
+
+
+def test_propagation_small_real_graph(tmp_path):
+    # The Cora row: the drop-in configuration against AGNNConv.
+    graph, why = propagation.cora_spec(str(tmp_path))
+    assert graph is None and why.startswith('Cora unavailable')
+    graph, why = propagation.cora_spec(propagation.PLANETOID_ROOT)
+    if graph is None:
+        pytest.skip(why)
+    assert (graph.kind, graph.num_nodes, graph.num_edges) == ('cora', 2708,
+                                                              10556)
+    main(['propagation', '--out', str(tmp_path), '--nodes', '40',
+          '--degrees', '4', '--features', '16', '--methods', 'apnet_default',
+          'agnn', '--no-wordnet', '--no-refine', '--min-runs', '2',
+          '--min-time', '0', '--quiet-wait', '0', '--time-cap', '5'])
+    _, rows = read_rows(tmp_path / 'propagation.csv')
+    cora = [row for row in rows if row['graph'] == 'cora']
+    assert {(row['method'], row['pass']) for row in cora} == {
+        (method, pass_) for method in ('apnet_default', 'agnn')
+        for pass_ in propagation.PASSES}
+    # The defaults' method runs on Cora only:
+    assert all(row['graph'] == 'cora' for row in rows
+               if row['method'] == 'apnet_default')
+    summary = (tmp_path / 'README.md').read_text()
+    assert '- Small graph (Cora, 2,708 nodes, 10,556 edges), F = 16' in summary
+    assert '## Small graph: Cora' in summary

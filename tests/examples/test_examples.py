@@ -50,3 +50,72 @@ def test_drop_in_example_runs(capsys, monkeypatch):
     monkeypatch.setattr('sys.argv', ['drop_in.py', '--epochs', '1'])
     drop_in.main()
     assert 'MLP + APNetConv: test accuracy' in capsys.readouterr().out
+
+
+def tiny_planetoid(num_nodes=60, seed=0):
+    r"""A small random citation-like graph with Planetoid's masks."""
+    import torch
+    from torch_geometric.data import Data
+    generator = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 3, (num_nodes, ), generator=generator)
+    x = (torch.rand(num_nodes, 20, generator=generator) < 0.2).float()
+    x[torch.arange(num_nodes), y] = 1.0  # A feature that carries the class.
+    edge_index = torch.randint(0, num_nodes, (2, 4 * num_nodes),
+                               generator=generator)
+    masks = torch.zeros(3, num_nodes, dtype=torch.bool)
+    masks[0, :20], masks[1, 20:40], masks[2, 40:] = True, True, True
+    return Data(x=x / x.sum(-1, keepdim=True), y=y, edge_index=edge_index,
+                train_mask=masks[0], val_mask=masks[1], test_mask=masks[2])
+
+
+def test_planetoid_example_table():
+    planetoid = load_example('planetoid')
+    table = planetoid.compare(tiny_planetoid(), seeds=[0, 1], epochs=3,
+                              log=lambda *args: None)
+    lines = table.splitlines()
+    assert len(lines) == 2 + 3  # header, rule, one row per layer
+    for line, name in zip(lines[2:], ['APNetConv', 'AGNNConv', 'GATConv']):
+        cells = [cell.strip() for cell in line.strip('|').split('|')]
+        assert cells[0] == name
+        mean, std = map(float, cells[1].split(' ± '))
+        assert 0 <= mean <= 100 and std >= 0
+
+
+def test_planetoid_example_search_never_reads_the_test_nodes():
+    from torch_geometric.data import Data
+    planetoid = load_example('planetoid')
+
+    class WithoutTest(Data):
+        def __getattr__(self, key):
+            if key == 'test_mask':
+                raise AssertionError('the search read the test nodes')
+            return super().__getattr__(key)
+
+    data = WithoutTest(**tiny_planetoid().to_dict())
+    configs = planetoid.grid_configs()
+    assert len(configs) == len(set(map(str, configs)))
+    # The projection's initialisation only varies with a projection:
+    assert all('proj_init' not in config for config in configs
+               if config['proj_channels'] is None)
+    results = planetoid.search(data, configs[:3], seeds=[0, 1], epochs=2,
+                               log=lambda *args: None)
+    means = [sum(result['val']) / 2 for result in results]
+    assert means == sorted(means, reverse=True)
+    report = planetoid.search_report(results, [0, 1], 2, 'command')
+    assert report.count('\n| ') == 1 + 3  # the header and 3 rows
+    assert 'never computes a test accuracy' in report
+
+
+def test_planetoid_example_reads_cora_offline(tmp_path):
+    import os.path as osp
+
+    import pytest
+    planetoid = load_example('planetoid')
+    if not osp.isdir(osp.join(planetoid.DEFAULT_RAW, 'Cora', 'raw')):
+        pytest.skip('the shared raw Planetoid files are not on this machine')
+    out = tmp_path / 'table.md'
+    planetoid.main(['--seeds', '1', '--epochs', '2', '--layers', 'APNetConv',
+                    '--out', str(out)])
+    assert out.read_text().startswith('| layer | test accuracy')
+    with pytest.raises(FileNotFoundError, match='--raw'):
+        planetoid.load_cora(str(tmp_path))

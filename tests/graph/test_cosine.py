@@ -42,16 +42,16 @@ def test_cosine_threshold_graph(loop):
 def test_cosine_threshold_graph_chunks_and_batch():
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(30, 4, generator=generator)
-    full = cosine_threshold_graph(x, threshold=0.3)
+    full = cosine_threshold_graph(x, threshold=0.3, loop=True)
     for chunk_size in [1, 7, 100]:
-        assert torch.equal(cosine_threshold_graph(x, 0.3,
+        assert torch.equal(cosine_threshold_graph(x, 0.3, loop=True,
                                                   chunk_size=chunk_size),
                            full)
 
     batch = torch.tensor([0] * 10 + [1] * 12 + [2] * 8)
-    edge_index = cosine_threshold_graph(x, 0.3, batch=batch)
+    edge_index = cosine_threshold_graph(x, 0.3, batch)
     expected = (similarity(x) >= 0.3) & (batch[:, None] == batch[None, :])
-    expected.fill_diagonal_(True)
+    expected.fill_diagonal_(False)  # loop=False by default, as in PyG
     assert edge_set(edge_index) == edge_set(expected.nonzero().t())
 
     # An unsorted batch vector gives the same graph:
@@ -74,7 +74,8 @@ def test_cosine_threshold_graph_zero_rows_and_empty():
     x = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
     edge_index = cosine_threshold_graph(x, loop=False)
     assert edge_set(edge_index) == {(1, 2), (2, 1)}
-    assert cosine_threshold_graph(torch.zeros(0, 3)).size() == (2, 0)
+    assert cosine_threshold_graph(torch.zeros(0, 3), loop=True).size() == (
+        2, 0)
 
 
 def test_cosine_threshold_graph_bad_input():
@@ -99,16 +100,30 @@ def test_cosine_knn_graph(loop):
         sim.fill_diagonal_(-math.inf)
     neighbours = sim.topk(5, dim=1).indices
 
-    edge_index = cosine_knn_graph(x, 5, loop=loop, symmetric=False)
+    edge_index = cosine_knn_graph(x, 5, loop=loop)
     expected = {(int(j), i) for i in range(25) for j in neighbours[i]}
     assert edge_set(edge_index) == expected
     # Every node is the target of exactly k edges:
     assert torch.bincount(edge_index[1], minlength=25).tolist() == [5] * 25
     assert bool((edge_index[0] == edge_index[1]).any()) == loop
+    key = edge_index[0] * 25 + edge_index[1]
+    assert bool((key[1:] > key[:-1]).all())  # sorted, no repeats
 
-    edge_index = cosine_knn_graph(x, 5, loop=loop)
-    assert edge_set(edge_index) == expected | {(i, j) for j, i in expected}
-    assert edge_index.size(1) == len(edge_set(edge_index))
+    # The other flow: every node is the source of k edges.
+    reverse = cosine_knn_graph(x, 5, loop=loop, flow='target_to_source')
+    assert edge_set(reverse) == {(i, j) for j, i in expected}
+
+
+def test_cosine_knn_graph_signature_matches_knn_graph():
+    # knn_graph(x, k, batch=None, loop=False, flow='source_to_target', ...)
+    import inspect
+
+    from torch_geometric.nn import knn_graph
+    ours = inspect.signature(cosine_knn_graph).parameters
+    theirs = inspect.signature(knn_graph).parameters
+    assert list(ours)[:5] == list(theirs)[:5]
+    for name in ['batch', 'loop', 'flow']:
+        assert ours[name].default == theirs[name].default
 
 
 def test_cosine_knn_graph_chunks_and_batch():
@@ -118,15 +133,14 @@ def test_cosine_knn_graph_chunks_and_batch():
     assert torch.equal(cosine_knn_graph(x, 3, chunk_size=3), full)
 
     batch = torch.tensor([0] * 12 + [1] * 6 + [2] * 2)
-    edge_index = cosine_knn_graph(x, 3, loop=False, batch=batch,
-                                  symmetric=False)
+    edge_index = cosine_knn_graph(x, 3, batch)
     assert bool((batch[edge_index[0]] == batch[edge_index[1]]).all())
     # The two-node graph has only one candidate per node:
     in_degree = torch.bincount(edge_index[1], minlength=20)
     assert in_degree.tolist() == [3] * 18 + [1] * 2
     for graph in range(3):
         nodes = (batch == graph).nonzero().view(-1)
-        alone = cosine_knn_graph(x[nodes], 3, loop=False, symmetric=False)
+        alone = cosine_knn_graph(x[nodes], 3)
         mask = batch[edge_index[0]] == graph
         assert edge_set(edge_index[:, mask]) == edge_set(nodes[alone])
 
@@ -138,3 +152,5 @@ def test_cosine_knn_graph_bad_input():
         cosine_knn_graph(torch.randn(4, 2), 2.5)
     with pytest.raises(ValueError, match="NaN"):
         cosine_knn_graph(torch.full((3, 2), math.inf), 2)
+    with pytest.raises(ValueError, match="'flow'"):
+        cosine_knn_graph(torch.randn(4, 2), 2, flow='sideways')

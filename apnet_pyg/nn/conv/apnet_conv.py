@@ -6,65 +6,120 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
 
+from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
-from torch_geometric.typing import Adj, OptTensor, SparseTensor
+from torch_geometric.nn.inits import glorot
+from torch_geometric.typing import (
+    Adj,
+    OptTensor,
+    PairTensor,
+    Size,
+    SparseTensor,
+)
 from torch_geometric.utils import (
-    add_remaining_self_loops,
     is_torch_sparse_tensor,
     softmax,
+    to_edge_index,
     to_torch_coo_tensor,
     to_torch_csc_tensor,
     to_torch_csr_tensor,
 )
 
-from apnet_pyg.nn.functional import SparsePattern, edge_cosine, spmm
+from apnet_pyg.nn.functional import (
+    SparsePattern,
+    edge_cosine,
+    softmax_spmm,
+    sparse_pattern,
+)
 from apnet_pyg.utils import (
+    assert_edge_index_in_range,
     check_edge_index,
     check_edge_weight,
-    check_node_features,
+    check_features,
+    check_finite,
+    check_positive_weights,
+    check_same_device,
+    value_checks_enabled,
 )
+
+#: Initialisations of the projection :math:`f`.
+PROJ_INITS = ('glorot', 'identity')
+
+
+class Projection(Linear):
+    r"""The bias-free projection :math:`f` of :class:`APNetConv`: a
+    :class:`~torch_geometric.nn.dense.Linear` (lazy with
+    :obj:`in_channels=-1`) initialised with Glorot or as the identity
+    (:func:`torch.nn.init.eye_`: :math:`W_{k,k} = 1`, zero elsewhere)."""
+    def __init__(self, in_channels: int, out_channels: int,
+                 init: str = 'glorot'):
+        self.init = init
+        super().__init__(in_channels, out_channels, bias=False,
+                         weight_initializer='glorot')
+
+    def reset_parameters(self):
+        if self.in_channels <= 0:  # Lazy: initialised on the first input.
+            return
+        if self.init == 'identity':
+            with torch.no_grad():
+                torch.nn.init.eye_(self.weight)
+        else:
+            glorot(self.weight)
 
 
 class PropagationParameters:
     r"""The parameters shared by :class:`APNetConv` and
     :class:`~apnet_pyg.nn.DenseAPNetConv` (same names, so their
     :obj:`state_dict` is interchangeable): the bias-free projection
-    :math:`f` (:obj:`lin`, identity for :obj:`proj_channels=None`) and the
+    :math:`f` (:obj:`lin`, or :obj:`lin_src` and :obj:`lin_dst` for a pair
+    of input sizes; the identity for :obj:`proj_channels=None`) and the
     temperature :math:`\gamma` (a parameter if learned, else a buffer)."""
-    def _init_propagation(self, in_channels: int,
+    def _init_propagation(self, in_channels: Union[int, Tuple[int, int]],
                           proj_channels: Optional[int], temperature: float,
-                          learn_temperature: bool, add_self_loops: bool,
-                          num_steps: int) -> None:
+                          learn_temperature: bool, num_steps: int,
+                          proj_init: str) -> None:
         if not math.isfinite(temperature):
             raise ValueError(f"'temperature' must be finite "
                              f"(got {temperature})")
-        if not isinstance(num_steps, int) or num_steps < 1:
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) \
+                or num_steps < 1:
             raise ValueError(f"'num_steps' must be a positive integer "
                              f"(got {num_steps})")
+        if proj_channels is not None and proj_channels <= 0:
+            raise ValueError(f"'proj_channels' must be positive or None "
+                             f"(got {proj_channels})")
+        if proj_init not in PROJ_INITS:
+            raise ValueError(f"'proj_init' must be one of {PROJ_INITS} "
+                             f"(got '{proj_init}')")
         self.in_channels = in_channels
         self.proj_channels = proj_channels
         self.initial_temperature = float(temperature)
         self.learn_temperature = learn_temperature
-        self.add_self_loops = add_self_loops
         self.num_steps = num_steps
+        self.proj_init = proj_init
 
-        if proj_channels is None:
-            self.lin = torch.nn.Identity()
-        elif proj_channels <= 0:
-            raise ValueError(f"'proj_channels' must be positive or None "
-                             f"(got {proj_channels})")
+        def projection(channels: int) -> torch.nn.Module:
+            if proj_channels is None:
+                return torch.nn.Identity()
+            return Projection(channels, proj_channels, proj_init)
+
+        if isinstance(in_channels, int):
+            self.lin = projection(in_channels)
+            self.lin_src = self.lin_dst = None
         else:
-            self.lin = Linear(in_channels, proj_channels, bias=False,
-                              weight_initializer='glorot')
+            self.lin = None
+            self.lin_src = projection(in_channels[0])
+            self.lin_dst = projection(in_channels[1])
         if learn_temperature:
             self.temperature = Parameter(torch.empty(()))
         else:
             self.register_buffer('temperature', torch.empty(()))
 
     def _reset_propagation(self) -> None:
-        if hasattr(self.lin, 'reset_parameters'):
-            self.lin.reset_parameters()
+        for lin in (self.lin, self.lin_src, self.lin_dst):
+            if hasattr(lin, 'reset_parameters'):
+                lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
 
@@ -73,6 +128,15 @@ class PropagationParameters:
                 f'proj_channels={self.proj_channels}, '
                 f'temperature={self.initial_temperature}, '
                 f'num_steps={self.num_steps})')
+
+
+# What the fused path honours of MessagePassing's arguments.
+_FUSED_KWARGS = {
+    'aggr': ('add', 'sum'),
+    'node_dim': (0, -2),
+    'decomposed_layers': (1, ),
+    'flow': ('source_to_target', 'target_to_source'),
+}
 
 
 class APNetConv(PropagationParameters, MessagePassing):
@@ -101,6 +165,13 @@ class APNetConv(PropagationParameters, MessagePassing):
     prior edge weight (*e.g.*, WordNet's :math:`1/d_{i,j}`; :math:`1` if not
     given, and for the added self-loops).
 
+    The defaults are the drop-in configuration, chosen on the validation
+    split of Planetoid Cora among 100 (see :obj:`examples/planetoid.py` and
+    :obj:`examples/results/planetoid_search.md`): a 16-d projection, a
+    fixed temperature of 0.5 and two steps. The APNet paper uses
+    :obj:`proj_channels=256, temperature=10.0, num_steps=1`, the
+    configuration of the zero-shot pipeline.
+
     Special cases: with :obj:`proj_channels=None` (:math:`f` the identity)
     and no edge weights, the layer equals
     :class:`~torch_geometric.nn.conv.AGNNConv` with :math:`\beta = \gamma`.
@@ -111,22 +182,61 @@ class APNetConv(PropagationParameters, MessagePassing):
     A node whose only neighbour is itself is returned unchanged; without
     self-loops, a node with no incoming edge is mapped to zero.
 
+    **Bipartite graphs.** For :obj:`x = (x_src, x_dst)` (source and target
+    nodes of different sets, *e.g.*, an edge type of a heterogeneous graph
+    under :func:`~torch_geometric.nn.to_hetero` or
+    :class:`~torch_geometric.nn.conv.HeteroConv`, or a layer of a sampled
+    mini-batch), :math:`\alpha_{i,j}` compares :math:`f(\mathbf{x}^{dst}_i)`
+    with :math:`f(\mathbf{x}^{src}_j)` and the output aggregates
+    :math:`\mathbf{x}^{src}_j`: shape :math:`(|\mathcal{V}_{dst}|, F_{src})`.
+    An :obj:`int` :obj:`in_channels` shares one projection :math:`f`
+    between both sides (:obj:`lin`); a pair :obj:`(F_src, F_dst)` gives
+    each side its own (:obj:`lin_src`, :obj:`lin_dst`), which is needed
+    when the two sides have different feature sizes. No self-loops are
+    added to a bipartite graph (its node sets differ). With
+    :obj:`num_steps > 1`, each step attends again from the targets' new
+    features (which live in the sources' feature space, so :obj:`lin_src`
+    projects them) to the unchanged sources. PyG's
+    :func:`~torch_geometric.nn.to_hetero` and
+    :class:`~torch_geometric.nn.conv.HeteroConv` refuse a layer with
+    :obj:`add_self_loops=True` on bipartite edge types (as they refuse
+    :class:`~torch_geometric.nn.conv.GATConv`): pass
+    :obj:`add_self_loops=False` there.
+
     The default (:obj:`fused=True`) path computes all cosines at once with a
     sampled dense-dense product (SDDMM) from precomputed normalised
-    projections and aggregates with a sparse-dense product (SpMM), with
-    hand-written backward passes (see :mod:`apnet_pyg.nn.functional`): no
-    :math:`|\mathcal{E}| \times F` message tensor is materialised.
-    :obj:`fused=False` runs PyG's generic gather/scatter message passing
-    (same result; supports PyG's explain and message hooks).
+    projections and aggregates with a fused softmax and sparse-dense product
+    (SpMM), with hand-written backward passes (see
+    :mod:`apnet_pyg.nn.functional`): no :math:`|\mathcal{E}| \times F`
+    message tensor is materialised. It honours the
+    :class:`~torch_geometric.nn.conv.MessagePassing` arguments :obj:`flow`,
+    :obj:`aggr="add"`, :obj:`node_dim` and :obj:`decomposed_layers=1` and
+    rejects any other. :obj:`fused=False` runs PyG's generic
+    gather/scatter message passing (same result; supports every
+    :class:`MessagePassing` argument, PyG's explain and message hooks).
+    Both paths compile with :obj:`torch.compile(conv, fullgraph=True)` for
+    an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input,
+    also with :obj:`dynamic=True`. In eager mode the layer keeps what it
+    derives from the graph alone (the CSR pattern, which nodes get a
+    self-loop) while it is called with the same, unmodified
+    :obj:`edge_index` tensor, as in full-batch training; a new or edited
+    tensor is read afresh.
+
+    Input checks: shapes, dtypes and devices always; node indices always
+    (out of range raises, without a host synchronisation); values (finite
+    features, strictly positive weights) under
+    :obj:`with torch_geometric.debug():`, in eager mode.
 
     Args:
-        in_channels (int): Size of each input sample, or :obj:`-1` to
-            derive it from the first input (lazy initialisation).
+        in_channels (int or tuple): Size of each input sample, or :obj:`-1`
+            to derive it from the first input (lazy initialisation). A tuple
+            corresponds to the sizes of source and target dimensionalities
+            of a bipartite graph, with one projection per side.
         proj_channels (int, optional): Output size of the projection
             :math:`f` in which cosines are measured. :obj:`None` makes
-            :math:`f` the identity. (default: :obj:`256`)
+            :math:`f` the identity. (default: :obj:`16`)
         temperature (float, optional): The temperature :math:`\gamma`.
-            (default: :obj:`10.0`)
+            (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
         add_self_loops (bool, optional): If set to :obj:`False`, will not add
@@ -134,7 +244,10 @@ class APNetConv(PropagationParameters, MessagePassing):
             weight; missing ones are added with weight :math:`1`.
             (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`1`)
+            (default: :obj:`2`)
+        proj_init (str, optional): Initialisation of :math:`f`:
+            :obj:`"glorot"` or :obj:`"identity"`. (default:
+            :obj:`"glorot"`)
         fused (bool, optional): Use the SDDMM/SpMM kernels (:obj:`True`) or
             generic message passing (:obj:`False`). (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
@@ -142,33 +255,47 @@ class APNetConv(PropagationParameters, MessagePassing):
 
     Shapes:
         - **input:**
-          node features :math:`(|\mathcal{V}|, F)`,
+          node features :math:`(|\mathcal{V}|, F)` or
+          :math:`((|\mathcal{V_s}|, F_{s}), (|\mathcal{V_t}|, F_{t}))`
+          if bipartite,
           edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency
-          :math:`(|\mathcal{V}|, |\mathcal{V}|)` (transposed, as
+          :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)` (transposed, as
           :obj:`adj_t` in PyG; its values are used as edge weights),
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F)` or
-          :math:`((|\mathcal{V}|, F), ((2, |\mathcal{E}|),
+          :math:`(|\mathcal{V}_t|, F_{s})` if bipartite, or
+          :math:`((|\mathcal{V}_t|, F_{s}), ((2, |\mathcal{E}|),
           (|\mathcal{E}|)))` if :obj:`return_attention_weights=True`
           (attention of shape :math:`(|\mathcal{E}|, T)` for
           :obj:`num_steps=T > 1`, one column per step)
     """
     def __init__(
         self,
-        in_channels: int,
-        proj_channels: Optional[int] = 256,
-        temperature: float = 10.0,
+        in_channels: Union[int, Tuple[int, int]],
+        proj_channels: Optional[int] = 16,
+        temperature: float = 0.5,
         learn_temperature: bool = False,
         add_self_loops: bool = True,
-        num_steps: int = 1,
+        num_steps: int = 2,
+        proj_init: str = 'glorot',
         fused: bool = True,
         **kwargs,
     ):
         kwargs.setdefault('aggr', 'add')
+        if fused:
+            for key, value in kwargs.items():
+                if value not in _FUSED_KWARGS.get(key, ()):
+                    raise ValueError(
+                        f"APNetConv(fused=True) cannot honour the "
+                        f"MessagePassing argument {key}={value!r}; pass "
+                        f"fused=False to run PyG's message passing, which "
+                        f"does")
         super().__init__(**kwargs)
         self._init_propagation(in_channels, proj_channels, temperature,
-                               learn_temperature, add_self_loops, num_steps)
+                               learn_temperature, num_steps, proj_init)
+        self.add_self_loops = add_self_loops
         self.fused = fused
+        self._cached_structure = None
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -177,22 +304,29 @@ class APNetConv(PropagationParameters, MessagePassing):
 
     def forward(
         self,
-        x: Tensor,
+        x: Union[Tensor, PairTensor],
         edge_index: Adj,
         edge_weight: OptTensor = None,
+        size: Size = None,
         return_attention_weights: Optional[bool] = None,
     ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]],
                Tuple[Tensor, Tensor]]:
         r"""Runs the forward pass of the module.
 
         Args:
-            x (torch.Tensor): The input node features.
-            edge_index (torch.Tensor or SparseTensor): The edge indices, or a
-                sparse adjacency :obj:`adj_t` (row = target node; a
-                :obj:`torch.sparse` tensor, or :obj:`torch_sparse`'s
-                :obj:`SparseTensor` when that is installed).
+            x (torch.Tensor or (torch.Tensor, torch.Tensor)): The input node
+                features, or the source and target node features of a
+                bipartite graph.
+            edge_index (torch.Tensor or SparseTensor): The edge indices
+                (a :class:`torch.Tensor` or
+                :class:`~torch_geometric.EdgeIndex`), or a sparse adjacency
+                :obj:`adj_t` (row = target node; a :obj:`torch.sparse`
+                tensor, or :obj:`torch_sparse`'s :obj:`SparseTensor` when
+                that is installed).
             edge_weight (torch.Tensor, optional): Strictly positive prior
                 weights :math:`w_{i,j}`, one per edge. (default: :obj:`None`)
+            size ((int, int), optional): The number of source and target
+                nodes; must match :obj:`x` when given. (default: :obj:`None`)
             return_attention_weights (bool, optional): Will additionally
                 return :obj:`(edge_index, attention_weights)` (the edges
                 including the added self-loops), or, for a sparse adjacency,
@@ -202,105 +336,283 @@ class APNetConv(PropagationParameters, MessagePassing):
                 value.
                 (default: :obj:`None`)
         """
-        check_node_features(x, 'x', channels=self.in_channels)
-        num_nodes = x.size(0)
+        x_src, x_dst, bipartite = self._node_features(x)
+        size = self._check_size(x_src, x_dst, size)
 
         sparse_layout = None
-        if (isinstance(edge_index, SparseTensor)
-                or is_torch_sparse_tensor(edge_index)) and \
-                self.flow != 'source_to_target':
+        if isinstance(edge_index, SparseTensor) or \
+                is_torch_sparse_tensor(edge_index):
+            sparse_layout = torch.sparse_coo
+            if is_torch_sparse_tensor(edge_index):
+                sparse_layout = edge_index.layout
+            edge_index, edge_weight = self._from_adjacency(
+                edge_index, edge_weight, size)
+        elif isinstance(edge_index, EdgeIndex):
+            edge_index = self._from_edge_index(edge_index, size)
+
+        check_edge_index(edge_index)
+        check_same_device(edge_index, 'edge_index', x_src)
+        log_weight = None
+        if edge_weight is not None:
+            check_edge_weight(edge_weight, edge_index.size(1))
+            check_same_device(edge_weight, 'edge_weight', x_src)
+            if value_checks_enabled():
+                check_positive_weights(edge_weight)
+            log_weight = edge_weight.log().to(x_src.dtype)
+
+        loop_kept, pattern, perm = self._graph_structure(
+            edge_index, size, bipartite)
+        if self.fused:
+            if log_weight is not None:
+                log_weight = log_weight.index_select(0, perm)
+            out, alpha, alpha_loop = self._fused_propagate(
+                x_src, x_dst, pattern, perm, log_weight, loop_kept,
+                bipartite, return_attention_weights is not None)
+        else:
+            out, alpha, alpha_loop = self._message_passing(
+                x_src, x_dst, edge_index, log_weight, loop_kept, size,
+                bipartite)
+
+        if return_attention_weights is None:
+            return out
+        if loop_kept is not None:  # Append the added self-loops.
+            loops = torch.arange(size[0], device=edge_index.device,
+                                 dtype=edge_index.dtype)[loop_kept]
+            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+            alpha = torch.cat([alpha, alpha_loop[loop_kept]], dim=0)
+        if sparse_layout is None:
+            return out, (edge_index, alpha)
+        return out, self._attention_as_sparse(edge_index, alpha, size,
+                                              sparse_layout)
+
+    # Inputs ##################################################################
+
+    def _node_features(self, x: Union[Tensor, PairTensor]
+                       ) -> Tuple[Tensor, Tensor, bool]:
+        pair = isinstance(self.in_channels, tuple)
+        if isinstance(x, Tensor):
+            if pair:
+                raise ValueError(f"APNetConv({self.in_channels}) has one "
+                                 f"projection per side of a bipartite graph "
+                                 f"and needs x=(x_src, x_dst)")
+            check_features(x, 'x', channels=self.in_channels)
+            if value_checks_enabled():
+                check_finite(x, 'x')
+            return x, x, False
+
+        if not isinstance(x, (tuple, list)) or len(x) != 2 or x[1] is None:
+            raise ValueError("'x' must be a tensor or a pair (x_src, x_dst) "
+                             "of tensors (the target features define the "
+                             "attention, so x_dst cannot be None)")
+        x_src, x_dst = x
+        channels = self.in_channels if pair else (self.in_channels, ) * 2
+        check_features(x_src, 'x[0]', channels=channels[0])
+        check_features(x_dst, 'x[1]', channels=channels[1])
+        check_same_device(x_dst, 'x[1]', x_src, 'x[0]')
+        if self.proj_channels is None and x_src.size(-1) != x_dst.size(-1):
+            raise ValueError(f"Without a projection (proj_channels=None) the "
+                             f"cosine compares x[0] and x[1] directly, so "
+                             f"they need the same number of features (got "
+                             f"{x_src.size(-1)} and {x_dst.size(-1)})")
+        if value_checks_enabled():
+            check_finite(x_src, 'x[0]')
+            check_finite(x_dst, 'x[1]')
+        return x_src, x_dst, True
+
+    @staticmethod
+    def _check_size(x_src: Tensor, x_dst: Tensor,
+                    size: Size) -> Tuple[int, int]:
+        expected = (x_src.size(0), x_dst.size(0))
+        if size is not None and tuple(size) != expected:
+            raise ValueError(f"'size' must be (num_source_nodes, "
+                             f"num_target_nodes) = {expected}, the node "
+                             f"counts of 'x' (got {tuple(size)})")
+        return expected
+
+    def _from_adjacency(self, adj_t, edge_weight: OptTensor,
+                        size: Tuple[int, int]) -> Tuple[Tensor, OptTensor]:
+        if self.flow != 'source_to_target':
             raise ValueError("A sparse adjacency is read as 'adj_t' (row = "
                              "target node) and needs "
                              "flow='source_to_target'")
-        if isinstance(edge_index, SparseTensor):
-            # torch_sparse's SparseTensor (optional dependency): adj_t.
-            target, source, value = edge_index.coo()
-            edge_weight = self._sparse_values(value, edge_weight)
-            edge_index = torch.stack([source, target], dim=0)
-            sparse_layout = torch.sparse_coo
-        elif is_torch_sparse_tensor(edge_index):
-            sparse_layout = edge_index.layout
-            if tuple(edge_index.shape[:2]) != (num_nodes, num_nodes):
-                raise ValueError(f"The sparse adjacency must have shape "
-                                 f"[{num_nodes}, {num_nodes}] "
-                                 f"(got {tuple(edge_index.shape)})")
-            adj_t = edge_index.to_sparse_coo().coalesce()
-            target, source = adj_t.indices()
-            edge_weight = self._sparse_values(adj_t.values(), edge_weight)
-            edge_index = torch.stack([source, target], dim=0)
-
-        check_edge_index(edge_index, num_nodes)
-        if edge_weight is not None:
-            check_edge_weight(edge_weight, edge_index.size(1))
-
-        if self.add_self_loops:
-            edge_index, edge_weight = add_remaining_self_loops(
-                edge_index, edge_weight, fill_value=1.0, num_nodes=num_nodes)
-
-        log_weight = None if edge_weight is None else edge_weight.log()
-
-        if self.fused:
-            out, alpha = self._fused_propagate(x, edge_index, log_weight)
-        else:
-            out, alpha = self._message_passing(x, edge_index, log_weight)
-
-        if return_attention_weights is not None:
-            if sparse_layout is None:
-                return out, (edge_index, alpha)
-            return out, self._attention_as_sparse(edge_index, alpha,
-                                                  num_nodes, sparse_layout)
-        return out
-
-    def _sparse_values(self, value: OptTensor,
-                       edge_weight: OptTensor) -> OptTensor:
         if edge_weight is not None:
             raise ValueError("Pass edge weights either as the values of the "
                              "sparse adjacency or as 'edge_weight', not both")
+        if tuple(adj_t.size()[:2]) != (size[1], size[0]):
+            raise ValueError(f"The sparse adjacency 'adj_t' must have shape "
+                             f"[{size[1]}, {size[0]}] (targets x sources; "
+                             f"got {tuple(adj_t.size())})")
+        if isinstance(adj_t, SparseTensor):
+            # torch_sparse's SparseTensor (optional dependency).
+            target, source, value = adj_t.coo()
+            index_t = torch.stack([target, source], dim=0)
+        else:
+            index_t, value = to_edge_index(adj_t)
         if value is None or not value.is_floating_point():
-            return None
-        return value
+            value = None  # Unit weights.
+        return index_t.flip(0), value
 
-    def _fused_propagate(self, x: Tensor, edge_index: Tensor,
-                         log_weight: OptTensor) -> Tuple[Tensor, Tensor]:
-        source, target = edge_index[self._source_row], edge_index[
-            1 - self._source_row]
-        num_nodes = x.size(0)
-        pattern, perm = SparsePattern.from_coo(target, source,
-                                               (num_nodes, num_nodes))
-        if log_weight is not None:
-            log_weight = log_weight[perm]
+    @staticmethod
+    def _from_edge_index(edge_index: EdgeIndex,
+                         size: Tuple[int, int]) -> Tensor:
+        sparse_size = edge_index.sparse_size()
+        if any(given is not None and given != expected
+               for given, expected in zip(sparse_size, size)):
+            raise ValueError(f"The EdgeIndex has sparse size {sparse_size}, "
+                             f"but 'x' has {size} source and target nodes")
+        return edge_index.as_tensor()
 
-        alphas = []
-        for _ in range(self.num_steps):
-            logits = self.temperature * edge_cosine(pattern, self.lin(x))
+    # Propagation #############################################################
+
+    def _graph_structure(
+        self,
+        edge_index: Tensor,
+        size: Tuple[int, int],
+        bipartite: bool,
+    ) -> Tuple[OptTensor, Optional[SparsePattern], OptTensor]:
+        r"""What depends on the graph alone: its range check, which nodes
+        get a self-loop (:obj:`None` for none) and, for the fused path, the
+        CSR pattern with its permutation of the edges. In eager mode, kept
+        while the layer sees the same, unmodified :obj:`edge_index` tensor
+        (as in full-batch training): the sorts are most of a small graph's
+        cost. Outside debug mode only (which checks every call)."""
+        key = (size, bipartite, self.flow, self.fused, self.add_self_loops)
+        cached = None if is_compiling() or value_checks_enabled() else \
+            self._cached_structure
+        if cached is not None and cached[0] is edge_index and \
+                cached[1] == edge_index._version and cached[2] == key:
+            return cached[3]
+
+        source_row = 0 if self.flow == 'source_to_target' else 1
+        row_sizes = size if source_row == 0 else (size[1], size[0])
+        assert_edge_index_in_range(edge_index, row_sizes)
+        source, target = edge_index[source_row], edge_index[1 - source_row]
+        # Self-loops for the nodes that have none; the others keep theirs.
+        loop_kept = None
+        if self.add_self_loops and not bipartite:
+            loop_kept = _lacks_self_loop(source, target, size[0])
+        pattern = perm = None
+        if self.fused:
+            pattern, perm = sparse_pattern(target, source, (size[1], size[0]))
+        structure = (loop_kept, pattern, perm)
+        if not is_compiling():
+            # A reference to edge_index itself: its memory cannot be reused
+            # by another tensor that would pass for it.
+            self._cached_structure = (edge_index, edge_index._version, key,
+                                      structure)
+        return structure
+
+    def _projections(self, x_src: Tensor, x_dst: Tensor, bipartite: bool,
+                     step: int) -> Tuple[Tensor, Optional[Tensor]]:
+        r""":math:`f(\mathbf{x}_{dst})` and :math:`f(\mathbf{x}_{src})`
+        (:obj:`None` when both sides are the same nodes)."""
+        if self.lin is None:
+            # After the first step the targets hold aggregated source
+            # features: the source side's projection applies.
+            lin_dst = self.lin_dst if step == 0 else self.lin_src
+            return lin_dst(x_dst), self.lin_src(x_src)
+        if not bipartite:
+            return self.lin(x_dst), None
+        return self.lin(x_dst), self.lin(x_src)
+
+    @staticmethod
+    def _next_step(out: Tensor, x_src: Tensor,
+                   bipartite: bool) -> Tuple[Tensor, Tensor]:
+        r"""The features of the next step's sources and targets: the
+        targets take the output; the sources of a bipartite graph stay."""
+        return (x_src if bipartite else out), out
+
+    def _fused_propagate(
+        self,
+        x_src: Tensor,
+        x_dst: Tensor,
+        pattern: SparsePattern,
+        perm: Tensor,
+        log_weight: OptTensor,
+        loop_kept: OptTensor,
+        bipartite: bool,
+        attention: bool,
+    ) -> Tuple[Tensor, OptTensor, OptTensor]:
+        alphas, loop_alphas = [], []
+        for step in range(self.num_steps):
+            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step)
+            cos, self_cos = edge_cosine(pattern, h_dst, h_src)
+            logits = self.temperature * cos
             if log_weight is not None:
                 logits = logits + log_weight
-            alpha = softmax(logits, pattern.row, pattern.rowptr,
-                            num_nodes=num_nodes)
-            x = spmm(pattern, alpha, x)
+            loop_logits = None
+            if loop_kept is not None:
+                # The self-loops join the softmax as a diagonal term (weight
+                # 1, cosine 1), rather than as edges of the pattern; a node
+                # with a self-loop of its own gets none (-inf).
+                loop_logits = torch.where(loop_kept,
+                                          self.temperature * self_cos,
+                                          -math.inf)
+            out, alpha, alpha_loop = softmax_spmm(pattern, logits, x_src,
+                                                  loop_logits)
+            x_src, x_dst = self._next_step(out, x_src, bipartite)
             alphas.append(alpha)
+            loop_alphas.append(alpha_loop)
 
+        if not attention:
+            return out, None, None
         # Back from (target, source)-sorted order to the order of edge_index.
         alpha = torch.stack(alphas, dim=-1)
-        alpha = alpha.new_empty(alpha.shape).index_copy_(0, perm, alpha)
-        return x, alpha.squeeze(-1) if self.num_steps == 1 else alpha
+        alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
+        alpha_loop = None
+        if loop_kept is not None:
+            alpha_loop = torch.stack(loop_alphas, dim=-1)
+        return out, *self._squeeze_steps(alpha, alpha_loop)
 
-    def _message_passing(self, x: Tensor, edge_index: Tensor,
-                         log_weight: OptTensor) -> Tuple[Tensor, Tensor]:
+    def _message_passing(
+        self,
+        x_src: Tensor,
+        x_dst: Tensor,
+        edge_index: Tensor,
+        log_weight: OptTensor,
+        loop_kept: OptTensor,
+        size: Tuple[int, int],
+        bipartite: bool,
+    ) -> Tuple[Tensor, Tensor, OptTensor]:
+        num_edges = edge_index.size(1)
+        if loop_kept is not None:
+            # Every node gets a self-loop edge (static shapes, no graph
+            # break), masked out (-inf) where the node has its own.
+            loops = torch.arange(size[0], device=edge_index.device,
+                                 dtype=edge_index.dtype)
+            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+            loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(
+                x_src.dtype)
+            if log_weight is None:
+                log_weight = loop_log_weight.new_zeros(num_edges)
+            log_weight = torch.cat([log_weight, loop_log_weight])
+
         alphas = []
-        for _ in range(self.num_steps):
-            h = F.normalize(self.lin(x), p=2.0, dim=-1)
-            # edge_updater_type: (h: Tensor, log_weight: OptTensor)
-            alpha = self.edge_updater(edge_index, h=h, log_weight=log_weight)
-            # propagate_type: (x: Tensor, alpha: Tensor)
-            x = self.propagate(edge_index, x=x, alpha=alpha)
+        for step in range(self.num_steps):
+            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step)
+            h_dst = F.normalize(h_dst, p=2.0, dim=-1)
+            h_src = h_dst if h_src is None else F.normalize(h_src, p=2.0,
+                                                            dim=-1)
+            # edge_updater_type: (h: PairTensor, log_weight: OptTensor)
+            alpha = self.edge_updater(edge_index, h=(h_src, h_dst),
+                                      log_weight=log_weight, size=size)
+            # propagate_type: (x: PairTensor, alpha: Tensor)
+            out = self.propagate(edge_index, x=(x_src, x_dst), alpha=alpha,
+                                 size=size)
+            x_src, x_dst = self._next_step(out, x_src, bipartite)
             alphas.append(alpha)
         alpha = torch.stack(alphas, dim=-1)
-        return x, alpha.squeeze(-1) if self.num_steps == 1 else alpha
+        alpha_loop = None
+        if loop_kept is not None:
+            alpha, alpha_loop = alpha[:num_edges], alpha[num_edges:]
+        return out, *self._squeeze_steps(alpha, alpha_loop)
 
-    @property
-    def _source_row(self) -> int:
-        return 0 if self.flow == 'source_to_target' else 1
+    def _squeeze_steps(self, alpha: Tensor,
+                       alpha_loop: OptTensor) -> Tuple[Tensor, OptTensor]:
+        if self.num_steps > 1:  # One column per step.
+            return alpha, alpha_loop
+        return alpha.squeeze(-1), (None if alpha_loop is None else
+                                   alpha_loop.squeeze(-1))
 
     def edge_update(self, h_i: Tensor, h_j: Tensor, log_weight: OptTensor,
                     index: Tensor, ptr: OptTensor,
@@ -313,13 +625,24 @@ class APNetConv(PropagationParameters, MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return alpha.view(-1, 1) * x_j
 
-    def _attention_as_sparse(self, edge_index: Tensor, alpha: Tensor,
-                             num_nodes: int, layout) -> Tensor:
+    @staticmethod
+    def _attention_as_sparse(edge_index: Tensor, alpha: Tensor,
+                             size: Tuple[int, int], layout) -> Tensor:
         # The input was adj_t (row = target), so the answer is too.
         index_t = edge_index.flip(0)
-        size = (num_nodes, num_nodes)
+        size_t = (size[1], size[0])
         if layout == torch.sparse_csr:
-            return to_torch_csr_tensor(index_t, alpha, size)
+            return to_torch_csr_tensor(index_t, alpha, size_t)
         if layout == torch.sparse_csc:
-            return to_torch_csc_tensor(index_t, alpha, size)
-        return to_torch_coo_tensor(index_t, alpha, size)
+            return to_torch_csc_tensor(index_t, alpha, size_t)
+        return to_torch_coo_tensor(index_t, alpha, size_t)
+
+
+def _lacks_self_loop(source: Tensor, target: Tensor,
+                     num_nodes: int) -> Tensor:
+    r"""Which nodes have no self-loop in the graph (:obj:`[num_nodes]`,
+    boolean), with static shapes: no graph break, no host
+    synchronisation."""
+    is_loop = (source == target).to(torch.float)
+    num_loops = is_loop.new_zeros(num_nodes).index_add_(0, target, is_loop)
+    return num_loops == 0

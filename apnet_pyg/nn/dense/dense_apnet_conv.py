@@ -5,7 +5,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from apnet_pyg.nn.conv.apnet_conv import PropagationParameters
-from apnet_pyg.utils import check_node_features
+from apnet_pyg.utils import (
+    check_features,
+    check_finite,
+    check_positive_weights,
+    check_same_device,
+    value_checks_enabled,
+)
 
 
 class DenseAPNetConv(PropagationParameters, torch.nn.Module):
@@ -16,40 +22,50 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
         \mathbf{X}^{\prime}_b = \mathbf{P}_b \mathbf{X}_b, \qquad
         P_{b,i,j} = \operatorname{softmax}_{j : A_{b,i,j} \neq 0} \left(
         \gamma \cdot \cos(f(\mathbf{x}_{b,i}), f(\mathbf{x}_{b,j}))
-        + \log W_{b,i,j} \right).
+        + \log A_{b,i,j} \right),
 
-    It has the same parameters (and :obj:`state_dict`) as
+    where the values of the adjacency are the prior edge weights
+    :math:`w_{i,j} = A_{b,i,j} > 0` (a boolean adjacency means unit
+    weights). It has the same parameters (and :obj:`state_dict`) as
     :class:`~apnet_pyg.nn.APNetConv`, costs :math:`O(N^2)` per graph, and is
     the faster choice for small or dense graphs, *e.g.*, the class graph of
     a zero-shot learning task.
 
     Like :class:`~torch_geometric.nn.dense.DenseGATConv`, row :math:`i` of
     the adjacency lists the nodes that node :math:`i` aggregates from:
-    :math:`A_{b,i,j} \neq 0` is an edge :math:`j \to i`. For a directed
-    :obj:`edge_index`, use
-    :obj:`to_dense_adj(edge_index, batch).transpose(1, 2)`.
+    :math:`A_{b,i,j} \neq 0` is an edge :math:`j \to i` (for an
+    :obj:`edge_index`, use :obj:`to_dense_adj(edge_index, batch,
+    edge_weight).transpose(1, 2)`; repeated edges add their weights, as in
+    :class:`~apnet_pyg.nn.APNetConv`). Unlike
+    :class:`~torch_geometric.nn.dense.DenseGATConv`, :obj:`add_loop` keeps
+    the weight of an existing self-loop and adds the missing ones with
+    weight :math:`1`, as the sparse layer does.
+
+    Input checks: shapes, dtypes and devices always; values (finite
+    features, finite and non-negative adjacency) under
+    :obj:`with torch_geometric.debug():`, in eager mode. It compiles with
+    :obj:`torch.compile(conv, fullgraph=True)`.
 
     Args:
-        in_channels (int): Size of each input sample.
+        in_channels (int): Size of each input sample, or :obj:`-1` to derive
+            it from the first input.
         proj_channels (int, optional): Output size of the projection
-            :math:`f`; :obj:`None` for the identity. (default: :obj:`256`)
+            :math:`f`; :obj:`None` for the identity. (default: :obj:`16`)
         temperature (float, optional): The temperature :math:`\gamma`.
-            (default: :obj:`10.0`)
+            (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
-        add_self_loops (bool, optional): If set to :obj:`False`, will not add
-            self-loops. Existing self-loops keep their weight; missing ones
-            are added with weight :math:`1`. (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`1`)
+            (default: :obj:`2`)
+        proj_init (str, optional): Initialisation of :math:`f`:
+            :obj:`"glorot"` or :obj:`"identity"`. (default:
+            :obj:`"glorot"`)
 
     Shapes:
         - **input:**
           node features :math:`(B, N, F)` or :math:`(N, F)`,
-          adjacency or boolean mask :math:`(B, N, N)` or :math:`(N, N)`
-          (broadcast over the batch),
-          edge weights :math:`(B, N, N)` or :math:`(N, N)` *(optional,
-          strictly positive on the edges, ignored elsewhere)*,
+          adjacency :math:`(B, N, N)` or :math:`(N, N)` (broadcast over the
+          batch; boolean, or non-negative weights),
           node mask :math:`(B, N)` *(optional)*
         - **output:** node features :math:`(B, N, F)`, and the attention
           :math:`(B, N, N)` (:math:`(B, N, N, T)` for :obj:`num_steps=T > 1`)
@@ -58,76 +74,93 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
     def __init__(
         self,
         in_channels: int,
-        proj_channels: Optional[int] = 256,
-        temperature: float = 10.0,
+        proj_channels: Optional[int] = 16,
+        temperature: float = 0.5,
         learn_temperature: bool = False,
-        add_self_loops: bool = True,
-        num_steps: int = 1,
+        num_steps: int = 2,
+        proj_init: str = 'glorot',
     ):
         super().__init__()
+        if not isinstance(in_channels, int):
+            raise ValueError(f"DenseAPNetConv takes one node set, so "
+                             f"'in_channels' must be an int (got "
+                             f"{in_channels})")
         self._init_propagation(in_channels, proj_channels, temperature,
-                               learn_temperature, add_self_loops, num_steps)
+                               learn_temperature, num_steps, proj_init)
         self.reset_parameters()
 
     def reset_parameters(self):
+        r"""Resets all learnable parameters of the module."""
         self._reset_propagation()
 
     def forward(
         self,
         x: Tensor,
         adj: Tensor,
-        edge_weight: Optional[Tensor] = None,
         mask: Optional[Tensor] = None,
+        add_loop: bool = True,
         return_attention_weights: bool = False,
     ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         r"""Forward pass.
 
         Args:
-            x (torch.Tensor): Node features :math:`(B, N, F)`, with batch
-                size :math:`B` and (maximum) number of nodes :math:`N`.
-            adj (torch.Tensor): Adjacency :math:`(B, N, N)`; non-zero (or
-                :obj:`True`) entries are edges.
-            edge_weight (torch.Tensor, optional): Prior weights
-                :math:`W_{b,i,j} > 0` on the edges. (default: :obj:`None`)
-            mask (torch.Tensor, optional): Boolean node mask :math:`(B, N)`
-                of the valid (non-padding) nodes. (default: :obj:`None`)
+            x (torch.Tensor): Node feature tensor
+                :math:`\mathbf{X} \in \mathbb{R}^{B \times N \times F}`, with
+                batch-size :math:`B`, (maximum) number of nodes :math:`N` for
+                each graph, and feature dimension :math:`F`.
+            adj (torch.Tensor): Adjacency tensor
+                :math:`\mathbf{A} \in \mathbb{R}^{B \times N \times N}`; its
+                non-zero entries are the edges and their (strictly positive)
+                weights.
+            mask (torch.Tensor, optional): Mask matrix
+                :math:`\mathbf{M} \in {\{ 0, 1 \}}^{B \times N}` indicating
+                the valid nodes for each graph. (default: :obj:`None`)
+            add_loop (bool, optional): If set to :obj:`False`, the layer will
+                not automatically add self-loops to the adjacency matrices.
+                (default: :obj:`True`)
             return_attention_weights (bool, optional): Also return the
                 attention matrix. (default: :obj:`False`)
         """
         x = x.unsqueeze(0) if x.dim() == 2 else x
-        check_node_features(x, 'x', dim=3, channels=self.in_channels)
+        adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
+        check_features(x, 'x', dim=3, channels=self.in_channels)
         B, N, _ = x.size()
-        edges = self._edge_mask(adj, mask, B, N)
+        if adj.dim() != 3 or adj.shape[1:] != (N, N) or \
+                adj.size(0) not in (1, B):
+            raise ValueError(f"'adj' must have shape [{B}, {N}, {N}] or "
+                             f"[{N}, {N}] (got {tuple(adj.shape)})")
+        check_same_device(adj, 'adj', x)
+        if mask is not None:
+            if mask.shape != (B, N):
+                raise ValueError(f"'mask' must have shape [{B}, {N}] "
+                                 f"(got {tuple(mask.shape)})")
+            check_same_device(mask, 'mask', x)
+            mask = mask.bool()
 
+        edges = adj != 0
+        if mask is not None:
+            edges = edges & mask.unsqueeze(1) & mask.unsqueeze(2)
         log_weight = None
-        if edge_weight is not None:
-            edge_weight = edge_weight.unsqueeze(0) \
-                if edge_weight.dim() == 2 else edge_weight
-            if edge_weight.dim() != 3 or edge_weight.shape[1:] != (N, N) \
-                    or edge_weight.size(0) not in (1, B):
-                raise ValueError(f"'edge_weight' must have shape [{B}, {N}, "
-                                 f"{N}] or [{N}, {N}] (got "
-                                 f"{tuple(edge_weight.shape)})")
-            on_edges = edge_weight.expand(B, N, N)[edges]
-            if not bool(torch.isfinite(on_edges).all()):
-                raise ValueError("'edge_weight' contains NaN or infinite "
-                                 "values on edges")
-            if not bool((on_edges > 0).all()):
-                raise ValueError("'edge_weight' must be strictly positive on "
-                                 "the edges of 'adj'")
-            # Off-edge entries (possibly zero) never reach the log, so they
-            # cannot produce NaN gradients.
-            log_weight = torch.where(edges, edge_weight,
-                                     torch.ones_like(edge_weight)).log()
+        if adj.dtype != torch.bool:
+            weight = adj.to(x.dtype)
+            if value_checks_enabled():
+                check_finite(x, 'x')
+                check_positive_weights(
+                    weight.expand(B, N, N)[edges.expand(B, N, N)], 'adj')
+            # Off-edge entries (zero) never reach the log, so they cannot
+            # produce NaN gradients.
+            log_weight = torch.where(edges, weight, 1.0).log()
+        elif value_checks_enabled():
+            check_finite(x, 'x')
 
-        if self.add_self_loops:
-            diagonal = torch.eye(N, dtype=torch.bool, device=x.device)
-            valid = torch.ones(B, N, dtype=torch.bool, device=x.device) \
-                if mask is None else mask.bool()
-            new_loops = diagonal & valid.unsqueeze(-1) & ~edges
+        if add_loop:
+            valid = x.new_ones(B, N, dtype=torch.bool) if mask is None \
+                else mask
+            new_loops = torch.eye(N, dtype=torch.bool, device=x.device) & \
+                valid.unsqueeze(-1) & ~edges
             edges = edges | new_loops
             if log_weight is not None:  # Added self-loops get weight 1.
-                log_weight = log_weight.masked_fill(new_loops, 0.0)
+                log_weight = torch.where(new_loops, 0.0, log_weight)
 
         # A row without any edge (padding, or an isolated node without
         # self-loops) gets zero attention instead of a 0/0 softmax.
@@ -151,22 +184,3 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
                 alphas, dim=-1)
             return x, alpha
         return x
-
-    @staticmethod
-    def _edge_mask(adj: Tensor, mask: Optional[Tensor], B: int,
-                   N: int) -> Tensor:
-        adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
-        if adj.dim() != 3 or adj.shape[1:] != (N, N) or \
-                adj.size(0) not in (1, B):
-            raise ValueError(f"'adj' must have shape [{B}, {N}, {N}] or "
-                             f"[{N}, {N}] (got {tuple(adj.shape)})")
-        if adj.is_floating_point() and not bool(torch.isfinite(adj).all()):
-            raise ValueError("'adj' contains NaN or infinite values")
-        edges = (adj != 0).expand(B, N, N)
-        if mask is not None:
-            if mask.shape != (B, N):
-                raise ValueError(f"'mask' must have shape [{B}, {N}] "
-                                 f"(got {tuple(mask.shape)})")
-            mask = mask.bool()
-            edges = edges & mask.unsqueeze(1) & mask.unsqueeze(2)
-        return edges

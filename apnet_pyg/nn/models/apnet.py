@@ -111,7 +111,7 @@ class APNet(torch.nn.Module):
             self.conv = APNetConv(class_channels, proj_channels,
                                   temperature=propagation_temperature,
                                   learn_temperature=False,
-                                  num_steps=num_steps)
+                                  num_steps=num_steps, proj_init='glorot')
         self.head = RelationHead(class_channels, image_channels,
                                  hidden_channels, score)
 

@@ -1,9 +1,13 @@
 import math
+import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.autograd import gradcheck
 
+import torch_geometric
+from torch_geometric import EdgeIndex
 from torch_geometric.data import Batch, Data
 from torch_geometric.nn import AGNNConv
 from torch_geometric.utils import (
@@ -30,19 +34,72 @@ def graph(num_nodes=8, num_edges=20, channels=6, seed=0, weighted=True,
 
 def conv64(*args, seed=0, **kwargs):
     torch.manual_seed(seed)
+    kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
     return APNetConv(*args, **kwargs).double()
+
+
+def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
+                        edge_weight=None, temperature=1.0, num_steps=1):
+    r"""The bipartite layer from its equation, with dense matrices:
+    :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W_t x^t_i, W_s
+    x^s_j))` over the edges :math:`j \to i`, no self-loops; a further step
+    attends from the output (projected by :math:`W_s`, as it holds source
+    features) to the same sources."""
+    prior = x_src.new_zeros(x_dst.size(0), x_src.size(0))
+    if edge_weight is None:
+        edge_weight = x_src.new_ones(edge_index.size(1))
+    prior.index_put_((edge_index[1], edge_index[0]), edge_weight,
+                     accumulate=True)
+    h_src = F.normalize(x_src @ weight_src.t(), dim=-1)
+    h_dst = F.normalize(x_dst @ weight_dst.t(), dim=-1)
+    for _ in range(num_steps):
+        scores = torch.exp(temperature * (h_dst @ h_src.t())) * prior
+        denominator = scores.sum(dim=-1, keepdim=True)
+        alpha = scores / torch.where(denominator > 0, denominator,
+                                     torch.ones_like(denominator))
+        out = alpha @ x_src
+        h_dst = F.normalize(out @ weight_src.t(), dim=-1)
+    return out
+
+
+def test_apnet_conv_defaults(make_random_graph, apnet_reference):
+    x, edge_index, _ = graph(channels=32, dtype=torch.float64,
+                             make_random_graph=make_random_graph)
+    conv = APNetConv(32).double()
+    # The drop-in defaults (chosen on Cora's validation split,
+    # examples/results/planetoid_search.md):
+    assert str(conv) == ('APNetConv(32, proj_channels=16, temperature=0.5, '
+                         'num_steps=2)')
+    assert conv.lin.weight.size() == (16, 32)
+    assert conv.temperature.item() == 0.5
+    assert not conv.temperature.requires_grad
+    assert conv.proj_init == 'glorot' and conv.add_self_loops and conv.fused
+    assert torch.allclose(
+        conv(x, edge_index),
+        apnet_reference(x, edge_index, conv.lin.weight, temperature=0.5,
+                        num_steps=2), atol=1e-12)
+    dense = DenseAPNetConv(32).double()
+    assert str(dense) == str(conv).replace('APNetConv', 'DenseAPNetConv')
+    dense.load_state_dict(conv.state_dict())
+
+    # The paper's configuration, as the ZSL model passes it:
+    paper = APNetConv(16, 256, temperature=10.0, num_steps=1)
+    assert str(paper) == ('APNetConv(16, proj_channels=256, '
+                          'temperature=10.0, num_steps=1)')
+    assert paper.lin.weight.size() == (256, 16)
+
+
+def test_apnet_conv_identity_init():
+    conv = APNetConv(16, 16, proj_init='identity')
+    assert torch.equal(conv.lin.weight, torch.eye(16))
+    conv = APNetConv(16, 8, proj_init='identity')
+    assert torch.equal(conv.lin.weight, torch.eye(8, 16))
 
 
 def test_apnet_conv(make_random_graph):
     x, edge_index, _ = graph(channels=16, dtype=torch.float32,
                              make_random_graph=make_random_graph)
-    conv = APNetConv(16, 32)
-    assert str(conv) == ('APNetConv(16, proj_channels=32, temperature=10.0, '
-                         'num_steps=1)')
-    assert conv.lin.weight.size() == (32, 16)
-    assert conv.temperature.item() == 10.0
-    assert not conv.temperature.requires_grad
-
+    conv = APNetConv(16, 32, temperature=10.0, num_steps=1)
     out = conv(x, edge_index)
     assert out.size() == (8, 16)
     assert out.dtype == torch.float32
@@ -50,52 +107,64 @@ def test_apnet_conv(make_random_graph):
     out, (edge_index_out, alpha) = conv(x, edge_index,
                                         return_attention_weights=True)
     assert edge_index_out.size(1) == edge_index.size(1) + 8  # self-loops
+    assert torch.equal(edge_index_out[:, :edge_index.size(1)], edge_index)
     assert alpha.size() == (edge_index_out.size(1), )
     assert bool((alpha > 0).all())
     row_sum = torch.zeros(8).index_add_(0, edge_index_out[1], alpha)
     assert torch.allclose(row_sum, torch.ones(8), atol=1e-6)
 
+    with torch.no_grad():
+        conv.temperature.fill_(3.0)
     conv.reset_parameters()
     assert conv.temperature.item() == 10.0
 
 
+@pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('num_steps', [1, 3])
 @pytest.mark.parametrize('weighted', [False, True])
-def test_apnet_conv_equals_reference(num_steps, weighted, apnet_reference,
-                                     make_random_graph):
+def test_apnet_conv_equals_reference(fused, num_steps, weighted,
+                                     apnet_reference, make_random_graph):
     x, edge_index, edge_weight = graph(weighted=weighted,
                                        make_random_graph=make_random_graph)
-    x.requires_grad_()
+    # Two nodes with self-loops of their own (which keep their weight):
+    edge_index = torch.cat([edge_index, torch.tensor([[1, 5], [1, 5]])], 1)
     if weighted:
+        edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0,
+                                                                      .5])])
         edge_weight.requires_grad_()
+    x.requires_grad_()
 
-    for fused in [True, False]:
-        conv = conv64(6, 4, temperature=3.0, learn_temperature=True,
-                      num_steps=num_steps, fused=fused)
-        out = conv(x, edge_index, edge_weight)
-        expected = apnet_reference(x, edge_index, conv.lin.weight,
-                                   edge_weight, conv.temperature, num_steps)
-        assert torch.allclose(out, expected, atol=1e-10)
+    conv = conv64(6, 4, temperature=3.0, learn_temperature=True,
+                  num_steps=num_steps, fused=fused)
+    out = conv(x, edge_index, edge_weight)
+    expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight,
+                               conv.temperature, num_steps)
+    assert torch.allclose(out, expected, atol=1e-10)
 
-        # Gradients with respect to every input and parameter:
-        inputs = [x, conv.lin.weight, conv.temperature]
-        inputs += [edge_weight] if weighted else []
-        grad_out = torch.randn_like(out)
-        grads = torch.autograd.grad(out, inputs, grad_out)
-        expected_grads = torch.autograd.grad(expected, inputs, grad_out)
-        for grad, expected_grad in zip(grads, expected_grads):
-            assert torch.allclose(grad, expected_grad, atol=1e-8)
+    # Gradients with respect to every input and parameter:
+    inputs = [x, conv.lin.weight, conv.temperature]
+    inputs += [edge_weight] if weighted else []
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-8)
 
 
 def test_apnet_conv_fused_equals_message_passing(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    edge_index = torch.cat([edge_index, torch.tensor([[2], [2]])], 1)
+    edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
     fused = conv64(6, 4, num_steps=2)
     message_passing = conv64(6, 4, num_steps=2, fused=False)
     message_passing.load_state_dict(fused.state_dict())
-    out1, (index1, alpha1) = fused(x, edge_index, edge_weight, True)
-    out2, (index2, alpha2) = message_passing(x, edge_index, edge_weight, True)
+    out1, (index1, alpha1) = fused(x, edge_index, edge_weight,
+                                   return_attention_weights=True)
+    out2, (index2, alpha2) = message_passing(x, edge_index, edge_weight,
+                                             return_attention_weights=True)
     assert torch.allclose(out1, out2, atol=1e-12)
     assert torch.equal(index1, index2)
+    assert index1.size(1) == edge_index.size(1) + 7  # node 2 has its loop
     assert alpha1.size() == (index1.size(1), 2)  # one column per step
     assert torch.allclose(alpha1, alpha2, atol=1e-12)
 
@@ -142,7 +211,8 @@ def test_apnet_conv_equals_agnn_conv(make_random_graph):
 def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
-    expected, (index, alpha) = conv(x, edge_index, edge_weight, True)
+    expected, (index, alpha) = conv(x, edge_index, edge_weight,
+                                    return_attention_weights=True)
 
     to_sparse = {
         'coo': to_torch_coo_tensor,
@@ -163,8 +233,23 @@ def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
 
     with pytest.raises(ValueError, match="not both"):
         conv(x, to_sparse(edge_index, edge_weight, (8, 8)).t(), edge_weight)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"shape \[8, 8\]"):
         conv(x, to_sparse(edge_index, size=(9, 9)))
+
+
+def test_apnet_conv_edge_index_input(make_random_graph):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    expected = conv(x, edge_index, edge_weight)
+    for sort_order in [None, 'row', 'col']:
+        index = EdgeIndex(edge_index, sparse_size=(8, 8))
+        weight = edge_weight
+        if sort_order is not None:
+            index, perm = index.sort_by(sort_order)
+            weight = edge_weight[perm]
+        assert torch.allclose(conv(x, index, weight), expected, atol=1e-12)
+    with pytest.raises(ValueError, match="sparse size"):
+        conv(x, EdgeIndex(edge_index, sparse_size=(9, 9)))
 
 
 def test_apnet_conv_permutation_equivariance(make_random_graph):
@@ -176,10 +261,13 @@ def test_apnet_conv_permutation_equivariance(make_random_graph):
     out = conv(x, edge_index, edge_weight)
     out_perm = conv(x[perm], inverse[edge_index], edge_weight)
     assert torch.allclose(out_perm, out[perm], atol=1e-12)
-    # The order of the edges does not matter either:
-    edge_perm = torch.randperm(edge_index.size(1))
-    out_edges = conv(x, edge_index[:, edge_perm], edge_weight[edge_perm])
-    assert torch.allclose(out_edges, out, atol=1e-12)
+    # The order of the edges does not matter either (sorted inputs take a
+    # shortcut in the pattern construction; shuffled ones do not):
+    for edge_perm in [torch.randperm(edge_index.size(1)),
+                      torch.argsort(edge_index[0] * 8 + edge_index[1]),
+                      torch.argsort(edge_index[1] * 8 + edge_index[0])]:
+        out_edges = conv(x, edge_index[:, edge_perm], edge_weight[edge_perm])
+        assert torch.allclose(out_edges, out, atol=1e-12)
 
 
 @pytest.mark.parametrize('fused', [True, False])
@@ -210,14 +298,25 @@ def test_apnet_conv_threshold_leaves_only_self_loops():
     assert torch.equal(conv(x, edge_index), x)
 
 
+def test_apnet_conv_zero_features_self_loop():
+    # A zero row has cosine 0 with every row, itself included.
+    x = torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    edge_index = torch.tensor([[1], [0]])
+    for fused in [True, False]:
+        out = conv64(2, None, temperature=2.0, fused=fused)(x, edge_index)
+        assert torch.allclose(out[0], 0.5 * x[1])
+
+
 def test_apnet_conv_existing_self_loop_keeps_its_weight(apnet_reference):
     x = torch.randn(3, 4, dtype=torch.float64)
     edge_index = torch.tensor([[0, 1, 1], [1, 0, 1]])  # self-loop on 1
     edge_weight = torch.tensor([1.0, 2.0, 0.25], dtype=torch.float64)
     conv = conv64(4, 4)
-    out, (index, alpha) = conv(x, edge_index, edge_weight, True)
-    assert index.size(1) == 5  # loops on 0 and 2 added, 1 kept
-    expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight)
+    out, (index, alpha) = conv(x, edge_index, edge_weight,
+                               return_attention_weights=True)
+    assert index.tolist() == [[0, 1, 1, 0, 2], [1, 0, 1, 0, 2]]
+    expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight,
+                               conv.temperature)
     assert torch.allclose(out, expected, atol=1e-12)
 
 
@@ -247,7 +346,7 @@ def test_apnet_conv_high_temperature_is_stable(temperature,
                                                make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     x = x.float().requires_grad_()
-    conv = APNetConv(6, 4, temperature=temperature)
+    conv = APNetConv(6, 4, temperature=temperature, proj_init='glorot')
     out = conv(x, edge_index, edge_weight.float())
     out.sum().backward()
     assert bool(torch.isfinite(out).all())
@@ -294,10 +393,9 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph):
 
     out = conv(x, batch.edge_index, batch.edge_weight)
     dense_x, mask = to_dense_batch(x, batch.batch)
-    adj = to_dense_adj(batch.edge_index, batch.batch).transpose(1, 2)
-    weight = to_dense_adj(batch.edge_index, batch.batch,
-                          batch.edge_weight).transpose(1, 2)
-    dense_out = dense(dense_x, adj, weight, mask)[mask]
+    adj = to_dense_adj(batch.edge_index, batch.batch,
+                       batch.edge_weight).transpose(1, 2)
+    dense_out = dense(dense_x, adj, mask)[mask]
     assert torch.allclose(out, dense_out, atol=1e-12)
 
     grad_out = torch.randn_like(out)
@@ -312,10 +410,12 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph):
 def test_apnet_conv_target_to_source_flow(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
-    reversed_conv = conv64(6, 4, flow='target_to_source')
-    reversed_conv.load_state_dict(conv.state_dict())
-    assert torch.allclose(reversed_conv(x, edge_index.flip(0), edge_weight),
-                          conv(x, edge_index, edge_weight), atol=1e-12)
+    for fused in [True, False]:
+        reversed_conv = conv64(6, 4, flow='target_to_source', fused=fused)
+        reversed_conv.load_state_dict(conv.state_dict())
+        assert torch.allclose(
+            reversed_conv(x, edge_index.flip(0), edge_weight),
+            conv(x, edge_index, edge_weight), atol=1e-12)
     adj = to_torch_csr_tensor(edge_index, size=(8, 8))
     with pytest.raises(ValueError, match='source_to_target'):
         reversed_conv(x, adj)
@@ -323,9 +423,297 @@ def test_apnet_conv_target_to_source_flow(make_random_graph):
 
 def test_apnet_conv_lazy_in_channels(make_random_graph):
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    conv = APNetConv(-1, 4).double()
-    assert conv(x, edge_index).size() == (8, 6)
-    assert conv.lin.weight.size() == (4, 6)
+    for proj_init in ['glorot', 'identity']:
+        conv = APNetConv(-1, 4, proj_init=proj_init).double()
+        assert conv(x, edge_index).size() == (8, 6)
+        assert conv.lin.weight.size() == (4, 6)
+    assert torch.equal(conv.lin.weight, torch.eye(4, 6, dtype=torch.float64))
+
+
+def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
+        make_random_graph):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    out = conv(x, edge_index, edge_weight)
+    structure = conv._cached_structure[3]
+    assert torch.equal(conv(x, edge_index, edge_weight), out)
+    assert conv._cached_structure[3] is structure  # reused
+
+    # Edited in place, the same tensor gives the new graph's answer:
+    edge_index[0, 0] = (edge_index[0, 0] + 1) % 8
+    expected = conv64(6, 4)(x, edge_index.clone(), edge_weight)
+    assert torch.allclose(conv(x, edge_index, edge_weight), expected,
+                          atol=1e-12)
+    assert conv._cached_structure[3] is not structure
+    # ... and so does another tensor, or another flow of the same one:
+    other = make_random_graph(8, 20, torch.Generator().manual_seed(5))
+    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.clone()),
+                          atol=1e-12)
+    conv.flow = 'target_to_source'
+    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.flip(0)),
+                          atol=1e-12)
+
+
+# Bipartite graphs ############################################################
+
+
+def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
+                    seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x_src = torch.randn(num_src, channels[0], generator=generator,
+                        dtype=torch.float64)
+    x_dst = torch.randn(num_dst, channels[1], generator=generator,
+                        dtype=torch.float64)
+    pairs = torch.randperm(num_src * num_dst, generator=generator)[:num_edges]
+    edge_index = torch.stack([pairs // num_dst, pairs % num_dst])
+    edge_weight = torch.rand(num_edges, generator=generator,
+                             dtype=torch.float64) + 0.1
+    return x_src, x_dst, edge_index, edge_weight
+
+
+@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('shared', [True, False])
+@pytest.mark.parametrize('num_steps', [1, 2])
+def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps):
+    channels = (6, 6) if shared else (6, 5)
+    x_src, x_dst, edge_index, edge_weight = bipartite_graph(channels=channels)
+    x_src.requires_grad_()
+    x_dst.requires_grad_()
+    conv = conv64(6 if shared else channels, 3, temperature=2.0,
+                  learn_temperature=True, fused=fused, num_steps=num_steps)
+    if shared:  # One projection f for both sides.
+        assert conv.lin_src is None and conv.lin_dst is None
+        weight_src = weight_dst = conv.lin.weight
+    else:
+        assert conv.lin is None
+        weight_src, weight_dst = conv.lin_src.weight, conv.lin_dst.weight
+    assert weight_src.size(1) == channels[0]
+
+    out = conv((x_src, x_dst), edge_index, edge_weight, size=(7, 4))
+    assert out.size() == (4, 6)  # targets x source features
+    expected = bipartite_reference(x_src, x_dst, edge_index, weight_src,
+                                   weight_dst, edge_weight, conv.temperature,
+                                   num_steps)
+    assert torch.allclose(out, expected, atol=1e-12)
+
+    inputs = [x_src, x_dst, conv.temperature, *{weight_src, weight_dst}]
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-10)
+
+    # No self-loops are added: the attention covers the given edges only.
+    _, (index, alpha) = conv((x_src, x_dst), edge_index, edge_weight,
+                             return_attention_weights=True)
+    assert torch.equal(index, edge_index)
+    alpha = alpha if num_steps == 1 else alpha[:, -1]
+    row_sum = alpha.new_zeros(4).index_add_(0, edge_index[1], alpha)
+    has_edge = torch.zeros(4, dtype=torch.bool)
+    has_edge[edge_index[1]] = True
+    assert torch.allclose(row_sum[has_edge], torch.ones_like(row_sum)[
+        has_edge])
+
+
+def test_apnet_conv_bipartite_same_nodes_equals_homogeneous(
+        make_random_graph):
+    # A pair of the same features over edges that include the self-loops is
+    # the homogeneous layer.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, add_self_loops=False)
+    loops = torch.arange(8).repeat(2, 1)
+    with_loops = torch.cat([edge_index, loops], dim=1)
+    weight = torch.cat([edge_weight, edge_weight.new_ones(8)])
+    assert torch.allclose(conv((x, x.clone()), with_loops, weight),
+                          conv64(6, 4)(x, edge_index, edge_weight),
+                          atol=1e-12)
+
+
+def test_apnet_conv_bipartite_bad_input():
+    x_src, x_dst, edge_index, _ = bipartite_graph()
+    conv = conv64(6, 3)
+    with pytest.raises(ValueError, match="'size'"):
+        conv((x_src, x_dst), edge_index, size=(7, 5))
+    with pytest.raises(ValueError, match="x_dst cannot be None"):
+        conv((x_src, None), edge_index)
+    with pytest.raises(ValueError, match="same number of features"):
+        conv64(-1, None)((x_src, x_dst[:, :5]), edge_index)
+    with pytest.raises(ValueError, match=r"'x\[1\]' must have 6 features"):
+        conv((x_src, x_dst[:, :5]), edge_index)
+    with pytest.raises(ValueError, match=r"x=\(x_src, x_dst\)"):
+        conv64((6, 6), 3)(x_src, edge_index)
+    with pytest.raises(RuntimeError, match=r"\[0, 6\] \(sources"):
+        conv((x_src, x_dst), edge_index.flip(0))
+    # A bipartite sparse adjacency is [targets, sources]:
+    adj_t = to_torch_csr_tensor(edge_index.flip(0), size=(4, 7))
+    assert torch.allclose(conv((x_src, x_dst), adj_t),
+                          conv((x_src, x_dst), edge_index), atol=1e-12)
+
+
+def hetero_graph():
+    from torch_geometric.data import HeteroData
+    generator = torch.Generator().manual_seed(0)
+    data = HeteroData()
+    data['paper'].x = torch.randn(6, 8, generator=generator)
+    data['author'].x = torch.randn(4, 8, generator=generator)
+    data['author', 'writes', 'paper'].edge_index = torch.tensor(
+        [[0, 1, 1, 2, 3, 3], [0, 0, 2, 3, 4, 5]])
+    data['paper', 'written_by', 'author'].edge_index = data[
+        'author', 'writes', 'paper'].edge_index.flip(0)
+    data['paper', 'cites', 'paper'].edge_index = torch.tensor(
+        [[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 0, 3]])
+    return data
+
+
+def test_apnet_conv_to_hetero():
+    from torch_geometric.nn import Linear, to_hetero
+    data = hetero_graph()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = Linear(-1, 16)
+            # As for GATConv, PyG refuses add_self_loops=True on modules
+            # that serve bipartite edge types.
+            self.conv = APNetConv(16, 8, add_self_loops=False,
+                                  proj_init='glorot')
+
+        def forward(self, x, edge_index):
+            return self.conv(self.lin(x).relu(), edge_index)
+
+    model = to_hetero(Net(), data.metadata(), aggr='sum')
+    out = model(data.x_dict, data.edge_index_dict)
+    assert out['paper'].size() == (6, 16) and out['author'].size() == (4, 16)
+    assert bool(torch.isfinite(out['paper']).all())
+
+    # Each edge type has its own APNetConv; the papers sum the cites
+    # (homogeneous) and writes (bipartite) messages.
+    h = {key: model.lin[key](x).relu() for key, x in data.x_dict.items()}
+    convs = model.conv
+    cites = convs['paper__cites__paper'](
+        h['paper'], data['paper', 'cites', 'paper'].edge_index)
+    writes = convs['author__writes__paper'](
+        (h['author'], h['paper']),
+        data['author', 'writes', 'paper'].edge_index)
+    assert torch.allclose(out['paper'], cites + writes, atol=1e-6)
+    written_by = convs['paper__written_by__author'](
+        (h['paper'], h['author']),
+        data['paper', 'written_by', 'author'].edge_index)
+    assert torch.allclose(out['author'], written_by, atol=1e-6)
+
+
+def test_apnet_conv_hetero_conv():
+    from torch_geometric.nn import HeteroConv
+    data = hetero_graph()
+    hetero = HeteroConv({
+        ('paper', 'cites', 'paper'): APNetConv(8, 4),
+        # One projection per side, or one shared (same feature sizes):
+        ('author', 'writes', 'paper'): APNetConv((8, 8), 4,
+                                                 add_self_loops=False),
+        ('paper', 'written_by', 'author'): APNetConv(8, 4,
+                                                     add_self_loops=False),
+    }, aggr='sum')
+    out = hetero(data.x_dict, data.edge_index_dict)
+    assert out['paper'].size() == (6, 8)  # the papers' features, propagated
+    assert out['author'].size() == (4, 8)  # the papers' features, at authors
+    expected = hetero.convs['paper', 'written_by', 'author'](
+        (data['paper'].x, data['author'].x),
+        data['paper', 'written_by', 'author'].edge_index)
+    assert torch.allclose(out['author'], expected)
+
+
+def test_apnet_conv_neighbor_loader():
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.sampler import NeighborSampler, SamplerOutput
+    from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
+
+    class FullNeighborSampler(NeighborSampler):
+        r"""Takes every in-neighbour, hop by hop, in plain PyTorch (the test
+        double of pyg-lib's or torch-sparse's sampling routine, which are
+        not installed here); the same output format."""
+        def _sample(self, seed, seed_time=None, **kwargs):
+            nodes = seed.tolist()
+            local = {node: i for i, node in enumerate(nodes)}
+            row, col, edge = [], [], []
+            num_nodes, num_edges, frontier = [len(nodes)], [], list(nodes)
+            for _ in self.num_neighbors.get_mapped_values():
+                new, count = [], 0
+                for target in frontier:
+                    for k in range(int(self.colptr[target]),
+                                   int(self.colptr[target + 1])):
+                        source = int(self.row[k])
+                        if source not in local:
+                            local[source] = len(nodes)
+                            nodes.append(source)
+                            new.append(source)
+                        row.append(local[source])
+                        col.append(local[target])
+                        edge.append(k)  # The loader maps it by perm.
+                        count += 1
+                num_nodes.append(len(new))
+                num_edges.append(count)
+                frontier = new
+            return SamplerOutput(torch.tensor(nodes), torch.tensor(row),
+                                 torch.tensor(col), torch.tensor(edge), None,
+                                 num_nodes, num_edges)
+
+    generator = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(60, 6, generator=generator),
+                edge_index=torch.randint(0, 60, (2, 120),
+                                         generator=generator))
+    data.edge_weight = torch.rand(120, generator=generator) + 0.1
+    # The defaults take two steps: two layers see 4 hops.
+    convs = torch.nn.ModuleList([APNetConv(6, 4), APNetConv(6)])
+    hops = [-1] * sum(conv.num_steps for conv in convs)
+
+    def model(x, edge_index, edge_weight):
+        for conv in convs:
+            x = conv(x, edge_index, edge_weight).tanh()
+        return x
+
+    expected = model(data.x, data.edge_index, data.edge_weight)
+    sampler = None
+    if not (WITH_PYG_LIB or WITH_TORCH_SPARSE):
+        with warnings.catch_warnings():  # "... without pyg-lib: deprecated"
+            warnings.simplefilter('ignore', UserWarning)
+            sampler = FullNeighborSampler(data, hops)
+    loader = NeighborLoader(data, num_neighbors=hops, batch_size=8,
+                            neighbor_sampler=sampler)
+    seen = 0
+    for batch in loader:
+        assert batch.num_nodes > batch.batch_size  # a real subgraph
+        out = model(batch.x, batch.edge_index, batch.edge_weight)
+        seeds = batch.n_id[:batch.batch_size]
+        assert torch.allclose(out[:batch.batch_size], expected[seeds],
+                              atol=1e-6)
+        seen += batch.batch_size
+    assert seen == 60
+
+
+# MessagePassing arguments ####################################################
+
+
+def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
+        make_random_graph):
+    for kwargs in [{'aggr': 'mean'}, {'aggr': 'max'}, {'node_dim': 1},
+                   {'decomposed_layers': 2}, {'aggr_kwargs': {}}]:
+        with pytest.raises(ValueError, match="cannot honour"):
+            APNetConv(6, 4, **kwargs)
+    # What it honours:
+    APNetConv(6, 4, aggr='sum', node_dim=0, flow='target_to_source')
+
+    # Message passing honours them; aggr='mean' divides by the in-degree
+    # (self-loop included):
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    mean = conv64(6, 4, aggr='mean', fused=False)
+    add = conv64(6, 4, fused=False)
+    degree = torch.bincount(edge_index[1], minlength=8) + 1
+    assert torch.allclose(mean(x, edge_index),
+                          add(x, edge_index) / degree.unsqueeze(-1),
+                          atol=1e-12)
+
+
+# Input checks ################################################################
 
 
 def test_apnet_conv_bad_input(make_random_graph):
@@ -337,27 +725,16 @@ def test_apnet_conv_bad_input(make_random_graph):
         conv(x[:, :5], edge_index)
     with pytest.raises(ValueError, match="floating-point"):
         conv(x.long(), edge_index)
-    for bad in [math.nan, math.inf, -math.inf]:
-        x_bad = x.clone()
-        x_bad[3, 2] = bad
-        with pytest.raises(ValueError, match="NaN or infinite"):
-            conv(x_bad, edge_index)
     with pytest.raises(ValueError, match=r"shape \[2, num_edges\]"):
         conv(x, edge_index[0])
     with pytest.raises(ValueError, match="integer"):
         conv(x, edge_index.double())
-    with pytest.raises(ValueError, match="outside"):
-        conv(x, torch.cat([edge_index, torch.tensor([[0], [8]])], dim=1))
-    with pytest.raises(ValueError, match="outside"):
-        conv(x, torch.cat([edge_index, torch.tensor([[-1], [2]])], dim=1))
-    with pytest.raises(ValueError, match="strictly positive"):
-        conv(x, edge_index, edge_weight * 0)
-    with pytest.raises(ValueError, match="strictly positive"):
-        conv(x, edge_index, -edge_weight)
-    with pytest.raises(ValueError, match="NaN or infinite"):
-        conv(x, edge_index, edge_weight.clone().fill_(math.nan))
     with pytest.raises(ValueError, match="one weight per edge"):
         conv(x, edge_index, edge_weight[:-1])
+    with pytest.raises(ValueError, match="floating-point"):
+        conv(x, edge_index, torch.ones(edge_index.size(1), dtype=torch.long))
+    with pytest.raises(ValueError, match="'size'"):
+        conv(x, edge_index, size=(8, 9))
 
     with pytest.raises(ValueError, match="num_steps"):
         APNetConv(6, num_steps=0)
@@ -365,6 +742,48 @@ def test_apnet_conv_bad_input(make_random_graph):
         APNetConv(6, temperature=math.nan)
     with pytest.raises(ValueError, match="proj_channels"):
         APNetConv(6, proj_channels=0)
+    with pytest.raises(ValueError, match="proj_init"):
+        APNetConv(6, proj_init='orthogonal')
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_index_out_of_range(fused, make_random_graph):
+    # Always checked, without a host synchronisation (an asynchronous
+    # assertion); in debug mode with the offending values.
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, fused=fused)
+    for bad in [torch.tensor([[0], [8]]), torch.tensor([[-1], [2]])]:
+        bad_index = torch.cat([edge_index, bad], dim=1)
+        with pytest.raises(RuntimeError, match=r"outside \[0, 7\]"):
+            conv(x, bad_index)
+        with torch_geometric.debug():
+            with pytest.raises(ValueError,
+                               match=r"indices in \[-?\d, \d\], outside"):
+                conv(x, bad_index)
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_debug_mode_value_checks(fused, make_random_graph):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, fused=fused)
+    bad_inputs = [
+        ('NaN or infinite', x.clone().fill_(math.nan), edge_weight),
+        ('NaN or infinite', x, edge_weight.clone().fill_(math.inf)),
+        ('strictly positive', x, edge_weight * 0),
+        ('strictly positive', x, -edge_weight),
+    ]
+    for message, x_bad, weight_bad in bad_inputs:
+        with torch_geometric.debug():
+            with pytest.raises(ValueError, match=message):
+                conv(x_bad, edge_index, weight_bad)
+        # Outside debug mode nothing reads the values: no error, and a
+        # non-finite input shows in the output.
+        out = conv(x_bad, edge_index, weight_bad)
+        assert out.shape == x.shape
+    with torch_geometric.debug():
+        x_src, x_dst, bipartite_index, _ = bipartite_graph()
+        with pytest.raises(ValueError, match=r"'x\[1\]' contains NaN"):
+            conv((x_src, x_dst.clone().fill_(math.nan)), bipartite_index)
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
@@ -372,22 +791,90 @@ def test_apnet_conv_dtype(dtype, make_random_graph):
     x, edge_index, edge_weight = graph(dtype=dtype,
                                        make_random_graph=make_random_graph)
     conv = APNetConv(6, 4).to(dtype)
-    out, (_, alpha) = conv(x, edge_index, edge_weight, True)
+    out, (_, alpha) = conv(x, edge_index, edge_weight,
+                           return_attention_weights=True)
     assert out.dtype == dtype and alpha.dtype == dtype
 
 
-def test_apnet_conv_compile(make_random_graph):
+# torch.compile ###############################################################
+
+
+def assert_compiles(conv, inputs, backend):
+    r"""No graph break, and :obj:`torch.compile(conv, fullgraph=True)`
+    gives the eager outputs and gradients."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(conv)(*inputs)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+    x = inputs[0].clone().requires_grad_()
+    compiled = torch.compile(conv, fullgraph=True, backend=backend)
+    parameters = [p for p in conv.parameters() if p.requires_grad]
+    results = []
+    for module in [compiled, conv]:
+        out = module(x, *inputs[1:])
+        results.append((out, *torch.autograd.grad(out.square().sum(),
+                                                  [x, *parameters])))
+    for compiled_result, eager_result in zip(*results):
+        assert torch.allclose(compiled_result, eager_result, atol=1e-5)
+    torch._dynamo.reset()
+
+
+# Inductor (the default backend) for the default path; AOTAutograd without
+# code generation for the other, which takes a few seconds instead of 20.
+@pytest.mark.parametrize('fused,backend', [(True, 'inductor'),
+                                           (False, 'aot_eager')])
+def test_apnet_conv_compile(fused, backend, make_random_graph):
     x, edge_index, edge_weight = graph(dtype=torch.float32,
                                        make_random_graph=make_random_graph)
-    conv = APNetConv(6, 4, num_steps=2)
-    expected = conv(x, edge_index, edge_weight)
-    compiled = torch.compile(conv)
-    out = compiled(x, edge_index, edge_weight)
-    assert torch.allclose(out, expected, atol=1e-6)
+    edge_index = torch.cat([edge_index, torch.tensor([[3], [3]])], dim=1)
+    edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
+    conv = APNetConv(6, 4, num_steps=2, learn_temperature=True, fused=fused)
+    assert_compiles(conv, (x, edge_index, edge_weight), backend)
 
-    x = x.clone().requires_grad_()
-    compiled(x, edge_index, edge_weight).sum().backward()
-    grad = x.grad.clone()
-    x.grad = None
-    conv(x, edge_index, edge_weight).sum().backward()
-    assert torch.allclose(grad, x.grad, atol=1e-5)
+
+def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
+    import torch._dynamo
+    x_src, x_dst, edge_index, edge_weight = bipartite_graph()
+    conv = APNetConv((6, 6), 3).double()
+    explanation = torch._dynamo.explain(conv)((x_src, x_dst), edge_index,
+                                             edge_weight)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+    # The attention (with the added self-loops, a data-dependent count)
+    # compiles too:
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
+    out, (index, alpha) = compiled(x, edge_index, edge_weight,
+                                   return_attention_weights=True)
+    expected, (expected_index, expected_alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True)
+    assert torch.allclose(out, expected)
+    assert torch.equal(index, expected_index)
+    assert torch.allclose(alpha, expected_alpha)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
+    # One graph for every size, as mini-batches of varying size need.
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    conv = APNetConv(6, 4, num_steps=2, fused=fused)
+    compiled = torch.compile(conv, fullgraph=True, dynamic=True,
+                             backend='aot_eager')
+    for seed, (num_nodes, num_edges) in enumerate([(8, 20), (11, 35)]):
+        x, edge_index, edge_weight = graph(num_nodes, num_edges, seed=seed,
+                                           dtype=torch.float32,
+                                           make_random_graph=make_random_graph)
+        x.requires_grad_()
+        out = compiled(x, edge_index, edge_weight)
+        grad, = torch.autograd.grad(out.square().sum(), x)
+        expected = conv(x, edge_index, edge_weight)
+        expected_grad, = torch.autograd.grad(expected.square().sum(), x)
+        assert torch.allclose(out, expected, atol=1e-5)
+        assert torch.allclose(grad, expected_grad, atol=1e-5)
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] == 1
+    torch._dynamo.reset()

@@ -4,10 +4,15 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
+import torch_geometric
+from torch_geometric.nn import DenseGATConv
+
 from apnet_pyg.nn import DenseAPNetConv
 
 
 def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0):
+    r"""Features, a boolean adjacency and a weighted one (the weights on
+    the same edges)."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(batch_size, num_nodes, channels, generator=generator,
                     dtype=torch.float64)
@@ -15,14 +20,20 @@ def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0):
                      generator=generator) < 0.4
     weight = torch.rand(batch_size, num_nodes, num_nodes, generator=generator,
                         dtype=torch.float64) + 0.1
-    return x, adj, weight
+    return x, adj, torch.where(adj, weight, 0.0)
+
+
+def conv64(*args, **kwargs):
+    torch.manual_seed(0)
+    kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
+    return DenseAPNetConv(*args, **kwargs).double()
 
 
 def test_dense_apnet_conv():
     x, adj, _ = dense_graph()
-    conv = DenseAPNetConv(6, 4).double()
+    conv = conv64(6, 4)
     assert str(conv) == ('DenseAPNetConv(6, proj_channels=4, '
-                         'temperature=10.0, num_steps=1)')
+                         'temperature=0.5, num_steps=1)')
     out, alpha = conv(x, adj, return_attention_weights=True)
     assert out.size() == (3, 5, 6)
     assert alpha.size() == (3, 5, 5)
@@ -38,59 +49,78 @@ def test_dense_apnet_conv():
     assert torch.allclose(conv(x, adj[0]),
                           torch.cat([conv(x[b], adj[0]) for b in range(3)]))
 
-    out, alpha = DenseAPNetConv(6, 4, num_steps=3).double()(
-        x, adj, return_attention_weights=True)
+    out, alpha = conv64(6, 4, num_steps=3)(x, adj,
+                                           return_attention_weights=True)
     assert alpha.size() == (3, 5, 5, 3)
 
 
+def test_dense_apnet_conv_signature_matches_dense_gat_conv():
+    # forward(x, adj, mask=None, add_loop=True), as DenseGATConv and
+    # DenseGCNConv; same output for a unit-weight adjacency and mask.
+    import inspect
+    ours = list(inspect.signature(DenseAPNetConv.forward).parameters)
+    theirs = list(inspect.signature(DenseGATConv.forward).parameters)
+    assert ours[:len(theirs)] == theirs
+
+
 @pytest.mark.parametrize('num_steps', [1, 2])
-def test_dense_apnet_conv_equals_reference(num_steps, apnet_reference):
+@pytest.mark.parametrize('weighted', [False, True])
+def test_dense_apnet_conv_equals_reference(num_steps, weighted,
+                                           apnet_reference):
     x, adj, weight = dense_graph()
+    weight[:, 1, 1] = 0.5  # An existing self-loop keeps its weight.
+    adj = weight if weighted else weight != 0
     x.requires_grad_()
     weight.requires_grad_()
-    conv = DenseAPNetConv(6, 4, temperature=4.0, learn_temperature=True,
-                          num_steps=num_steps).double()
-    out = conv(x, adj.double(), weight)
+    conv = conv64(6, 4, temperature=4.0, learn_temperature=True,
+                  num_steps=num_steps)
+    out = conv(x, adj)
     for b in range(3):
         target, source = adj[b].nonzero().t()
         edge_index = torch.stack([source, target])
+        edge_weight = adj[b][target, source] if weighted else None
         expected = apnet_reference(x[b], edge_index, conv.lin.weight,
-                                   weight[b][target, source],
-                                   conv.temperature, num_steps)
+                                   edge_weight, conv.temperature, num_steps)
         assert torch.allclose(out[b], expected, atol=1e-12)
         grad_out = torch.randn_like(expected)
         inputs = [x, weight, conv.lin.weight, conv.temperature]
         grads = torch.autograd.grad(out[b], inputs, grad_out,
-                                    retain_graph=True)
+                                    retain_graph=True, allow_unused=True)
         expected_grads = torch.autograd.grad(expected, inputs, grad_out,
                                              allow_unused=True,
                                              retain_graph=True)
         for grad, expected_grad in zip(grads, expected_grads):
-            assert torch.allclose(grad, expected_grad, atol=1e-10)
+            if expected_grad is None:  # The boolean adjacency: no weights.
+                assert grad is None or bool((grad == 0).all())
+            else:
+                assert torch.allclose(grad, expected_grad, atol=1e-10)
 
 
 def test_dense_apnet_conv_gradcheck():
-    x, adj, weight = dense_graph(batch_size=2, num_nodes=4, channels=3)
-    conv = DenseAPNetConv(3, 2, temperature=2.0, num_steps=2).double()
+    x, _, weight = dense_graph(batch_size=2, num_nodes=4, channels=3)
+    conv = conv64(3, 2, temperature=2.0, num_steps=2)
     x.requires_grad_()
-    weight.requires_grad_()
-    assert gradcheck(lambda x, w: conv(x, adj, w), (x, weight))
+    edges = weight != 0
+
+    def function(x, weight):  # Only the edges' weights vary.
+        return conv(x, torch.where(edges, weight, 0.0))
+
+    assert gradcheck(function, (x, weight.requires_grad_()))
 
 
 def test_dense_apnet_conv_mask():
-    x, adj, weight = dense_graph()
+    x, _, adj = dense_graph()
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]],
                         dtype=torch.bool)
-    conv = DenseAPNetConv(6, 4).double()
-    out = conv(x, adj, weight, mask)
+    conv = conv64(6, 4)
+    out = conv(x, adj, mask)
     assert bool((out[~mask] == 0).all())
     # Padding never leaks into the valid nodes:
     x_noisy = x.clone()
     x_noisy[~mask] = 1e3
-    assert torch.allclose(conv(x_noisy, adj, weight, mask), out)
+    assert torch.allclose(conv(x_noisy, adj, mask), out)
     # ... and each graph equals the unpadded graph on its own:
-    assert torch.allclose(out[1, :3], conv(x[1, :3], adj[1, :3, :3],
-                                           weight[1, :3, :3])[0])
+    assert torch.allclose(out[1, :3], conv(x[1, :3], adj[1, :3, :3])[0])
     # A single valid node with its self-loop is returned unchanged:
     assert torch.allclose(out[2, 0], x[2, 0])
 
@@ -98,29 +128,69 @@ def test_dense_apnet_conv_mask():
 def test_dense_apnet_conv_no_self_loops():
     x, adj, _ = dense_graph()
     adj[:, 2, :] = False  # node 2 aggregates from nobody
-    conv = DenseAPNetConv(6, 4, add_self_loops=False).double()
-    out = conv(x, adj)
+    conv = conv64(6, 4)
+    out = conv(x, adj, add_loop=False)
     assert bool(torch.isfinite(out).all())
     assert bool((out[:, 2] == 0).all())
 
 
+def test_dense_apnet_conv_adjacency_values_are_weights(apnet_reference):
+    # Integer counts (e.g. to_dense_adj of repeated edges) are weights too.
+    x, adj, _ = dense_graph()
+    conv = conv64(6, 4)
+    counts = adj.long() * 2
+    assert torch.allclose(conv(x, counts), conv(x, counts.double()))
+    assert not torch.allclose(conv(x, counts), conv(x, adj))
+    # Scaling every weight of a row, self-loop included, changes nothing:
+    with_loops = adj | torch.eye(5, dtype=torch.bool)
+    assert torch.allclose(conv(x, 3.0 * with_loops.double()),
+                          conv(x, with_loops))
+
+
 def test_dense_apnet_conv_bad_input():
     x, adj, weight = dense_graph()
-    conv = DenseAPNetConv(6, 4).double()
+    conv = conv64(6, 4)
     with pytest.raises(ValueError, match="'adj' must have shape"):
         conv(x, adj[:, :4])
     with pytest.raises(ValueError, match="6 features"):
         conv(x[..., :5], adj)
-    x_bad = x.clone()
-    x_bad[0, 0, 0] = math.nan
-    with pytest.raises(ValueError, match="NaN or infinite"):
-        conv(x_bad, adj)
-    with pytest.raises(ValueError, match="'edge_weight' must have shape"):
-        conv(x, adj, weight[:, :4])
-    with pytest.raises(ValueError, match="strictly positive"):
-        conv(x, adj, torch.where(adj, -weight, weight))
-    # Non-positive weights off the edges are ignored:
-    assert torch.allclose(conv(x, adj, torch.where(adj, weight, 0 * weight)),
-                          conv(x, adj, weight))
     with pytest.raises(ValueError, match="'mask' must have shape"):
         conv(x, adj, mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="must be an int"):
+        DenseAPNetConv((6, 6))
+
+    # Value checks run in debug mode (they read the data):
+    x_bad = x.clone()
+    x_bad[0, 0, 0] = math.nan
+    negative = torch.where(adj, -weight, weight)
+    for message, args in [('NaN or infinite', (x_bad, adj)),
+                          ("'adj' must be strictly positive", (x, negative)),
+                          ("'adj' contains NaN", (x, weight.clone().fill_(
+                              math.inf)))]:
+        with torch_geometric.debug():
+            with pytest.raises(ValueError, match=message):
+                conv(*args)
+        assert conv(*args).shape == x.shape  # No check outside debug mode.
+
+
+def test_dense_apnet_conv_compile():
+    import torch._dynamo
+    torch._dynamo.reset()
+    x, _, adj = dense_graph(channels=6)
+    x, adj = x.float(), adj.float()
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    conv = DenseAPNetConv(6, 4, num_steps=2, learn_temperature=True)
+    explanation = torch._dynamo.explain(conv)(x, adj, mask)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+    x.requires_grad_()
+    compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
+    results = []
+    for module in [compiled, conv]:
+        out = module(x, adj, mask)
+        results.append((out, *torch.autograd.grad(
+            out.square().sum(), [x, conv.lin.weight, conv.temperature])))
+    for compiled_result, eager_result in zip(*results):
+        assert torch.allclose(compiled_result, eager_result, atol=1e-5)
+    torch._dynamo.reset()
