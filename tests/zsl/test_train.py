@@ -80,7 +80,8 @@ def test_selection_never_reads_test_labels(tiny, tmp_path):
                     'gzsl_cal_unseen']
     assert [corrupt[key] for key in test_metrics] != \
         [honest[key] for key in test_metrics]
-    assert honest['gzsl_seen'] > 50  # it learned: wrong labels must tell
+    # It learned (chance: 10% among the 10 classes), so wrong labels tell:
+    assert honest['gzsl_seen'] > 25
 
 
 def test_test_selected_report_is_labelled(tiny, tmp_path):
