@@ -78,13 +78,17 @@ def format_table(metrics: Dict, title: Optional[str] = None) -> str:
             f"{selected['zsl_epoch']} / {selected['gzsl_epoch']} | "
             f"{selected['zsl_acc']:.1f} | {selected['gzsl_seen']:.1f} | "
             f"{selected['gzsl_unseen']:.1f} | {selected['gzsl_h']:.1f} |")
+    if metrics.get('class_graph_edges') is not None:
+        lines += ['', f"class graph of the GZSL row's model: "
+                  f"{metrics['class_graph_edges']} directed edges among all "
+                  f"classes"]
     return '\n'.join(lines)
 
 
 def _device(name: str) -> str:
     if name == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda, but no CUDA device is "
-                         "available")
+        raise ValueError("--device cuda, but torch sees no CUDA device: "
+                         "use --device cpu")
     return name
 
 

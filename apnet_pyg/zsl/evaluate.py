@@ -85,6 +85,20 @@ class APNetScores:
         return torch.cat(scores)
 
 
+@torch.no_grad()
+def class_graph_edges(model: APNet, data: ZSLDataset) -> Optional[int]:
+    r"""The number of directed edges of the model's class graph over all
+    classes of :obj:`data` (as in GZSL; :obj:`None` without a graph): how
+    much the propagation mixes classes."""
+    if model.conv is None:
+        return None
+    model.eval()
+    device = next(model.parameters()).device
+    classes = torch.arange(data.num_classes, device=device)
+    x0 = model.encoder(data.attributes.to(device))
+    return int(model.class_graph(x0, classes)[0].size(1))
+
+
 def apnet_score_fn(model: APNet, data: ZSLDataset) -> ScoreFn:
     r"""APNet as a :obj:`score_fn` of :obj:`data`, for the model's current
     weights (see :class:`APNetScores`)."""

@@ -49,6 +49,7 @@ from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
+    class_graph_edges,
     evaluate_scores,
     validate,
 )
@@ -504,7 +505,8 @@ def run(
         cal = calibration if row_epochs.get('gzsl_calibrated') == epoch \
             else None
         return {'test': evaluate_scores(data, apnet_score_fn(model, data),
-                                        cal)}
+                                        cal),
+                'class_graph_edges': class_graph_edges(model, data)}
 
     model = build_model(config, data, data.seen_classes)
     history = train_model(model, data, data.trainval_loc, data.seen_classes,
@@ -558,6 +560,10 @@ def result_rows(history: List[Dict[str, Any]], row_epochs: Dict[str, int],
                     gzsl_cal_unseen=calibrated['gzsl_cal_unseen'],
                     gzsl_cal_h=calibrated['gzsl_cal_h'])
     rows['epochs'] = dict(row_epochs)
+    # Edges of the GZSL model's class graph over all classes.
+    rows['class_graph_edges'] = next(
+        (record.get('class_graph_edges') for record in history
+         if record['epoch'] == row_epochs['gzsl']), None)
     rows['selection'] = 'validation' if 'gzsl_calibrated' in row_epochs \
         else 'none'
     if report_test_selected:
