@@ -25,13 +25,17 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
     table = out.read_text()
     assert 'SIMULATED' in table
     lines = [line for line in table.splitlines() if line.startswith('| ')]
-    # Header, 2 trainings x 2 graphs, and the ESZSL row:
-    assert len(lines) == 1 + 4 + 1
-    assert lines[-1].startswith('| ESZSL')
+    # Header, 2 trainings x 2 graphs, and the ESZSL and SAE rows:
+    assert len(lines) == 1 + 4 + 2
+    assert lines[-2].startswith('| ESZSL (closed form; gamma=')
+    assert lines[-1].startswith('| SAE (closed form; lam=')
     assert all(line.count('|') == 8 for line in lines)  # 7 columns
     # 1 epoch chosen on the validation classes, accuracy in percent:
     assert all(line.split('|')[3].strip().endswith('(1)')
-               for line in lines[1:-1])
+               for line in lines[1:-2])
+    for line in lines[-2:]:
+        values = [float(cell) for cell in line.split('|')[4:8]]
+        assert all(0 <= value <= 100 for value in values)
 
 
 def test_drop_in_example_model():
