@@ -1,6 +1,8 @@
 import importlib.util
 import os.path as osp
 
+import pytest
+
 EXAMPLES = osp.join(osp.dirname(__file__), '..', '..', 'examples')
 
 
@@ -36,6 +38,30 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
     for line in lines[-2:]:
         values = [float(cell) for cell in line.split('|')[4:8]]
         assert all(0 <= value <= 100 for value in values)
+
+
+def test_calibration_example(tiny_root, tmp_path):
+    calibrate = load_example('calibrate_simulator')
+    out = tmp_path / 'calibration.md'
+    argv = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
+            '0', '1', '--set', 'shared_weight=0.5', '--out', str(out)]
+    results = calibrate.main(argv)
+    text = out.read_text()
+    assert 'SIMULATED' in text
+    assert 'calibrate_simulator.py ' + ' '.join(argv) in text
+    rows = [line for line in text.splitlines() if line.startswith('| TINY')]
+    assert [row.split('|')[2].strip() for row in rows] == ['ESZSL', 'SAE']
+    # No published figure for TINY: simulated mean and spread only.
+    for row in rows:
+        cells = row.split('|')[3:7]
+        assert all('±' in cell and '(' not in cell for cell in cells)
+    # The per-seed metrics behind the table, with the override applied:
+    assert [len(runs) for runs in results['TINY'].values()] == [2, 2]
+    assert '"shared_weight": 0.5' in text
+    mean = sum(run['zsl_acc'] for run in results['TINY']['SAE']) / 2
+    assert rows[1].split('|')[3].strip().startswith(f'{mean:.1f} ±')
+    with pytest.raises(SystemExit):
+        calibrate.main(['--datasets', 'TINY', '--set', 'shared_weight'])
 
 
 def test_drop_in_example_model():
