@@ -1,8 +1,11 @@
 """The layout of Table 4 of the APNet paper, on one dataset: meta-training
 (episodic) or not (mini-batch) x class graph none / WordNet / learned,
 GZSL S, U and H (raw and with calibrated stacking), plus ZSL accuracy, and
-closed-form baseline rows. Every configuration selects its epochs (and
-calibration constant) on the validation task, never on test data.
+rows for the closed-form ESZSL and SAE baselines. Every APNet configuration
+selects its epochs (and calibration constant) on the validation task, the
+baselines their hyper-parameters on the validation classes; never on test
+data. With several --variants, one block of rows per variant (the readings
+of the paper, the authors' code and v0.1: docs/apnet-fidelity.md).
 
     python examples/ablation.py --dataset AWA2 --root data --out ablation.md
 
@@ -10,48 +13,42 @@ Without --root the dataset is simulated first (into OUT_DIR/data), and the
 table says so: accuracies on simulated features are not benchmark results.
 """
 import argparse
+import dataclasses
 import itertools
 from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
-from apnet_pyg.zsl import RECIPES, VARIANTS, evaluate_predictions, run
-from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
+from apnet_pyg.data.xlsa17 import load_attributes
+from apnet_pyg.zsl import RECIPES, VARIANTS, run
+from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 
 GRAPHS = ['none', 'wordnet', 'learned']
+HEADER = ('| variant | meta-training | graph | val ZSL acc (epoch) | '
+          'val H (epoch) | ZSL acc | S | U | H | calibrated S | U | H |')
 
 
-def eszsl_row(data):
-    """ESZSL with (gamma, lambda) chosen by ZSL accuracy on the validation
-    classes, refitted on all seen classes, through the same protocol."""
-    v, _, _ = fit_eszsl_validated(
-        data.features, data.labels, data.attributes, data.train_classes,
-        data.images_of(data.train_classes), data.val_classes,
-        data.images_of(data.val_classes), data.seen_classes,
-        data.trainval_loc)
-    metrics = evaluate_predictions(
-        data, lambda index, candidates: predict_eszsl(
-            v, data.features[index], data.attributes, candidates))
-    return (metrics['zsl_acc'], metrics['gzsl_seen'], metrics['gzsl_unseen'],
-            metrics['gzsl_h'])
-
-
-HEADER = ('| meta-training | graph | val ZSL acc (epoch) | val H (epoch) | '
-          'ZSL acc | S | U | H | calibrated S | U | H |')
-
-
-def table_row(training, graph, metrics):
+def table_row(variant, training, graph, metrics):
     """One markdown row from a run's ``metrics.json``: the validation
     metrics that chose the epochs, then the test metrics."""
     selection = metrics['model_selection']
     zsl, gzsl = selection['zsl'], selection['gzsl']
-    return (f"| {'yes' if training == 'episodic' else 'no'} | {graph} | "
-            f"{zsl['val_zsl_acc']:.1f} ({zsl['epoch']}) | "
+    return (f"| {variant} | {'yes' if training == 'episodic' else 'no'} | "
+            f"{graph} | {zsl['val_zsl_acc']:.1f} ({zsl['epoch']}) | "
             f"{gzsl['val_gzsl_h']:.1f} ({gzsl['epoch']}) | "
             f"{metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} | "
             f"{metrics['gzsl_unseen']:.1f} | {metrics['gzsl_h']:.1f} | "
             f"{metrics['gzsl_cal_seen']:.1f} | "
             f"{metrics['gzsl_cal_unseen']:.1f} | "
             f"{metrics['gzsl_cal_h']:.1f} |")
+
+
+def baseline_row(name, metrics):
+    """One markdown row for a closed-form baseline (its hyper-parameters,
+    chosen on the validation classes, in the first cell)."""
+    return (f"| {name} (closed form; {hyper_parameters(metrics)}) | - | - | "
+            f"- | - | {metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} "
+            f"| {metrics['gzsl_unseen']:.1f} | {metrics['gzsl_h']:.1f} | - | "
+            f"- | - |")
 
 
 def main(argv=None):
@@ -63,8 +60,8 @@ def main(argv=None):
     parser.add_argument('--out-dir', default='runs/ablation')
     parser.add_argument('--out', default=None, help='markdown file')
     parser.add_argument('--recipe', choices=sorted(RECIPES), default='fast')
-    parser.add_argument('--variant', choices=list(VARIANTS),
-                        default='paper')
+    parser.add_argument('--variants', nargs='+', default=['paper'],
+                        choices=list(VARIANTS))
     parser.add_argument('--epochs', type=int, default=None,
                         help='overrides the recipe')
     parser.add_argument('--iterations-per-epoch', type=int, default=None,
@@ -77,6 +74,7 @@ def main(argv=None):
                         choices=['minibatch', 'episodic'])
     parser.add_argument('--graphs', nargs='+', default=GRAPHS,
                         choices=GRAPHS)
+    parser.add_argument('--no-baselines', action='store_true')
     parser.add_argument('--shared-strength', type=float, default=None,
                         help='simulator option (0: the control without '
                         'information shared between related classes)')
@@ -90,39 +88,43 @@ def main(argv=None):
             'shared_strength': args.shared_strength
         }
         simulate_xlsa17(args.dataset, root, seed=args.seed, **options)
-    recipe = RECIPES[args.recipe].replace(**VARIANTS[args.variant])
-    data = load_xlsa17(root, args.dataset, attributes=recipe.attributes)
+    data = load_xlsa17(root, args.dataset)  # 'att', as the baselines read
+    overrides = {
+        key: getattr(args, key)
+        for key in ('epochs', 'iterations_per_epoch', 'n_way')
+        if getattr(args, key) is not None
+    }
 
     rows = []
-    for training, graph in itertools.product(args.trainings, args.graphs):
-        overrides = {
-            key: getattr(args, key)
-            for key in ('epochs', 'iterations_per_epoch', 'n_way')
-            if getattr(args, key) is not None
-        }
-        config = recipe.replace(graph=graph, training=training,
-                                seed=args.seed, **overrides)
-        print(f'training: {training}, graph: {graph}', flush=True)
-        metrics = run(data, config, out_dir / f'{training}-{graph}',
-                      progress=False)
-        rows.append(table_row(training, graph, metrics))
-    zsl, s, u, h = eszsl_row(load_xlsa17(root, args.dataset))
+    for variant in args.variants:
+        recipe = RECIPES[args.recipe].replace(**VARIANTS[variant])
+        model_data = dataclasses.replace(data, attributes=load_attributes(
+            root, args.dataset, recipe.attributes))
+        for training, graph in itertools.product(args.trainings,
+                                                 args.graphs):
+            config = recipe.replace(graph=graph, training=training,
+                                    seed=args.seed, **overrides)
+            print(f'variant: {variant}, training: {training}, graph: '
+                  f'{graph}', flush=True)
+            metrics = run(model_data, config,
+                          out_dir / f'{variant}-{training}-{graph}',
+                          progress=False, overwrite=True)
+            rows.append(table_row(variant, training, graph, metrics))
+    if not args.no_baselines:
+        rows += [baseline_row(name, metrics(data))
+                 for name, metrics in BASELINES.items()]
 
     simulated = ' (SIMULATED features: not a benchmark result)' \
         if data.simulated else ''
     lines = [
         f'### {data.name}{simulated}', '',
-        f'Recipe: {args.recipe} {overrides or ""}, variant {args.variant}; '
-        f'epochs and calibration selected on the validation task; seed '
-        f'{args.seed}. ' +
-        (f'Simulator options: {data.simulation["options"]}.'
-         if data.simulated else ''), '',
-        HEADER, '|---' * HEADER.count(' | ') + '|---|'
+        f'Recipe: {args.recipe} {overrides or ""}; epochs and calibration '
+        f'selected on the validation task; seed {args.seed}. ' +
+        (f'Simulator version {data.simulation["version"]}, options: '
+         f'{data.simulation["options"]}.' if data.simulated else ''), '',
+        HEADER, '|---' * (HEADER.count(' | ') + 1) + '|'
     ]
-    lines += rows
-    lines.append(f'| ESZSL (closed form) | - | - | - | {zsl:.1f} | {s:.1f} | '
-                 f'{u:.1f} | {h:.1f} | - | - | - |')
-    table = '\n'.join(lines)
+    table = '\n'.join(lines + rows)
     print(table)
     if args.out:
         Path(args.out).write_text(table + '\n')

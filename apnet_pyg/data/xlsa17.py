@@ -597,3 +597,14 @@ def _whos(path: Path) -> List[str]:
 
 def _names(classes: np.ndarray, class_names: List[str]) -> List[str]:
     return [class_names[int(c)] for c in np.asarray(classes).reshape(-1)]
+
+
+def load_attributes(root: Optional[PathLike], dataset: str,
+                    attributes: str) -> Tensor:
+    r"""The class attributes :math:`(C, A)` of one kind (see
+    :data:`ATTRIBUTE_KINDS`) of a dataset, read from its
+    :obj:`att_splits.mat` alone: to give a loaded :class:`ZSLDataset`
+    another kind without reading its image features again
+    (:obj:`dataclasses.replace(data, attributes=...)`)."""
+    return load_xlsa17(root, dataset, attributes=attributes,
+                       load_features=False).attributes

@@ -15,7 +15,7 @@ class, :math:`-1` elsewhere as in the paper, or :math:`0`) and
 training classes. The baseline against which the simulated data is
 calibrated (:mod:`apnet_pyg.data.simulator`).
 """
-from typing import Sequence, Tuple
+from typing import Any, Iterable, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -51,45 +51,30 @@ def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
 
 class _FeatureSide:
     r"""What the closed form needs from the training images, computed once:
-    the Gram matrix :math:`\mathbf{X}\mathbf{X}^{\top}` and
+    the eigendecomposition of the Gram matrix
+    :math:`\mathbf{X}\mathbf{X}^{\top}` (:func:`gram_eigh`) and
     :math:`\mathbf{X}\mathbf{Y}`, so that a grid of :math:`(\gamma,
-    \lambda)` costs one :math:`d \times d` solve per :math:`\gamma`."""
+    \lambda)` costs one decomposition."""
     def __init__(self, features: Tensor, labels: Tensor, num_classes: int,
                  classes: Tensor, signed_targets: bool):
-        if features.dim() != 2 or labels.dim() != 1 or \
-                labels.numel() != features.size(0):
-            raise ValueError(f"'features' must be [n, d] and 'labels' [n] "
-                             f"(got {tuple(features.shape)} and "
-                             f"{tuple(labels.shape)})")
-        self.classes = classes.view(-1).long()
-        position = torch.full((num_classes, ), -1, dtype=torch.long)
-        position[self.classes] = torch.arange(self.classes.numel())
-        slot = position[labels.long()]
-        if bool((slot < 0).any()):
-            raise ValueError("'labels' contains classes that are not in "
-                             "'classes'")
         # float64: X X^T + gamma I is badly conditioned for small gamma.
         x = features.double()
-        self.gram = x.t() @ x  # X X^T, [d, d]
+        self.classes, class_sum, _ = class_sums(x, labels, num_classes,
+                                                classes)
+        self.eigenvalues, self.eigenvectors = gram_eigh(x)
         # X Y without forming Y: per-class feature sums (minus the rest if
         # the targets are +-1).
-        class_sum = torch.zeros(self.classes.numel(), x.size(1),
-                                dtype=x.dtype)
-        class_sum.index_add_(0, slot, x)
-        self.xy = class_sum.t()  # [d, z]
+        xy = class_sum.t()  # [d, z]
         if signed_targets:
-            self.xy = 2 * self.xy - x.sum(0, keepdim=True).t()
-        self._gamma = None
+            xy = 2 * xy - x.sum(0, keepdim=True).t()
+        self.rotated_xy = self.eigenvectors.t() @ xy
 
     def left(self, gamma: float) -> Tensor:
         r""":math:`(\mathbf{X}\mathbf{X}^{\top} + \gamma \mathbf{I})^{-1}
-        \mathbf{X}\mathbf{Y}`, cached for the last :obj:`gamma`."""
-        if self._gamma != gamma:
-            gram = self.gram.clone()
-            gram.diagonal().add_(gamma)
-            self._left = torch.linalg.solve(gram, self.xy)  # [d, z]
-            self._gamma = gamma
-        return self._left
+        \mathbf{X}\mathbf{Y}` (:math:`\mathbf{X}\mathbf{Y}` lies in the
+        span of the eigenvectors :func:`gram_eigh` keeps)."""
+        return self.eigenvectors @ (self.rotated_xy /
+                                    (self.eigenvalues[:, None] + gamma))
 
     def solve(self, attributes: Tensor, gamma: float, lam: float) -> Tensor:
         s = attributes[self.classes].double().t()  # [a, z]
@@ -97,6 +82,91 @@ class _FeatureSide:
         right.diagonal().add_(lam)
         # V = left S^T (S S^T + lam I)^{-1}; 'right' is symmetric.
         return torch.linalg.solve(right, (self.left(gamma) @ s.t()).t()).t()
+
+
+def gram_eigh(x: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Eigendecomposition of the Gram matrix
+    :math:`\mathbf{X}\mathbf{X}^{\top}` (:obj:`x.t() @ x`) of the rows of
+    :obj:`x`, shared by the closed-form baselines. With fewer rows than
+    columns (:math:`n < d`) it goes through the :math:`n \times n` matrix
+    :obj:`x @ x.t()` and returns only the eigenpairs of nonzero
+    eigenvalue, which span the rows of :obj:`x`.
+
+    Args:
+        x (Tensor): Shape :obj:`[n, d]`, float64.
+
+    Returns:
+        (Tensor, Tensor): Eigenvalues :obj:`[r]` (:math:`\geq 0`) and
+        orthonormal eigenvectors :obj:`[d, r]`, :math:`r = d` when
+        :math:`n \geq d`.
+    """
+    n, d = x.shape
+    if n >= d:
+        eigenvalues, eigenvectors = torch.linalg.eigh(x.t() @ x)
+        # Round-off can make a zero eigenvalue slightly negative.
+        return eigenvalues.clamp_min(0), eigenvectors
+    eigenvalues, dual = torch.linalg.eigh(x @ x.t())
+    keep = eigenvalues > 1e-12 * eigenvalues.max().clamp_min(1e-300)
+    eigenvalues = eigenvalues[keep]
+    return eigenvalues, x.t() @ dual[:, keep] / eigenvalues.sqrt()
+
+
+def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
+               classes: Tensor) -> Any:
+    r"""Model selection of the closed-form baselines: the key of the first
+    candidate, in the order given, whose predictions reach the highest
+    per-class accuracy on :obj:`target` among :obj:`classes`.
+
+    Args:
+        predictions (Iterable): :obj:`(key, predicted classes)` pairs.
+        target (Tensor): True classes of the validation images.
+        classes (Tensor): The validation classes.
+    """
+    from apnet_pyg.zsl.metrics import per_class_accuracy
+    best, best_accuracy = None, -1.0
+    for key, prediction in predictions:
+        accuracy = per_class_accuracy(prediction, target, classes)
+        if accuracy > best_accuracy:
+            best, best_accuracy = key, accuracy
+    if best is None:
+        raise ValueError("No candidate to choose from (empty grid)")
+    return best
+
+
+def class_sums(features: Tensor, labels: Tensor, num_classes: int,
+               classes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""Per-class sums and counts of the rows of :obj:`features`, the
+    label side of the closed-form baselines (ESZSL's
+    :math:`\mathbf{X}\mathbf{Y}`, SAE's :math:`\mathbf{S}\mathbf{X}^{\top}`).
+
+    Args:
+        features (Tensor): Shape :obj:`[n, d]`.
+        labels (Tensor): Class index of each row, all in :obj:`classes`.
+            Shape :obj:`[n]`.
+        num_classes (int): Number of classes :obj:`C` (labels are in
+            :obj:`[0, C)`).
+        classes (Tensor): The :obj:`z` classes summed over.
+
+    Returns:
+        (Tensor, Tensor, Tensor): :obj:`classes` as int64 :obj:`[z]`, the
+        sums :obj:`[z, d]` (dtype of :obj:`features`) and the counts
+        :obj:`[z]`, in :obj:`classes` order.
+    """
+    if features.dim() != 2 or labels.dim() != 1 or \
+            labels.numel() != features.size(0):
+        raise ValueError(f"'features' must be [n, d] and 'labels' [n] "
+                         f"(got {tuple(features.shape)} and "
+                         f"{tuple(labels.shape)})")
+    classes = classes.view(-1).long()
+    position = torch.full((num_classes, ), -1, dtype=torch.long)
+    position[classes] = torch.arange(classes.numel())
+    slot = position[labels.long()]
+    if bool((slot < 0).any()):
+        raise ValueError("'labels' contains classes that are not in "
+                         "'classes'")
+    sums = features.new_zeros(classes.numel(), features.size(1))
+    sums.index_add_(0, slot, features)
+    return classes, sums, torch.bincount(slot, minlength=classes.numel())
 
 
 def eszsl_scores(v: Tensor, features: Tensor, attributes: Tensor,
@@ -144,19 +214,17 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         (Tensor, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
         :math:`\lambda`.
     """
-    from apnet_pyg.zsl.metrics import per_class_accuracy
     side = _FeatureSide(features[train_images], labels[train_images],
                         attributes.size(0), train_classes, signed_targets)
-    best, best_accuracy = None, -1.0
-    for gamma in grid:
-        for lam in grid:
-            v = side.solve(attributes, gamma, lam).to(features.dtype)
-            prediction = predict_eszsl(v, features[val_images], attributes,
-                                       val_classes)
-            accuracy = per_class_accuracy(prediction, labels[val_images],
-                                          val_classes)
-            if accuracy > best_accuracy:
-                best, best_accuracy = (gamma, lam), accuracy
+
+    def predictions():
+        for gamma in grid:
+            for lam in grid:
+                v = side.solve(attributes, gamma, lam).to(features.dtype)
+                yield (gamma, lam), predict_eszsl(v, features[val_images],
+                                                  attributes, val_classes)
+
+    best = first_best(predictions(), labels[val_images], val_classes)
     gamma, lam = best
     v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
                   refit_classes, gamma, lam, signed_targets)

@@ -6,8 +6,10 @@ import scipy.io
 import torch
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
-from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, class_prototypes,
-                                      default_options, simulate_labels)
+from apnet_pyg.data.simulator import (DATASET_OPTIONS, DEFAULT_OPTIONS,
+                                      SIMULATOR_VERSION, class_prototypes,
+                                      default_options, simulate_dataset,
+                                      simulate_labels)
 from apnet_pyg.zsl.cli import main as cli_main
 
 # A tiny class side in the real layout: 8 classes (0-5 seen, 6-7 unseen),
@@ -68,6 +70,7 @@ def test_writes_real_layout_and_reads_back(tmp_path):
     sidecar = json.loads((folder / 'SIMULATED.json').read_text())
     assert sidecar['seed'] == 3 and sidecar['unlisted_images'] == 0
     assert sidecar['options'] == DEFAULT_OPTIONS
+    assert sidecar['version'] == SIMULATOR_VERSION
 
     data = load_xlsa17(tmp_path / 'sim', 'TOY')  # validates every label
     assert data.simulated and data.simulation['seed'] == 3
@@ -99,10 +102,38 @@ def test_deterministic_per_seed(tmp_path):
     assert a['features'].tobytes() == b['features'].tobytes()
     assert np.array_equal(a['labels'], b['labels'])
     assert a['features'].tobytes() != c['features'].tobytes()
-    # The control changes the features but no other random draw.
-    control = features(tmp_path / 'd', seed=1, shared_strength=0.0)
-    assert np.array_equal(control['labels'], a['labels'])
-    assert not np.array_equal(control['features'], a['features'])
+    # The controls change the features but no other random draw.
+    for option in ('shared_weight', 'shared_strength'):
+        control = features(tmp_path / option, seed=1, **{option: 0.0})
+        assert np.array_equal(control['labels'], a['labels'])
+        assert not np.array_equal(control['features'], a['features'])
+
+
+def test_in_memory_simulation_equals_the_files(tmp_path):
+    write_class_side(tmp_path / 'real')
+    folder = simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path /
+                             'real', seed=5, shared_weight=0.5)
+    data = simulate_dataset('TOY', tmp_path / 'real', seed=5,
+                            shared_weight=0.5)
+    written = load_xlsa17(folder.parent, 'TOY')
+    assert data.simulated and data.features.dtype == torch.float32
+    assert torch.equal(data.features, written.features)
+    assert torch.equal(data.labels, written.labels)
+    assert data.simulation == json.loads(
+        (folder / 'SIMULATED.json').read_text())
+    assert torch.equal(data.trainval_loc, written.trainval_loc)
+
+
+def test_features_in_the_range_of_resnet_activations():
+    # On a real class side with its calibrated defaults: non-negative
+    # pooled-activation-like values (ResNet-101 average-pooled features
+    # are >= 0 with a mean of order 0.5).
+    data = simulate_dataset('CUB', seed=0)
+    features = data.features
+    assert features.shape == (11788, 2048)
+    assert bool((features >= 0).all())
+    assert 0.2 < float(features.mean()) < 1.5
+    assert 0.05 < float((features == 0).double().mean()) < 0.6
 
 
 def test_labels_partition_the_real_awa2_lists():
@@ -146,20 +177,50 @@ def test_prototypes_follow_attributes():
         return class_prototypes(attributes, rngs,
                                 {**DEFAULT_OPTIONS, **options})
 
-    # Without the residual, equal attributes give equal prototypes (g and
-    # the shared field are functions of the attribute neighbourhood).
-    p = prototypes(residual_strength=0.0)
+    # g is a function of the attributes: without the class-specific
+    # components, equal attributes give equal prototypes.
+    p = prototypes(shared_strength=0.0, residual_strength=0.0)
     assert p.shape == (12, 2048) and (p >= 0).all()
     assert np.allclose(p[10], p[11])
     assert not np.allclose(p[0], p[1])
     assert not np.allclose(prototypes()[10], prototypes()[11])
-    # The shared field alone correlates close classes only.
-    p = prototypes(attribute_strength=0.0, residual_strength=0.0,
-                   offset_spread=0.0, offset=100.0) - 100.0
-    assert np.corrcoef(p[10], p[11])[0, 1] > 0.99
-    assert not np.allclose(p, prototypes(
-        attribute_strength=0.0, residual_strength=0.0, offset_spread=0.0,
-        offset=100.0, shared_strength=0.0) - 100.0)
+
+
+def shared_field(attributes, **options):
+    # The shared component alone: no g, no residual, a constant offset
+    # large enough that the ReLU never clips.
+    rngs = {k: np.random.default_rng(1) for k in ('g', 'shared', 'residual')}
+    options = {**DEFAULT_OPTIONS, 'attribute_strength': 0.0,
+               'residual_strength': 0.0, 'offset_spread': 0.0,
+               'offset': 100.0, 'shared_strength': 1.0, **options}
+    return class_prototypes(attributes, rngs, options) - 100.0
+
+
+def test_shared_field_borrows_from_the_nearest_classes():
+    rng = np.random.default_rng(0)
+    attributes = rng.random((9, 5))
+    innovations = np.random.default_rng(1).standard_normal((9, 2048))
+    unit = attributes / np.linalg.norm(attributes, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    nearest = similarity.argmax(1)
+    # One neighbour: m_c = (z_c + w z_nn(c)) / sqrt(1 + w^2).
+    m = shared_field(attributes, shared_neighbours=1, shared_weight=2.0)
+    expected = (innovations + 2.0 * innovations[nearest]) / np.sqrt(5.0)
+    assert np.allclose(m, expected)
+    # Two neighbours, softmax(cos / tau) between them.
+    m = shared_field(attributes, shared_neighbours=2, shared_weight=1.5,
+                     shared_temperature=0.2)
+    order = np.argsort(-similarity, axis=1)[:, :2]
+    logits = np.take_along_axis(similarity, order, 1) / 0.2
+    share = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    mix = np.eye(9)
+    np.put_along_axis(mix, order, 1.5 * share, 1)
+    mix /= np.linalg.norm(mix, axis=1, keepdims=True)
+    assert np.allclose(m, mix @ innovations)
+    # The control: every class its own innovation, nothing shared.
+    assert np.allclose(shared_field(attributes, shared_weight=0.0),
+                       innovations)
 
 
 def test_bad_options_and_real_files(tmp_path):
@@ -189,17 +250,21 @@ def test_command_line(tmp_path, capsys):
 
 
 def test_dataset_defaults(tmp_path):
-    assert default_options('AWA2') == DEFAULT_OPTIONS
-    assert default_options('cub')['isotropic_noise'] == 8.0
+    assert set(DATASET_OPTIONS) <= {'AWA1', 'AWA2', 'CUB', 'SUN', 'APY'}
+    for dataset, overrides in DATASET_OPTIONS.items():
+        assert set(overrides) <= set(DEFAULT_OPTIONS)
+        assert default_options(dataset.lower()) == {**DEFAULT_OPTIONS,
+                                                    **overrides}
+    assert default_options('TOY') == DEFAULT_OPTIONS
+    cub = default_options('CUB')
     write_class_side(tmp_path / 'real', name='CUB')
     # Unset command-line flags keep the dataset's values; set ones win.
     cli_main(['simulate', '--dataset', 'CUB', '--out', str(tmp_path / 'sim'),
               '--data-root', str(tmp_path / 'real'),
               '--residual-strength', '0.5'])
     options = load_xlsa17(tmp_path / 'sim', 'CUB').simulation['options']
-    assert options['isotropic_noise'] == 8.0
-    assert options['residual_strength'] == 0.5
+    assert options == {**cub, 'residual_strength': 0.5}
     folder = simulate_xlsa17('CUB', tmp_path / 'sim2',
-                             data_root=tmp_path / 'real', isotropic_noise=1.0)
+                             data_root=tmp_path / 'real', shared_weight=0.25)
     sidecar = json.loads((folder / 'SIMULATED.json').read_text())
-    assert sidecar['options']['isotropic_noise'] == 1.0
+    assert sidecar['options'] == {**cub, 'shared_weight': 0.25}

@@ -1,6 +1,8 @@
 import importlib.util
 import os.path as osp
 
+import pytest
+
 EXAMPLES = osp.join(osp.dirname(__file__), '..', '..', 'examples')
 
 
@@ -26,14 +28,43 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
     table = out.read_text()
     assert 'SIMULATED' in table
     lines = [line for line in table.splitlines() if line.startswith('| ')]
-    # Header, 2 trainings x 2 graphs, and the ESZSL row:
-    assert len(lines) == 1 + 4 + 1
-    assert lines[-1].startswith('| ESZSL')
-    assert all(line.count('|') == 12 for line in lines)  # 11 columns
+    # Header, 2 trainings x 2 graphs, and the ESZSL and SAE rows:
+    assert len(lines) == 1 + 4 + 2
+    assert lines[-2].startswith('| ESZSL (closed form; gamma=')
+    assert lines[-1].startswith('| SAE (closed form; lam=')
+    assert all(line.count('|') == 13 for line in lines)  # 12 columns
     # 1 epoch chosen on the validation task, accuracy in percent:
-    for line in lines[1:-1]:
+    for line in lines[1:-2]:
         cells = [cell.strip() for cell in line.split('|')]
-        assert cells[3].endswith('(1)') and cells[4].endswith('(1)')
+        assert cells[1] == 'paper'
+        assert cells[4].endswith('(1)') and cells[5].endswith('(1)')
+    for line in lines[-2:]:
+        values = [float(cell) for cell in line.split('|')[6:10]]
+        assert all(0 <= value <= 100 for value in values)
+
+
+def test_calibration_example(tiny_root, tmp_path):
+    calibrate = load_example('calibrate_simulator')
+    out = tmp_path / 'calibration.md'
+    argv = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
+            '0', '1', '--set', 'shared_weight=0.5', '--out', str(out)]
+    results = calibrate.main(argv)
+    text = out.read_text()
+    assert 'SIMULATED' in text
+    assert 'calibrate_simulator.py ' + ' '.join(argv) in text
+    rows = [line for line in text.splitlines() if line.startswith('| TINY')]
+    assert [row.split('|')[2].strip() for row in rows] == ['ESZSL', 'SAE']
+    # No published figure for TINY: simulated mean and spread only.
+    for row in rows:
+        cells = row.split('|')[3:7]
+        assert all('±' in cell and '(' not in cell for cell in cells)
+    # The per-seed metrics behind the table, with the override applied:
+    assert [len(runs) for runs in results['TINY'].values()] == [2, 2]
+    assert '"shared_weight": 0.5' in text
+    mean = sum(run['zsl_acc'] for run in results['TINY']['SAE']) / 2
+    assert rows[1].split('|')[3].strip().startswith(f'{mean:.1f} ±')
+    with pytest.raises(SystemExit):
+        calibrate.main(['--datasets', 'TINY', '--set', 'shared_weight'])
 
 
 def test_drop_in_example_model():

@@ -1,0 +1,86 @@
+r"""The closed-form baselines of the benchmark on one dataset, through the
+same ZSL / GZSL protocol as APNet
+(:func:`apnet_pyg.zsl.evaluate.evaluate_predictions`):
+
+* ESZSL (:mod:`apnet_pyg.zsl.eszsl`), :math:`(\gamma, \lambda)` chosen on
+  the validation classes;
+* SAE (:mod:`apnet_pyg.zsl.sae`), :math:`\lambda` and the prediction space
+  chosen on the validation classes.
+
+Both read the dataset's attributes as loaded (:obj:`att`, L2-normalised
+per class, the benchmark's default) and the raw features, are fitted on
+the images of :obj:`trainclasses1.txt`, validated by per-class ZSL
+accuracy on the images of :obj:`valclasses1.txt` among those classes, and
+refitted with the chosen hyper-parameters on all seen classes'
+:obj:`trainval_loc` images. No test label is read before the final
+evaluation.
+"""
+from typing import Any, Callable, Dict
+
+from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
+from apnet_pyg.zsl.evaluate import evaluate_predictions
+from apnet_pyg.zsl.sae import fit_sae_validated, predict_sae
+
+
+def _validation_split(data: ZSLDataset) -> Dict[str, Any]:
+    if data.features is None:
+        raise ValueError(f"'data' ({data.name}) has no image features: load "
+                         f"it with load_features=True")
+    if data.train_classes is None or data.val_classes is None:
+        raise ValueError(f"'data' ({data.name}) has no class-level "
+                         f"validation split (trainclasses1.txt / "
+                         f"valclasses1.txt): the baselines choose their "
+                         f"hyper-parameters on it")
+    return dict(features=data.features, labels=data.labels,
+                attributes=data.attributes,
+                train_classes=data.train_classes,
+                train_images=data.images_of(data.train_classes),
+                val_classes=data.val_classes,
+                val_images=data.images_of(data.val_classes),
+                refit_classes=data.seen_classes,
+                refit_images=data.trainval_loc)
+
+
+def eszsl_metrics(data: ZSLDataset) -> Dict[str, Any]:
+    r"""ESZSL on :obj:`data` (see the module docstring).
+
+    Returns:
+        dict: :obj:`zsl_acc`, :obj:`gzsl_seen`, :obj:`gzsl_unseen`,
+        :obj:`gzsl_h` (%) and the chosen :obj:`gamma` and :obj:`lam`.
+    """
+    v, gamma, lam = fit_eszsl_validated(**_validation_split(data))
+    metrics = evaluate_predictions(
+        data, lambda index, classes: predict_eszsl(
+            v, data.features[index], data.attributes, classes))
+    return {**metrics, 'gamma': gamma, 'lam': lam}
+
+
+def sae_metrics(data: ZSLDataset) -> Dict[str, Any]:
+    r"""SAE on :obj:`data` (see the module docstring).
+
+    Returns:
+        dict: :obj:`zsl_acc`, :obj:`gzsl_seen`, :obj:`gzsl_unseen`,
+        :obj:`gzsl_h` (%) and the chosen :obj:`lam` and :obj:`space`.
+    """
+    w, lam, space = fit_sae_validated(**_validation_split(data))
+    metrics = evaluate_predictions(
+        data, lambda index, classes: predict_sae(
+            w, data.features[index], data.attributes, classes, space))
+    return {**metrics, 'lam': lam, 'space': space}
+
+
+BASELINES: Dict[str, Callable[[ZSLDataset], Dict[str, Any]]] = {
+    'ESZSL': eszsl_metrics,
+    'SAE': sae_metrics,
+}
+
+METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
+
+
+def hyper_parameters(metrics: Dict[str, Any]) -> str:
+    r"""The chosen hyper-parameters of a baseline's metrics, e.g.
+    :obj:`'gamma=1000, lam=0.1'`."""
+    return ', '.join(f'{key}={value:g}' if isinstance(value, float) else
+                     f'{key}={value}' for key, value in metrics.items()
+                     if key not in METRICS)
