@@ -15,6 +15,7 @@ table says so: accuracies on simulated features are not benchmark results.
 import argparse
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
@@ -49,6 +50,21 @@ def baseline_row(name, metrics):
             f"- | - | {metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} "
             f"| {metrics['gzsl_unseen']:.1f} | {metrics['gzsl_h']:.1f} | - | "
             f"- | - |")
+
+
+def finished_run(run_dir, config, data):
+    """The metrics of a finished run of the same configuration on the same
+    data in :obj:`run_dir` (so that an interrupted table resumes), else
+    :obj:`None`."""
+    path = Path(run_dir) / 'metrics.json'
+    if not path.is_file():
+        return None
+    metrics = json.loads(path.read_text())
+    if metrics.get('config') != config.to_dict() or \
+            metrics.get('simulation') != data.simulation:
+        return None
+    print(f'reusing the finished run in {run_dir}', flush=True)
+    return metrics
 
 
 def main(argv=None):
@@ -106,9 +122,12 @@ def main(argv=None):
                                     seed=args.seed, **overrides)
             print(f'variant: {variant}, training: {training}, graph: '
                   f'{graph}', flush=True)
-            metrics = run(model_data, config,
-                          out_dir / f'{variant}-{training}-{graph}',
-                          progress=False, overwrite=True)
+            metrics = finished_run(out_dir / f'{variant}-{training}-{graph}',
+                                   config, data)
+            if metrics is None:
+                metrics = run(model_data, config,
+                              out_dir / f'{variant}-{training}-{graph}',
+                              progress=False, overwrite=True)
             rows.append(table_row(variant, training, graph, metrics))
     if not args.no_baselines:
         rows += [baseline_row(name, metrics(data))
