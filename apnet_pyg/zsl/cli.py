@@ -30,7 +30,12 @@ from apnet_pyg.data.simulator import (
     default_options,
     simulate_xlsa17,
 )
-from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR, load_xlsa17
+from apnet_pyg.data.xlsa17 import (
+    DATASETS,
+    SIMULATED_SIDECAR,
+    load_attributes,
+    load_xlsa17,
+)
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 
 ROW_TITLES = {
@@ -156,7 +161,7 @@ def _config_flag_type(option: dataclasses.Field):
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser,
-                         recipe: str) -> None:
+                         recipe: str, baselines: bool) -> None:
     parser.add_argument('--recipe', choices=sorted(RECIPES), default=recipe,
                         help=f'training schedule (default: {recipe})')
     parser.add_argument('--variant', choices=list(VARIANTS),
@@ -187,6 +192,10 @@ def _add_train_arguments(parser: argparse.ArgumentParser,
                         help='start over in an --out that holds a run')
     parser.add_argument('--no-progress', action='store_true',
                         help='print nothing while training')
+    parser.add_argument('--baselines', action=argparse.BooleanOptionalAction,
+                        default=baselines,
+                        help='also fit the closed-form ESZSL and SAE '
+                        f'baselines on the same data (default: {baselines})')
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -214,9 +223,38 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
                   data_root=str(Path(root).resolve()),
                   overwrite=args.overwrite)
     print(format_table(metrics))
+    if args.baselines:
+        metrics['baselines'] = _baselines(data, root, args.dataset)
+        metrics_path = Path(args.out) / 'metrics.json'
+        metrics_path.write_text(json.dumps(metrics, indent=2))
     print(f'wrote {Path(args.out) / "metrics.json"} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
+
+
+def _baselines(data, root: str, dataset: str) -> Dict:
+    r"""The closed-form baselines on the same data, printed as a table; they
+    read the benchmark's own attributes (:obj:`att`)."""
+    from apnet_pyg.zsl.baselines import BASELINES
+    data = dataclasses.replace(data, attributes=load_attributes(
+        root, dataset, 'att'))
+    results = {name: fit(data) for name, fit in BASELINES.items()}
+    print(format_baselines(results))
+    return results
+
+
+def format_baselines(results: Dict) -> str:
+    r"""The baselines' rows (hyper-parameters chosen on the validation
+    classes; GZSL uncalibrated, as published) as markdown."""
+    from apnet_pyg.zsl.baselines import hyper_parameters
+    lines = ['', '| baseline (closed form; chosen on the validation classes) '
+             '| ZSL acc | S | U | H |', '|---|---|---|---|---|']
+    for name, metrics in results.items():
+        lines.append(f"| {name} ({hyper_parameters(metrics)}) | "
+                     f"{metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} | "
+                     f"{metrics['gzsl_unseen']:.1f} | "
+                     f"{metrics['gzsl_h']:.1f} |")
+    return '\n'.join(lines)
 
 
 def _load_run(run_dir: str, root: Optional[str]):
@@ -337,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument('--root', required=True,
                        help='folder holding <DATASET>/res101.mat')
     train.add_argument('--out', required=True, help='run directory')
-    _add_train_arguments(train, recipe='paper')
+    _add_train_arguments(train, recipe='paper', baselines=False)
 
     evaluate = commands.add_parser('evaluate',
                                    help='evaluate a trained run')
@@ -359,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument('--out', required=True,
                           help='folder for the data (OUT/data) and the run '
                           '(OUT/run)')
-    _add_train_arguments(pipeline, recipe='fast')
+    _add_train_arguments(pipeline, recipe='fast', baselines=True)
     _add_simulate_arguments(pipeline)
     return parser
 

@@ -59,7 +59,10 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
                  '--lowrank-noise', '1.0'] + SMALL) == 0
     printed = capsys.readouterr().out
     assert 'reusing' in printed and 'SIMULATED' in printed
+    # The pipeline also fits the closed-form baselines on the same data:
+    assert '| ESZSL (gamma=' in printed and '| SAE (lam=' in printed
     metrics = json.loads((out / 'run' / 'metrics.json').read_text())
+    assert set(metrics['baselines']) == {'ESZSL', 'SAE'}
     assert metrics['model_selection'].startswith('none')
     assert 'gzsl_cal_h' not in metrics  # no validation, no calibration
     # The fast recipe, with the command line's overrides:
