@@ -112,14 +112,19 @@ def _kernel(name: str, schema: str, fake: Callable) -> Callable:
     r"""Registers the decorated function as the custom operator
     :obj:`apnet_pyg::name` (with the :obj:`fake` implementation) and
     returns a function that calls the operator under :func:`torch.compile`
-    (opaque to TorchDynamo) and the plain function otherwise."""
+    (opaque to TorchDynamo) and on meta tensors, and the plain function
+    otherwise."""
     def register(function: Callable) -> Callable:
         op = torch.library.custom_op(f'apnet_pyg::{name}', function,
                                      mutates_args=(), schema=schema)
         op.register_fake(fake)
 
         def call(*args):
-            return op(*args) if is_compiling() else function(*args)
+            # Meta tensors (shape inference without data) take the fake
+            # implementation, which the operator dispatches them to.
+            if is_compiling() or args[0].device.type == 'meta':
+                return op(*args)
+            return function(*args)
 
         call.__name__ = call.__qualname__ = function.__name__
         return call
