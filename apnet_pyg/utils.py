@@ -75,7 +75,8 @@ def check_int(value: Any, name: str, minimum: Optional[int] = None,
     value = int(value)
     if minimum is not None and value < minimum:
         if minimum != 1:
-            what += f' of at least {minimum}'
+            raise ValueError(f"'{name}' must be at least {minimum} (got "
+                             f"{value})")
         raise ValueError(f"'{name}' must be {what} (got {value})")
     return value
 
@@ -87,6 +88,22 @@ def check_bool(value: Any, name: str) -> bool:
         raise ValueError(f"'{name}' must be True or False (got "
                          f"{_described(value)})")
     return value
+
+
+def as_index_tensor(value: Any, name: str) -> Tensor:
+    r""":obj:`value` (a tensor or sequence of integers) as a flat int64
+    tensor, or a clear error: a float label or index would otherwise be
+    truncated silently."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"'{name}' must be a tensor or sequence of integer "
+                         f"indices (got {type(value).__name__})") from None
+    if tensor.is_floating_point() or tensor.is_complex() or \
+            tensor.dtype == torch.bool:
+        raise ValueError(f"'{name}' must hold integer indices (got dtype "
+                         f"{tensor.dtype})")
+    return tensor.reshape(-1).long()
 
 
 def value_checks_enabled() -> bool:

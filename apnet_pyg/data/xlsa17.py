@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from apnet_pyg.utils import as_index_tensor
+
 FEATURE_DIM = 2048
 FEATURES_FILE = 'res101.mat'
 SPLITS_FILE = 'att_splits.mat'
@@ -125,7 +127,7 @@ class ZSLDataset:
         :obj:`'trainval'`, :obj:`'test_seen'`, :obj:`'test_unseen'`,
         :obj:`'train'`, :obj:`'val'`."""
         if split not in SPLIT_KEYS:
-            raise ValueError(f"Unknown split '{split}' "
+            raise ValueError(f"Unknown split {split!r} for 'split' "
                              f"(expected one of {', '.join(SPLIT_KEYS)})")
         index = getattr(self, f'{split}_loc')
         if index is None:
@@ -150,7 +152,7 @@ class ZSLDataset:
             raise ValueError(f"Dataset '{self.name}' was loaded without "
                              f"features/labels (load_features=False)")
         index = self.loc(split)
-        classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
+        classes = as_index_tensor(classes, 'classes')
         keep = torch.isin(self.labels[index], classes)
         return index[keep]
 
