@@ -168,8 +168,8 @@ class EpisodeSampler(_RandomSampler):
         check_int(num_episodes, 'num_episodes', minimum=1, optional=True)
         self.classes = as_index_tensor(classes, 'classes')
         if self.classes.numel() < 2:
-            raise ValueError(f"An episode needs at least 2 classes (got "
-                             f"{self.classes.numel()})")
+            raise ValueError(f"'classes' must hold at least 2 classes for "
+                             f"an episode (got {self.classes.numel()})")
         self._images, _, self._counts = _group_by_class(labels, self.classes,
                                                         pool)
         short = self._counts < k_shot
@@ -221,7 +221,8 @@ class EpisodeSampler(_RandomSampler):
 
     def __len__(self) -> int:
         if self.num_episodes is None:
-            raise TypeError('EpisodeSampler without num_episodes is endless')
+            raise TypeError('EpisodeSampler(num_episodes=None) is endless: '
+                            'it has no len()')
         return self.num_episodes
 
     def __repr__(self) -> str:

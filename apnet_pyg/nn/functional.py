@@ -254,10 +254,23 @@ def _check_operand(tensor: Tensor, name: str, pattern: SparsePattern,
     :obj:`rows` rows and lives on the pattern's device (metadata only;
     the kernels would otherwise read out of bounds)."""
     check_features(tensor, name, dim=dim)
+    check_kernel_dtype(tensor, name)
     if tensor.size(0) != rows:
         raise ValueError(f"'{name}' must have {rows} rows, the pattern's "
                          f"{side} (got shape {tuple(tensor.shape)})")
     check_same_device(tensor, name, pattern.rowptr, 'pattern')
+
+
+def check_kernel_dtype(tensor: Tensor, name: str) -> None:
+    r"""Checks that the kernels can compute in :obj:`tensor`'s dtype:
+    torch's sparse CSR products have no float16 or bfloat16 version on
+    CPU."""
+    if tensor.device.type == 'cpu' and \
+            tensor.dtype in (torch.float16, torch.bfloat16):
+        raise ValueError(f"'{name}' is {tensor.dtype} on CPU, where the "
+                         f"sparse kernels compute in float32 or float64 "
+                         f"only: convert it, or use APNetConv(fused=False) "
+                         f"or DenseAPNetConv")
 
 
 def _check_pattern(pattern: SparsePattern) -> None:
@@ -265,6 +278,17 @@ def _check_pattern(pattern: SparsePattern) -> None:
         raise ValueError(f"'pattern' must be a SparsePattern from "
                          f"sparse_pattern(row, col, size) (got "
                          f"{type(pattern).__name__})")
+
+
+def _check_entry_values_and_x(pattern: SparsePattern, values: Tensor,
+                              name: str, x: Tensor) -> None:
+    r"""The operands of a sparse-dense product: one value per entry of
+    :obj:`pattern` and a row of :obj:`x` per column, of one dtype."""
+    _check_pattern(pattern)
+    _check_operand(values, name, pattern, pattern.nnz, 'number of entries',
+                   dim=1)
+    _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
+    _check_same_dtype(values, name, x, 'x')
 
 
 def _check_same_dtype(tensor: Tensor, name: str, reference: Tensor,
@@ -701,11 +725,7 @@ def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
     """
     if not is_compiling():
-        _check_pattern(pattern)
-        _check_operand(values, 'values', pattern, pattern.nnz,
-                       'number of entries', dim=1)
-        _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
-        _check_same_dtype(values, 'values', x, 'x')
+        _check_entry_values_and_x(pattern, values, 'values', x)
     return _SpMM.apply(pattern, values, x)
 
 
@@ -798,11 +818,7 @@ def softmax_spmm(
         the entries and of the self-loops
     """
     if not is_compiling():
-        _check_pattern(pattern)
-        _check_operand(logits, 'logits', pattern, pattern.nnz,
-                       'number of entries', dim=1)
-        _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
-        _check_same_dtype(logits, 'logits', x, 'x')
+        _check_entry_values_and_x(pattern, logits, 'logits', x)
         if loop_logits is not None:
             _check_operand(loop_logits, 'loop_logits', pattern,
                            pattern.size[0], 'number of rows', dim=1)

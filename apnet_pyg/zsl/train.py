@@ -321,6 +321,16 @@ CHECKPOINT_KEYS = ('epoch', 'config', 'model', 'optimizer', 'scheduler',
                    'sampler', 'history')
 
 
+def _load_quietly(path: Union[str, Path],
+                  device: Union[str, torch.device]) -> Any:
+    r""":func:`torch.load` with :obj:`weights_only=True`, without the
+    warnings it gives on some corrupt files before it fails (a second,
+    confusing line before the error that names the file)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return torch.load(path, map_location=device, weights_only=True)
+
+
 def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
                     device: Union[str, torch.device] = 'cpu'
                     ) -> Dict[str, Any]:
@@ -331,7 +341,7 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
             f"no checkpoint to resume from at '{path}': start without "
             f"--resume")
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = _load_quietly(path, device)
     except Exception as error:  # unpickling raises many types
         raise ValueError(f"'{path}' is not a readable apnet-zsl checkpoint "
                          f"({type(error).__name__}); delete it to start "
@@ -625,7 +635,7 @@ def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
         raise FileNotFoundError(f"No trained model at '{path}': "
                                 f"{_TRAIN_AGAIN}")
     try:
-        saved = torch.load(path, map_location='cpu', weights_only=True)
+        saved = _load_quietly(path, 'cpu')
     except Exception as error:  # unpickling raises many types
         raise ValueError(f"'{path}' is not a readable apnet-zsl model "
                          f"({type(error).__name__}); {_TRAIN_AGAIN}"

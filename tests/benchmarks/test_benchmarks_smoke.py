@@ -93,7 +93,7 @@ def test_crossover_interpolates_in_log_space():
 
     dense_always = rows[:3] + [row('apnet_dense', 4, 1.0)]
     assert crossover.find_crossover(dense_always, 1000, 256,
-                                      'forward')['bound'] == 'below'
+                                    'forward')['bound'] == 'below'
 
 
 def test_train_step_quick(tmp_path):

@@ -28,6 +28,7 @@ from torch_geometric.utils import (
 
 from apnet_pyg.nn.functional import (
     SparsePattern,
+    check_kernel_dtype,
     edge_cosine,
     softmax_spmm,
     sparse_pattern,
@@ -376,6 +377,16 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         """
         x_src, x_dst, bipartite = self._node_features(x)
         size = self._check_size(x_src, x_dst, size)
+        if self.fused:
+            check_kernel_dtype(x_src, 'x')
+            if x_src.device.type == 'cpu' and \
+                    torch.is_autocast_enabled('cpu') and \
+                    torch.get_autocast_dtype('cpu') != torch.float32:
+                raise ValueError(f"APNetConv(fused=True) cannot run under "
+                                 f"torch.autocast on CPU with dtype "
+                                 f"{torch.get_autocast_dtype('cpu')}: the "
+                                 f"sparse kernels compute in float32 or "
+                                 f"float64 only; pass fused=False")
         if x_src.device.type == 'meta' and self.add_self_loops and \
                 not bipartite and return_attention_weights is not None:
             raise ValueError("return_attention_weights on meta tensors: the "
@@ -481,16 +492,16 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     def _from_adjacency(self, adj_t, edge_weight: OptTensor,
                         size: Tuple[int, int]) -> Tuple[Tensor, OptTensor]:
         if self.flow != 'source_to_target':
-            raise ValueError("A sparse adjacency is read as 'adj_t' (row = "
-                             "target node) and needs "
+            raise ValueError("'edge_index' is a sparse adjacency, read as "
+                             "adj_t (row = target node), which needs "
                              "flow='source_to_target'")
         if edge_weight is not None:
             raise ValueError("Pass edge weights either as the values of the "
                              "sparse adjacency or as 'edge_weight', not both")
         if tuple(adj_t.size()[:2]) != (size[1], size[0]):
-            raise ValueError(f"The sparse adjacency 'adj_t' must have shape "
-                             f"[{size[1]}, {size[0]}] (targets x sources; "
-                             f"got {tuple(adj_t.size())})")
+            raise ValueError(f"'edge_index', a sparse adjacency adj_t, must "
+                             f"have shape [{size[1]}, {size[0]}] (targets x "
+                             f"sources; got {tuple(adj_t.size())})")
         if isinstance(adj_t, SparseTensor):
             # torch_sparse's SparseTensor (optional dependency).
             target, source, value = adj_t.coo()
@@ -507,8 +518,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         sparse_size = edge_index.sparse_size()
         if any(given is not None and given != expected
                for given, expected in zip(sparse_size, size)):
-            raise ValueError(f"The EdgeIndex has sparse size {sparse_size}, "
-                             f"but 'x' has {size} source and target nodes")
+            raise ValueError(f"'edge_index' (an EdgeIndex) has sparse size "
+                             f"{sparse_size}, but 'x' has {size} source and "
+                             f"target nodes")
         return edge_index.as_tensor()
 
     # Propagation #############################################################
