@@ -199,20 +199,22 @@ def _sparse_pattern(row: Tensor, col: Tensor, num_rows: int,
             row_t, col_t, perm_t, perm)
 
 
-def sparse_pattern(row: Tensor, col: Tensor,
-                   size: Tuple[int, int]) -> Tuple[SparsePattern, Tensor]:
+def sparse_pattern(row: Tensor, col: Tensor, size: Tuple[int, int], *,
+                   check: bool = True) -> Tuple[SparsePattern, Tensor]:
     r"""Builds the pattern of the entries :obj:`(row[k], col[k])` of an
     :math:`M \times N` matrix, without a host synchronisation (on CPU it
     skips the sorts that an already sorted input does not need). Indices
     out of range raise (an asynchronous assertion: a :class:`RuntimeError`
-    on CPU, a device assertion on a GPU).
+    on CPU, a device assertion on a GPU); :obj:`check=False` skips the
+    checks, for a caller that made them (as
+    :class:`~apnet_pyg.nn.APNetConv` does).
 
     Returns:
         The pattern and :obj:`perm`, such that entry :obj:`k` of the
         pattern is input entry :obj:`perm[k]` (reorder per-entry values
         with :obj:`values[perm]`).
     """
-    if not is_compiling():  # Compiled, APNetConv has checked its graph.
+    if check and not is_compiling():
         _check_entries(row, col, size)
     *tensors, perm = _sparse_pattern(row, col, size[0], size[1])
     return SparsePattern(*tensors), perm

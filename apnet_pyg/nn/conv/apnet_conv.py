@@ -554,7 +554,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             loop_kept = _lacks_self_loop(source, target, size[0])
         pattern = perm = None
         if self.fused:
-            pattern, perm = sparse_pattern(target, source, (size[1], size[0]))
+            # In range: checked above.
+            pattern, perm = sparse_pattern(target, source,
+                                           (size[1], size[0]), check=False)
         structure = (loop_kept, pattern, perm)
         if not is_compiling():
             # A reference to edge_index itself: its memory cannot be reused
