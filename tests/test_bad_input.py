@@ -1471,10 +1471,10 @@ cli('cli/pipeline-data-not-simulated',
 if not torch.cuda.is_available():
     cli('cli/train--device=cuda-without-cuda',
         lambda c: c.train('--device', 'cuda'),
-        r"--device cuda, but no CUDA device is available: pass --device cpu")
+        r"--device cuda, but torch sees no CUDA device: use --device cpu")
     cli('cli/evaluate--device=cuda-without-cuda',
         lambda c: ['evaluate', '--run', str(c.run), '--device', 'cuda'],
-        r"--device cuda, but no CUDA device is available")
+        r"--device cuda, but torch sees no CUDA device")
 
 
 # ---------------------------------------------------------------------------

@@ -83,8 +83,8 @@ def format_table(metrics: Dict, title: Optional[str] = None) -> str:
 
 def _device(name: str) -> str:
     if name == 'cuda' and not torch.cuda.is_available():
-        raise ValueError("--device cuda, but no CUDA device is available: "
-                         "pass --device cpu")
+        raise ValueError("--device cuda, but torch sees no CUDA device: "
+                         "use --device cpu")
     return name
 
 
