@@ -35,9 +35,9 @@ from apnet_pyg.nn.functional import (
 )
 from apnet_pyg.utils import (
     assert_edge_index_in_range,
+    check_bool,
     check_edge_index,
     check_edge_weight,
-    check_bool,
     check_features,
     check_finite,
     check_int,
