@@ -19,13 +19,91 @@ The operators split them the way PyG's :class:`MessagePassing` does:
 
 Model parts and graph builders, which run once per input rather than in a
 training loop, use :func:`check_node_features` with its value check.
+
+Constructor and builder arguments (numbers, sizes) are checked with
+:func:`check_number` and :func:`check_int`, once per call.
 """
-from typing import Optional, Tuple
+import math
+import numbers
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from torch_geometric import is_compiling, is_debug_enabled
+
+
+def _described(value: Any) -> str:
+    return f'{type(value).__name__} {value!r}'
+
+
+def check_number(value: Any, name: str, minimum: Optional[float] = None,
+                 maximum: Optional[float] = None) -> float:
+    r"""Checks that :obj:`value` is a finite real number (not a string nor
+    a bool) in :obj:`[minimum, maximum]` and returns it as a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"'{name}' must be a real number (got "
+                         f"{_described(value)})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"'{name}' must be finite (got {value})")
+    if (minimum is not None and value < minimum) or \
+            (maximum is not None and value > maximum):
+        if minimum is not None and maximum is not None:
+            bounds = f'lie in [{minimum:g}, {maximum:g}]'
+        elif minimum is not None:
+            bounds = f'be at least {minimum:g}'
+        else:
+            bounds = f'be at most {maximum:g}'
+        raise ValueError(f"'{name}' must {bounds} (got {value:g})")
+    return value
+
+
+def check_int(value: Any, name: str, minimum: Optional[int] = None,
+              optional: bool = False) -> Optional[int]:
+    r"""Checks that :obj:`value` is an integer (not a bool nor a float) of
+    at least :obj:`minimum`, or :obj:`None` if :obj:`optional`, and returns
+    it."""
+    if value is None and optional:
+        return None
+    what = 'a positive integer' if minimum == 1 else 'an integer'
+    if optional:
+        what += ' or None'
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"'{name}' must be {what} (got "
+                         f"{_described(value)})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        if minimum != 1:
+            raise ValueError(f"'{name}' must be at least {minimum} (got "
+                             f"{value})")
+        raise ValueError(f"'{name}' must be {what} (got {value})")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    r"""Checks that :obj:`value` is a bool (a truthy string such as
+    :obj:`"no"` would otherwise pass for :obj:`True`)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"'{name}' must be True or False (got "
+                         f"{_described(value)})")
+    return value
+
+
+def as_index_tensor(value: Any, name: str) -> Tensor:
+    r""":obj:`value` (a tensor or sequence of integers) as a flat int64
+    tensor, or a clear error: a float label or index would otherwise be
+    truncated silently."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"'{name}' must be a tensor or sequence of integer "
+                         f"indices (got {type(value).__name__})") from None
+    if tensor.is_floating_point() or tensor.is_complex() or \
+            tensor.dtype == torch.bool:
+        raise ValueError(f"'{name}' must hold integer indices (got dtype "
+                         f"{tensor.dtype})")
+    return tensor.reshape(-1).long()
 
 
 def value_checks_enabled() -> bool:
@@ -159,6 +237,16 @@ def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
     if not edge_weight.is_floating_point():
         raise ValueError(f"'edge_weight' must be a floating-point tensor "
                          f"(got dtype {edge_weight.dtype})")
+
+
+def check_zeros_and_ones(mask: Tensor, name: str = 'mask') -> None:
+    r"""Checks that a non-boolean :obj:`mask` holds only zeros and ones
+    (reads the data)."""
+    other = (mask != 0) & (mask != 1)
+    if bool(other.any()):
+        raise ValueError(f"'{name}' must hold only 0 and 1 (got "
+                         f"{mask[other].reshape(-1)[0].item()}); pass a "
+                         f"boolean mask of the valid nodes")
 
 
 def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:

@@ -18,6 +18,8 @@ from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
+from apnet_pyg.utils import as_index_tensor, check_bool, check_int
+
 
 class Episode(NamedTuple):
     r"""One training episode.
@@ -54,15 +56,17 @@ def _group_by_class(labels: Tensor, classes: Tensor, pool: Optional[Tensor],
     r"""Returns the pool's images of :obj:`classes` (sorted by class position
     if :obj:`sort`, else in pool order), their class positions, and the image
     count of each class."""
-    labels = torch.as_tensor(labels).view(-1).long()
-    classes = torch.as_tensor(classes).view(-1).long()
+    labels = as_index_tensor(labels, 'labels')
+    classes = as_index_tensor(classes, 'classes')
     if classes.numel() == 0:
         raise ValueError("'classes' is empty")
     if classes.unique().numel() != classes.numel():
         raise ValueError("'classes' contains duplicates")
+    if labels.numel() > 0 and int(labels.min()) < 0:
+        raise ValueError("'labels' contains negative class indices")
     if pool is None:
         pool = torch.arange(labels.numel())
-    pool = torch.as_tensor(pool).view(-1).long()
+    pool = as_index_tensor(pool, 'pool')
     if pool.numel() and (int(pool.min()) < 0 or
                          int(pool.max()) >= labels.numel()):
         raise ValueError(f"'pool' must hold image indices in "
@@ -92,6 +96,11 @@ class _RandomSampler:
     r"""The random state of a sampler: its generator, saved and restored
     so that a resumed run draws the same sequence."""
     def __init__(self, generator: Optional[torch.Generator]):
+        if generator is not None and \
+                not isinstance(generator, torch.Generator):
+            raise ValueError(f"'generator' must be a torch.Generator or "
+                             f"None (got {type(generator).__name__}; for a "
+                             f"seed: torch.Generator().manual_seed(seed))")
         self.generator = generator if generator is not None else \
             _default_generator()
 
@@ -100,7 +109,16 @@ class _RandomSampler:
         return {'generator': self.generator.get_state()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.generator.set_state(state['generator'])
+        if not isinstance(state, dict) or \
+                not isinstance(state.get('generator'), Tensor):
+            raise ValueError(f"'state' must be a {type(self).__name__}'s "
+                             f"state_dict() (a dict with its 'generator' "
+                             f"state; got {type(state).__name__})")
+        try:
+            self.generator.set_state(state['generator'])
+        except RuntimeError as error:
+            raise ValueError(f"'state' holds no generator state of "
+                             f"torch.Generator ({error})") from None
 
 
 class EpisodeSampler(_RandomSampler):
@@ -144,14 +162,14 @@ class EpisodeSampler(_RandomSampler):
                  *, pool: Optional[Tensor] = None,
                  allow_replacement: bool = False,
                  num_episodes: Optional[int] = None):
-        if n_way < 2:
-            raise ValueError(f"'n_way' must be at least 2 (got {n_way})")
-        if k_shot < 1:
-            raise ValueError(f"'k_shot' must be at least 1 (got {k_shot})")
-        self.classes = torch.as_tensor(classes).view(-1).long()
+        check_int(n_way, 'n_way', minimum=2)
+        check_int(k_shot, 'k_shot', minimum=1)
+        check_bool(allow_replacement, 'allow_replacement')
+        check_int(num_episodes, 'num_episodes', minimum=1, optional=True)
+        self.classes = as_index_tensor(classes, 'classes')
         if self.classes.numel() < 2:
-            raise ValueError(f"An episode needs at least 2 classes (got "
-                             f"{self.classes.numel()})")
+            raise ValueError(f"'classes' must hold at least 2 classes for "
+                             f"an episode (got {self.classes.numel()})")
         self._images, _, self._counts = _group_by_class(labels, self.classes,
                                                         pool)
         short = self._counts < k_shot
@@ -203,7 +221,8 @@ class EpisodeSampler(_RandomSampler):
 
     def __len__(self) -> int:
         if self.num_episodes is None:
-            raise TypeError('EpisodeSampler without num_episodes is endless')
+            raise TypeError('EpisodeSampler(num_episodes=None) is endless: '
+                            'it has no len()')
         return self.num_episodes
 
     def __repr__(self) -> str:
@@ -238,10 +257,10 @@ class MinibatchSampler(_RandomSampler):
                  generator: Optional[torch.Generator] = None, *,
                  pool: Optional[Tensor] = None, shuffle: bool = True,
                  drop_last: bool = False):
-        if batch_size < 1:
-            raise ValueError(f"'batch_size' must be at least 1 "
-                             f"(got {batch_size})")
-        self.classes = torch.as_tensor(classes).view(-1).long()
+        check_int(batch_size, 'batch_size', minimum=1)
+        check_bool(shuffle, 'shuffle')
+        check_bool(drop_last, 'drop_last')
+        self.classes = as_index_tensor(classes, 'classes')
         self._images, self._targets, _ = _group_by_class(
             labels, self.classes, pool, sort=False)
         self.batch_size = batch_size
@@ -288,7 +307,15 @@ class MinibatchSampler(_RandomSampler):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self._pass_order = state.get('pass_order')
+        pass_order = state.get('pass_order')
+        if pass_order is not None and (
+                not isinstance(pass_order, Tensor) or
+                pass_order.shape != self._images.shape):
+            raise ValueError(f"'state' is the state of a MinibatchSampler "
+                             f"over another number of images (its pass "
+                             f"order: {getattr(pass_order, 'shape', None)}, "
+                             f"this sampler: {self._images.numel()})")
+        self._pass_order = pass_order
         self._next_batch = state.get('next_batch', 0)
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.utils import as_index_tensor, check_int, check_number
 
 
 class ValidationSplit(NamedTuple):
@@ -36,6 +37,13 @@ class ValidationSplit(NamedTuple):
     unseen_val_images: Tensor
 
 
+def _check_fraction(fraction, name: str) -> float:
+    fraction = check_number(fraction, name)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"'{name}' must lie in (0, 1) (got {fraction:g})")
+    return fraction
+
+
 def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
                        generator: torch.Generator):
     r"""Splits :obj:`images` (indices into :obj:`labels`) into kept and
@@ -46,9 +54,18 @@ def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
     Returns:
         (Tensor, Tensor): Kept and held-out image indices, each sorted.
     """
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"'fraction' must lie in (0, 1) (got {fraction})")
-    images = images.view(-1).long()
+    _check_fraction(fraction, 'fraction')
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"'generator' must be a torch.Generator (got "
+                         f"{type(generator).__name__})")
+    images = as_index_tensor(images, 'images')
+    labels = as_index_tensor(labels, 'labels')
+    if images.numel() > 0 and (int(images.min()) < 0 or
+                               int(images.max()) >= labels.numel()):
+        raise ValueError(f"'images' must hold indices into 'labels', in "
+                         f"[0, {labels.numel()})")
+    if labels.numel() > 0 and int(labels.min()) < 0:
+        raise ValueError("'labels' contains negative class indices")
     order = torch.randperm(images.numel(), generator=generator)
     shuffled = images[order]
     image_labels = labels[shuffled]
@@ -73,6 +90,11 @@ def seen_validation_split(data: ZSLDataset, fraction: float = 0.2,
     drawn with :obj:`seed`), validate on those and on the images of
     :obj:`valclasses1` (the unseen validation images). Test images are
     never touched."""
+    if not isinstance(data, ZSLDataset):
+        raise ValueError(f"'data' must be a ZSLDataset (got "
+                         f"{type(data).__name__})")
+    _check_fraction(fraction, 'fraction')
+    check_int(seed, 'seed')
     if data.labels is None:
         raise ValueError(f"Dataset '{data.name}' was loaded without "
                          f"features/labels (load_features=False)")

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from apnet_pyg.utils import as_index_tensor
+
 FEATURE_DIM = 2048
 FEATURES_FILE = 'res101.mat'
 SPLITS_FILE = 'att_splits.mat'
@@ -125,7 +127,7 @@ class ZSLDataset:
         :obj:`'trainval'`, :obj:`'test_seen'`, :obj:`'test_unseen'`,
         :obj:`'train'`, :obj:`'val'`."""
         if split not in SPLIT_KEYS:
-            raise ValueError(f"Unknown split '{split}' "
+            raise ValueError(f"Unknown split {split!r} for 'split' "
                              f"(expected one of {', '.join(SPLIT_KEYS)})")
         index = getattr(self, f'{split}_loc')
         if index is None:
@@ -150,7 +152,7 @@ class ZSLDataset:
             raise ValueError(f"Dataset '{self.name}' was loaded without "
                              f"features/labels (load_features=False)")
         index = self.loc(split)
-        classes = torch.as_tensor(classes, dtype=torch.long).view(-1)
+        classes = as_index_tensor(classes, 'classes')
         keep = torch.isin(self.labels[index], classes)
         return index[keep]
 
@@ -198,6 +200,12 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
     if attributes not in ATTRIBUTE_KINDS:
         raise ValueError(f"'attributes' must be one of "
                          f"{', '.join(ATTRIBUTE_KINDS)} (got '{attributes}')")
+    if not isinstance(dataset, str) or not dataset:
+        raise ValueError(f"'dataset' must be a dataset folder name such as "
+                         f"'AWA2' (got {dataset!r})")
+    if not isinstance(load_features, bool):
+        raise ValueError(f"'load_features' must be True or False (got "
+                         f"{load_features!r})")
     if root is None:
         if load_features:
             raise FileNotFoundError(
@@ -377,18 +385,27 @@ def _check_labels_match_splits(folder: Path, class_names: List[str],
 def _read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
     r"""The simulator's sidecar (:obj:`None` for real features)."""
     sidecar = folder / SIMULATED_SIDECAR
-    if not sidecar.is_file():
+    if not sidecar.exists():
         return None
+    _check_is_file(sidecar)
     try:
-        return json.loads(sidecar.read_text())
-    except ValueError as error:
+        content = json.loads(sidecar.read_text())
+    except ValueError as error:  # UnicodeDecodeError too.
         raise ValueError(f"'{sidecar}' is not valid JSON: {error}; "
-                         f"simulate the dataset again")
+                         f"simulate the dataset again") from None
+    if not isinstance(content, dict):
+        raise ValueError(f"'{sidecar}' must hold a JSON object (got "
+                         f"{type(content).__name__}); simulate the dataset "
+                         f"again")
+    return content
 
 
 def dataset_dir(root: PathLike, dataset: str) -> Path:
     r"""Returns :obj:`<root>/<dataset>` (trying the upper-case name too)."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"The data root '{root}' is a file: pass "
+                                 f"the folder holding <DATASET>/")
     for name in (dataset, dataset.upper()):
         if (root / name).is_dir():
             return root / name
@@ -406,8 +423,7 @@ def _read_mat(path: Path,
     from scipy.io import loadmat
     from scipy.io.matlab import matfile_version
 
-    if not path.is_file():
-        raise FileNotFoundError(f"Missing file '{path}'")
+    _check_is_file(path)
     try:
         major, _ = matfile_version(str(path))
     except Exception as error:  # scipy raises several types here
@@ -448,6 +464,14 @@ def _read_mat_v73(path: Path,
         return {key: convert(file, file[key]) for key in file.keys()
                 if not key.startswith('#') and
                 (variable_names is None or key in variable_names)}
+
+
+def _check_is_file(path: Path) -> None:
+    if path.is_dir():
+        raise IsADirectoryError(f"'{path}' is a directory where a file is "
+                                f"expected: replace it with the file")
+    if not path.is_file():
+        raise FileNotFoundError(f"Missing file '{path}'")
 
 
 def _keys(mat: Dict[str, Any]) -> List[str]:
@@ -538,10 +562,15 @@ def _read_names(mat: Dict[str, Any], key: str, path: Path) -> List[str]:
 
 def _read_class_list(path: Path,
                      name_to_index: Dict[str, int]) -> Optional[np.ndarray]:
-    if not path.is_file():
+    if not path.exists():
         return None
-    names = [line.strip() for line in path.read_text().splitlines()
-             if line.strip()]
+    _check_is_file(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"'{path}' is not a text file of class names "
+                         f"({error.reason} at byte {error.start})") from None
+    names = [line.strip() for line in text.splitlines() if line.strip()]
     unknown = [name for name in names if name not in name_to_index]
     if unknown:
         raise ValueError(f"'{path}' lists {len(unknown)} class names that are "

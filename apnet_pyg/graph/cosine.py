@@ -7,10 +7,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from apnet_pyg.utils import check_node_features
+from apnet_pyg.utils import (
+    check_bool,
+    check_int,
+    check_node_features,
+    check_number,
+)
 
 #: The APNet paper's edge threshold :math:`\epsilon = \cos 40^{\circ}`.
 COS_40_DEGREES = math.cos(math.radians(40.0))
+
+#: How far (in units of the features' machine epsilon) a computed cosine may
+#: fall below :obj:`threshold` and still count as reaching it: rounding
+#: makes the cosine of two identical rows as low as :math:`1 - 5
+#: \varepsilon` (0.99999994 in float32 for 3 features, lower for more).
+THRESHOLD_TOLERANCE_EPS = 8
 
 # Similarity entries computed at once (64 MB in float32): bounds the memory
 # of the builders independently of the number of rows.
@@ -53,6 +64,25 @@ def _normalized_graphs(
     return (h if perm is None else h[perm]), ranges, perm
 
 
+def check_threshold(threshold) -> float:
+    r"""The edge threshold as a float in :math:`[-1, 1]` (a one-element
+    tensor is read), or a clear error."""
+    if isinstance(threshold, Tensor) and threshold.numel() == 1:
+        threshold = threshold.item()
+    return check_number(threshold, 'threshold', minimum=-1.0, maximum=1.0)
+
+
+def check_k(k) -> int:
+    return check_int(k, 'k', minimum=1)
+
+
+def check_flow(flow) -> str:
+    if flow not in ('source_to_target', 'target_to_source'):
+        raise ValueError(f"'flow' must be 'source_to_target' or "
+                         f"'target_to_source' (got {flow!r})")
+    return flow
+
+
 def _row_blocks(start: int, end: int, columns: int,
                 chunk_size: Optional[int]) -> Iterator[Tuple[int, int]]:
     rows = chunk_size or max(1, _BLOCK_ELEMENTS // max(columns, 1))
@@ -60,8 +90,12 @@ def _row_blocks(start: int, end: int, columns: int,
         yield block_start, min(block_start + rows, end)
 
 
-def _finish(source: List[Tensor], target: List[Tensor], perm: Optional[Tensor],
-            num_nodes: int, device: torch.device) -> Tensor:
+def _sorted_edge_index(source: List[Tensor], target: List[Tensor],
+                       perm: Optional[Tensor], num_nodes: int,
+                       device: torch.device) -> Tensor:
+    r"""The :obj:`edge_index` of the edges found block by block, in the
+    caller's node order (undoing :obj:`perm`), sorted by source, then
+    target."""
     if source:
         source_t, target_t = torch.cat(source), torch.cat(target)
     else:
@@ -94,7 +128,10 @@ def cosine_threshold_graph(
     exactly undirected (both directions present). Similarities are computed
     in row blocks of at most :math:`2^{24}` entries (or :obj:`chunk_size`
     rows), so memory grows with the number of edges, not with :math:`N^2`.
-    A zero row has cosine :math:`0` with every row.
+    A zero row has cosine :math:`0` with every row. A computed cosine
+    within :data:`THRESHOLD_TOLERANCE_EPS` machine epsilons below
+    :obj:`threshold` counts as reaching it, so that rounding cannot drop
+    an edge between identical rows at :obj:`threshold=1.0`.
 
     Args:
         x (torch.Tensor): Node features :math:`(N, F)`.
@@ -105,27 +142,27 @@ def cosine_threshold_graph(
             (default: :obj:`None`)
         loop (bool, optional): If :obj:`True`, every node gets a self-loop.
             (default: :obj:`False`)
-        chunk_size (int, optional): Rows per block. (default: automatic)
+        chunk_size (int, optional): Rows per block, a positive integer.
+            (default: automatic)
 
     :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
         source, then target.
     """
-    if not -1.0 <= float(threshold) <= 1.0:
-        raise ValueError(f"'threshold' must lie in [-1, 1] (got {threshold})")
+    threshold = check_threshold(threshold)
+    check_bool(loop, 'loop')
+    check_int(chunk_size, 'chunk_size', minimum=1, optional=True)
     h, ranges, perm = _normalized_graphs(x, batch)
     num_nodes = h.size(0)
+    cut = threshold - THRESHOLD_TOLERANCE_EPS * torch.finfo(h.dtype).eps
 
     source, target = [], []
     for start, end in ranges:
         for row_start, row_end in _row_blocks(start, end, end - start,
                                               chunk_size):
             # Upper triangle only: pair (i, j), i < j, is decided once.
-            block = h[row_start:row_end] @ h[row_start:end].t()
-            block.triu_(diagonal=1)
-            i, j = torch.nonzero(block >= threshold, as_tuple=True)
-            if threshold <= 0:  # triu_ zeroed the lower part: drop it.
-                keep = j > i
-                i, j = i[keep], j[keep]
+            edges = h[row_start:row_end] @ h[row_start:end].t() >= cut
+            edges.triu_(diagonal=1)
+            i, j = torch.nonzero(edges, as_tuple=True)
             i, j = i + row_start, j + row_start
             source += [i, j]
             target += [j, i]
@@ -134,7 +171,7 @@ def cosine_threshold_graph(
         nodes = torch.arange(num_nodes, device=h.device)
         source.append(nodes)
         target.append(nodes)
-    return _finish(source, target, perm, num_nodes, h.device)
+    return _sorted_edge_index(source, target, perm, num_nodes, h.device)
 
 
 @torch.no_grad()
@@ -149,7 +186,7 @@ def cosine_knn_graph(
     r"""Connects every row of :obj:`x` to the :obj:`k` rows of highest
     cosine similarity: PyG's :func:`~torch_geometric.nn.pool.knn_graph`
     with :obj:`cosine=True` (same arguments and edge direction), in plain
-    PyTorch (PyG's needs :obj:`torch-cluster`).
+    PyTorch (PyG's needs the compiled extension :obj:`pyg-lib`).
 
     With :obj:`flow="source_to_target"`, edges point from the neighbours to
     the node, so that every node is the target of :obj:`k` edges; with
@@ -161,8 +198,12 @@ def cosine_knn_graph(
     :class:`~apnet_pyg.graph.CosineKNNGraph` with
     :obj:`force_undirected=True`).
 
+    An all-zero row has no direction, hence no nearest neighbours (its
+    cosine with every row would be a tie at :math:`0`): it raises a
+    :class:`ValueError` naming the row, rather than getting arbitrary ones.
+
     Args:
-        x (torch.Tensor): Node features :math:`(N, F)`.
+        x (torch.Tensor): Node features :math:`(N, F)`, no row all zero.
         k (int): The number of neighbours.
         batch (torch.Tensor, optional): Graph index of every node
             :math:`(N)`; neighbours are searched within the same graph.
@@ -172,17 +213,25 @@ def cosine_knn_graph(
         flow (str, optional): The flow direction when used in combination
             with message passing (:obj:`"source_to_target"` or
             :obj:`"target_to_source"`). (default: :obj:`"source_to_target"`)
-        chunk_size (int, optional): Rows per block. (default: automatic)
+        chunk_size (int, optional): Rows per block, a positive integer.
+            (default: automatic)
 
     :rtype: :class:`torch.LongTensor` :math:`(2, |\mathcal{E}|)`, sorted by
         row, then column, without repeated edges.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"'k' must be a positive integer (got {k})")
-    if flow not in ('source_to_target', 'target_to_source'):
-        raise ValueError(f"'flow' must be 'source_to_target' or "
-                         f"'target_to_source' (got '{flow}')")
+    k = check_k(k)
+    check_bool(loop, 'loop')
+    check_flow(flow)
+    check_int(chunk_size, 'chunk_size', minimum=1, optional=True)
     h, ranges, perm = _normalized_graphs(x, batch)
+    zero_rows = (h == 0).all(dim=-1).nonzero().view(-1)
+    if zero_rows.numel() > 0:
+        if perm is not None:
+            zero_rows = perm[zero_rows]
+        raise ValueError(
+            f"'x' has {zero_rows.numel()} all-zero rows (e.g. row "
+            f"{int(zero_rows.min())}): a zero vector has no cosine nearest "
+            f"neighbours; drop those nodes or give them non-zero features")
     num_nodes = h.size(0)
 
     neighbour, node = [], []
@@ -203,5 +252,5 @@ def cosine_knn_graph(
             node.append(nodes.repeat_interleave(num_neighbours))
 
     if flow == 'source_to_target':
-        return _finish(neighbour, node, perm, num_nodes, h.device)
-    return _finish(node, neighbour, perm, num_nodes, h.device)
+        return _sorted_edge_index(neighbour, node, perm, num_nodes, h.device)
+    return _sorted_edge_index(node, neighbour, perm, num_nodes, h.device)

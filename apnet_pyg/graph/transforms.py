@@ -7,9 +7,13 @@ from torch_geometric.utils import to_undirected
 
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
+    check_flow,
+    check_k,
+    check_threshold,
     cosine_knn_graph,
     cosine_threshold_graph,
 )
+from apnet_pyg.utils import check_bool
 
 
 @functional_transform('cosine_threshold_graph')
@@ -30,9 +34,10 @@ class CosineThresholdGraph(BaseTransform):
     """
     def __init__(self, threshold: float = COS_40_DEGREES, loop: bool = False,
                  attr: str = 'x') -> None:
-        self.threshold = threshold
-        self.loop = loop
-        self.attr = attr
+        # Checked here, not on the first graph of a dataset.
+        self.threshold = check_threshold(threshold)
+        self.loop = check_bool(loop, 'loop')
+        self.attr = _check_attr(attr)
 
     def forward(self, data: Data) -> Data:
         data.edge_index = cosine_threshold_graph(
@@ -51,7 +56,7 @@ class CosineKNNGraph(BaseTransform):
     features (functional name: :obj:`cosine_knn_graph`; see
     :func:`~apnet_pyg.graph.cosine_knn_graph`): PyG's
     :class:`~torch_geometric.transforms.KNNGraph` with :obj:`cosine=True`,
-    on any node attribute, without :obj:`torch-cluster`.
+    on any node attribute, without :obj:`pyg-lib`.
 
     Args:
         k (int, optional): The number of neighbors. (default: :obj:`6`)
@@ -71,11 +76,12 @@ class CosineKNNGraph(BaseTransform):
     def __init__(self, k: int = 6, loop: bool = False,
                  force_undirected: bool = False,
                  flow: str = 'source_to_target', attr: str = 'x') -> None:
-        self.k = k
-        self.loop = loop
-        self.force_undirected = force_undirected
-        self.flow = flow
-        self.attr = attr
+        self.k = check_k(k)
+        self.loop = check_bool(loop, 'loop')
+        self.force_undirected = check_bool(force_undirected,
+                                           'force_undirected')
+        self.flow = check_flow(flow)
+        self.attr = _check_attr(attr)
 
     def forward(self, data: Data) -> Data:
         edge_index = cosine_knn_graph(
@@ -89,6 +95,13 @@ class CosineKNNGraph(BaseTransform):
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}(k={self.k})'
+
+
+def _check_attr(attr) -> str:
+    if not isinstance(attr, str) or not attr:
+        raise ValueError(f"'attr' must be the name of a node attribute "
+                         f"(got {attr!r})")
+    return attr
 
 
 def _node_attribute(data: Data, attr: str) -> Tensor:

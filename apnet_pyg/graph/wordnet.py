@@ -172,13 +172,17 @@ def resolve_synsets(classes: Sequence[str],
             via = f" (mapped to {spec!r})" if name in mapping else ''
             failures.append(f'{name!r}{via}: {e}')
     if failures:
+        shown = 10  # One line, readable even for SUN's 717 classes.
+        listed = '; '.join(failures[:shown])
+        if len(failures) > shown:
+            listed += f'; and {len(failures) - shown} more'
         raise ValueError(
-            f"Could not map {len(failures)} of {len(classes)} classes to a "
-            f"WordNet noun synset:\n  " + '\n  '.join(failures) +
-            "\nPass 'mapping={class name: synset}' with synset names like "
-            "'zebra.n.01' or wnids like 'n02391049' for these classes "
-            "(the xlsa17 datasets' mappings: apnet_pyg.data."
-            "wordnet_mappings.dataset_wordnet_mapping).")
+            f"Could not map {len(failures)} of {len(classes)} classes of "
+            f"'classes' to a WordNet noun synset: {listed}. Pass "
+            f"'mapping={{class name: synset}}' with synset names like "
+            f"'zebra.n.01' or wnids like 'n02391049' for these classes (the "
+            f"xlsa17 datasets' mappings: apnet_pyg.data.wordnet_mappings."
+            f"dataset_wordnet_mapping).")
     return synsets
 
 

@@ -45,6 +45,8 @@ from torch import Tensor
 from torch_geometric import is_compiling
 from torch_geometric.index import index2ptr
 
+from apnet_pyg.utils import check_features, check_int, check_same_device
+
 
 class SparsePattern(NamedTuple):
     r"""The sparsity pattern of an :math:`M \times N` matrix in CSR form
@@ -112,14 +114,19 @@ def _kernel(name: str, schema: str, fake: Callable) -> Callable:
     r"""Registers the decorated function as the custom operator
     :obj:`apnet_pyg::name` (with the :obj:`fake` implementation) and
     returns a function that calls the operator under :func:`torch.compile`
-    (opaque to TorchDynamo) and the plain function otherwise."""
+    (opaque to TorchDynamo) and on meta tensors, and the plain function
+    otherwise."""
     def register(function: Callable) -> Callable:
         op = torch.library.custom_op(f'apnet_pyg::{name}', function,
                                      mutates_args=(), schema=schema)
         op.register_fake(fake)
 
         def call(*args):
-            return op(*args) if is_compiling() else function(*args)
+            # Meta tensors (shape inference without data) take the fake
+            # implementation, which the operator dispatches them to.
+            if is_compiling() or args[0].device.type == 'meta':
+                return op(*args)
+            return function(*args)
 
         call.__name__ = call.__qualname__ = function.__name__
         return call
@@ -192,20 +199,114 @@ def _sparse_pattern(row: Tensor, col: Tensor, num_rows: int,
             row_t, col_t, perm_t, perm)
 
 
-def sparse_pattern(row: Tensor, col: Tensor,
-                   size: Tuple[int, int]) -> Tuple[SparsePattern, Tensor]:
+def sparse_pattern(row: Tensor, col: Tensor, size: Tuple[int, int], *,
+                   check: bool = True) -> Tuple[SparsePattern, Tensor]:
     r"""Builds the pattern of the entries :obj:`(row[k], col[k])` of an
     :math:`M \times N` matrix, without a host synchronisation (on CPU it
-    skips the sorts that an already sorted input does not need). The
-    indices must lie in range (the caller checks them).
+    skips the sorts that an already sorted input does not need). Indices
+    out of range raise (an asynchronous assertion: a :class:`RuntimeError`
+    on CPU, a device assertion on a GPU); :obj:`check=False` skips the
+    checks, for a caller that made them (as
+    :class:`~apnet_pyg.nn.APNetConv` does).
 
     Returns:
         The pattern and :obj:`perm`, such that entry :obj:`k` of the
         pattern is input entry :obj:`perm[k]` (reorder per-entry values
         with :obj:`values[perm]`).
     """
+    if check and not is_compiling():
+        _check_entries(row, col, size)
     *tensors, perm = _sparse_pattern(row, col, size[0], size[1])
     return SparsePattern(*tensors), perm
+
+
+def _check_entries(row: Tensor, col: Tensor, size: Tuple[int, int]) -> None:
+    if not isinstance(size, (tuple, list)) or len(size) != 2:
+        raise ValueError(f"'size' must be a pair (num_rows, num_cols) "
+                         f"(got {size!r})")
+    check_int(size[0], 'size[0]', minimum=0)
+    check_int(size[1], 'size[1]', minimum=0)
+    for name, index in (('row', row), ('col', col)):
+        if not isinstance(index, Tensor) or index.dim() != 1 or \
+                index.is_floating_point() or index.is_complex() or \
+                index.dtype == torch.bool:
+            raise ValueError(f"'{name}' must be a 1-D tensor of integer "
+                             f"indices (got {_describe(index)})")
+    if row.numel() != col.numel():
+        raise ValueError(f"'row' and 'col' must have one entry each per "
+                         f"entry (got {row.numel()} and {col.numel()})")
+    check_same_device(col, 'col', row, 'row')
+    if row.numel() > 0:
+        # An asynchronous assertion: no host synchronisation.
+        in_range = ((row.min() >= 0) & (row.max() < size[0]) &
+                    (col.min() >= 0) & (col.max() < size[1]))
+        torch._assert_async(in_range, f"'row' or 'col' holds indices "
+                            f"outside the size {tuple(size)}")
+
+
+def _describe(value) -> str:
+    if isinstance(value, Tensor):
+        return f'shape {tuple(value.shape)}, dtype {value.dtype}'
+    return type(value).__name__
+
+
+def _check_operand(tensor: Tensor, name: str, pattern: SparsePattern,
+                   rows: int, side: str, dim: int = 2) -> None:
+    r"""Checks that :obj:`tensor` (:obj:`dim`-D, floating point) has
+    :obj:`rows` rows and lives on the pattern's device (metadata only;
+    the kernels would otherwise read out of bounds)."""
+    check_features(tensor, name, dim=dim)
+    check_kernel_dtype(tensor, name)
+    if tensor.size(0) != rows:
+        raise ValueError(f"'{name}' must have {rows} rows, the pattern's "
+                         f"{side} (got shape {tuple(tensor.shape)})")
+    check_same_device(tensor, name, pattern.rowptr, 'pattern')
+
+
+def check_kernel_dtype(tensor: Tensor, name: str) -> None:
+    r"""Checks that the kernels can compute in :obj:`tensor`'s dtype:
+    torch's sparse CSR products have no float16 or bfloat16 version on
+    CPU."""
+    if tensor.device.type == 'cpu' and \
+            tensor.dtype in (torch.float16, torch.bfloat16):
+        raise ValueError(f"'{name}' is {tensor.dtype} on CPU, where the "
+                         f"sparse kernels compute in float32 or float64 "
+                         f"only: convert it, or use APNetConv(fused=False) "
+                         f"or DenseAPNetConv")
+
+
+def _check_pattern(pattern: SparsePattern) -> None:
+    if not isinstance(pattern, SparsePattern):
+        raise ValueError(f"'pattern' must be a SparsePattern from "
+                         f"sparse_pattern(row, col, size) (got "
+                         f"{type(pattern).__name__})")
+
+
+def _check_entry_values_and_x(pattern: SparsePattern, values: Tensor,
+                              name: str, x: Tensor) -> None:
+    r"""The operands of a sparse-dense product: one value per entry of
+    :obj:`pattern` and a row of :obj:`x` per column, of one dtype."""
+    _check_pattern(pattern)
+    _check_operand(values, name, pattern, pattern.nnz, 'number of entries',
+                   dim=1)
+    _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
+    _check_same_dtype(values, name, x, 'x')
+
+
+def _check_same_dtype(tensor: Tensor, name: str, reference: Tensor,
+                      reference_name: str) -> None:
+    if tensor.dtype != reference.dtype:
+        raise ValueError(f"'{name}' has dtype {tensor.dtype} but "
+                         f"'{reference_name}' {reference.dtype}: convert one "
+                         f"to the other")
+
+
+def _check_same_width(tensor: Tensor, name: str, reference: Tensor,
+                      reference_name: str) -> None:
+    if tensor.size(-1) != reference.size(-1):
+        raise ValueError(f"'{name}' and '{reference_name}' must have the "
+                         f"same number of features (got "
+                         f"{tensor.size(-1)} and {reference.size(-1)})")
 
 
 # ---------------------------------------------------------------------------
@@ -625,6 +726,8 @@ def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
     """
+    if not is_compiling():
+        _check_entry_values_and_x(pattern, values, 'values', x)
     return _SpMM.apply(pattern, values, x)
 
 
@@ -640,6 +743,12 @@ def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in pattern order
     """
+    if not is_compiling():
+        _check_pattern(pattern)
+        _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
+        _check_operand(b, 'b', pattern, pattern.size[1], 'number of columns')
+        _check_same_width(b, 'b', a, 'a')
+        _check_same_dtype(b, 'b', a, 'a')
     return _SDDMM.apply(pattern, a, b)
 
 
@@ -666,6 +775,17 @@ def edge_cosine(pattern: SparsePattern, a: Tensor,
     """
     if b is a:  # The same nodes (and one tensor given twice to autograd).
         b = None
+    if not is_compiling():
+        _check_pattern(pattern)
+        _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
+        if b is None and pattern.size[0] != pattern.size[1]:
+            raise ValueError(f"b=None (b = a) needs a square pattern (got "
+                             f"size {pattern.size}); pass 'b'")
+        if b is not None:
+            _check_operand(b, 'b', pattern, pattern.size[1],
+                           'number of columns')
+            _check_same_width(b, 'b', a, 'a')
+            _check_same_dtype(b, 'b', a, 'a')
     cos, inv_a = _EdgeCosine.apply(pattern, a, b)
     # inv_a = 1 / max(|a_i|, eps) is below 1 / eps exactly when |a_i| > eps.
     return cos, (inv_a < 1.0 / NORM_EPS).to(cos.dtype)
@@ -699,6 +819,17 @@ def softmax_spmm(
         aggregation and the attention :math:`\alpha` (in pattern order) of
         the entries and of the self-loops
     """
+    if not is_compiling():
+        _check_entry_values_and_x(pattern, logits, 'logits', x)
+        if loop_logits is not None:
+            _check_operand(loop_logits, 'loop_logits', pattern,
+                           pattern.size[0], 'number of rows', dim=1)
+            _check_same_dtype(loop_logits, 'loop_logits', x, 'x')
+            if pattern.size[0] > pattern.size[1]:
+                raise ValueError(f"'loop_logits' needs a pattern with no "
+                                 f"more rows than columns (got size "
+                                 f"{pattern.size}): row i's self-loop "
+                                 f"aggregates x[i]")
     out, alpha, alpha_loop = _SoftmaxSpMM.apply(pattern, logits, x,
                                                 loop_logits)
     return out, alpha, None if loop_logits is None else alpha_loop

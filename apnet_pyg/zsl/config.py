@@ -16,6 +16,9 @@ named value of an option.
   :obj:`"fast"` (the offline demo: 20 epochs of 200 episodes).
 """
 import dataclasses
+import math
+import numbers
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -129,6 +132,8 @@ class TrainConfig:
 
     def __post_init__(self):
         for option in dataclasses.fields(self):
+            _check_type(option.name, getattr(self, option.name),
+                        _FIELD_TYPES[option.name])
             choices = option.metadata.get('choices')
             value = getattr(self, option.name)
             if choices is not None and value not in choices:
@@ -153,6 +158,21 @@ class TrainConfig:
         if not self.logit_scale > 0:
             raise ValueError(f"'logit_scale' must be positive "
                              f"(got {self.logit_scale})")
+        # Checked here, before any data is read (Adam and the model would
+        # refuse them only once training starts, or not at all).
+        for name in ('lr', 'lr_decay'):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"'{name}' must be positive "
+                                 f"(got {getattr(self, name)})")
+        if self.weight_decay < 0:
+            raise ValueError(f"'weight_decay' must be at least 0 "
+                             f"(got {self.weight_decay})")
+        if not -1.0 <= self.threshold <= 1.0:
+            raise ValueError(f"'threshold' must lie in [-1, 1] "
+                             f"(got {self.threshold})")
+        if self.propagation_temperature < 0:
+            raise ValueError(f"'propagation_temperature' must be at least 0 "
+                             f"(got {self.propagation_temperature})")
 
     def replace(self, **changes) -> 'TrainConfig':
         return dataclasses.replace(self, **changes)
@@ -166,7 +186,7 @@ class TrainConfig:
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"Unknown configuration keys: "
-                             f"{', '.join(sorted(unknown))}")
+                             f"{', '.join(map(repr, sorted(unknown)))}")
         return cls(**values)
 
     def episodes_per_epoch(self, num_train_images: int) -> int:
@@ -178,6 +198,32 @@ class TrainConfig:
         if self.epoch_length == 'authors':
             return (per_image_set // 100 + 1) * 100
         return max(1, per_image_set)
+
+
+_FIELD_TYPES = typing.get_type_hints(TrainConfig)
+
+
+def _check_type(name: str, value: Any, kind: Any) -> None:
+    r"""Checks that :obj:`value` has the declared type of field
+    :obj:`name` (a bool is no number here; a float must be finite)."""
+    optional = kind == Optional[int]
+    if optional and value is None:
+        return
+    if kind in (int, Optional[int]):
+        ok = isinstance(value, numbers.Integral) and \
+            not isinstance(value, bool)
+        what = 'an integer or None' if optional else 'an integer'
+    elif kind is float:
+        ok = isinstance(value, numbers.Real) and \
+            not isinstance(value, bool) and math.isfinite(value)
+        what = 'a finite number'
+    elif kind is bool:
+        ok, what = isinstance(value, bool), 'True or False'
+    else:
+        ok, what = isinstance(value, str), 'a string'
+    if not ok:
+        raise ValueError(f"'{name}' must be {what} (got "
+                         f"{type(value).__name__} {value!r})")
 
 
 #: The model as read from each source (see the module docstring).

@@ -18,6 +18,8 @@ A classifier is a :obj:`score_fn(image_index, classes)` returning the
 scores :math:`(n, |\text{classes}|)` of the images against the classes.
 All accuracies are in percent.
 """
+import math
+import numbers
 from typing import Callable, Dict, Optional, Union
 
 import torch
@@ -172,8 +174,8 @@ def best_calibration(task: GZSLScores) -> float:
     present_seen = target[seen_label].unique().numel()
     present_unseen = target[~seen_label].unique().numel()
     if present_seen == 0 or present_unseen == 0:
-        raise ValueError("Calibration needs images of seen and of unseen "
-                         "classes")
+        raise ValueError("'task' needs images of seen and of unseen "
+                         "classes to choose a calibration")
     seen_gain = seen_right.double() / per_class / present_seen
     unseen_gain = unseen_right.double() / per_class / present_unseen
 
@@ -223,6 +225,14 @@ def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
     ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%), and with
     :obj:`calibration` (a constant chosen on validation data) the
     calibrated :math:`S`, :math:`U`, :math:`H` too."""
+    if calibration is not None and (
+            isinstance(calibration, bool) or
+            not isinstance(calibration, numbers.Real) or
+            not math.isfinite(calibration)):
+        # 'best' is validate()'s: chosen on the test set it would be a
+        # test-selected, optimistic result.
+        raise ValueError(f"'calibration' must be a finite number chosen on "
+                         f"validation data, or None (got {calibration!r})")
     return _protocol(score_fn, data.labels, data.test_seen_loc,
                      data.test_unseen_loc, data.seen_classes,
                      data.unseen_classes, calibration, prefix='')

@@ -5,6 +5,8 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from apnet_pyg.utils import as_index_tensor, check_number
+
 
 def per_class_accuracy(pred: Tensor, target: Tensor,
                        classes: Optional[Tensor] = None) -> float:
@@ -23,14 +25,21 @@ def per_class_accuracy(pred: Tensor, target: Tensor,
     Returns:
         float: Accuracy in :obj:`[0, 1]`.
     """
-    pred = torch.as_tensor(pred).view(-1).long()
-    target = torch.as_tensor(target).view(-1).long()
+    pred = as_index_tensor(pred, 'pred')
+    target = as_index_tensor(target, 'target')
     if pred.numel() != target.numel():
         raise ValueError(f"'pred' and 'target' must have the same number of "
                          f"elements (got {pred.numel()} and {target.numel()})")
     if classes is None:
         classes = target.unique()
-    classes = torch.as_tensor(classes).view(-1).long()
+    classes = as_index_tensor(classes, 'classes')
+    if classes.numel() == 0:
+        raise ValueError("'classes' is empty (and so is 'target' when "
+                         "'classes' is None): no class to average over")
+    # A negative class would index the lookup below from its end.
+    for name, tensor in (('target', target), ('classes', classes)):
+        if tensor.numel() > 0 and int(tensor.min()) < 0:
+            raise ValueError(f"'{name}' contains negative class indices")
     # Position of each sample's class in 'classes' (-1: not counted).
     size = int(max(classes.max(), target.max(), 0)) + 1 \
         if target.numel() else int(classes.max()) + 1
@@ -53,7 +62,10 @@ def harmonic_mean(seen: Union[float, Tensor],
     r"""Harmonic mean :math:`H = 2 s u / (s + u)` of the seen and unseen
     accuracy of generalised zero-shot learning (:obj:`0` when both are
     :obj:`0`)."""
-    seen, unseen = float(seen), float(unseen)
+    seen = check_number(seen.item() if isinstance(seen, Tensor) else seen,
+                        'seen', minimum=0.0)
+    unseen = check_number(unseen.item() if isinstance(unseen, Tensor)
+                          else unseen, 'unseen', minimum=0.0)
     if seen + unseen == 0:
         return 0.0
     return 2 * seen * unseen / (seen + unseen)

@@ -322,6 +322,16 @@ CHECKPOINT_KEYS = ('epoch', 'config', 'model', 'optimizer', 'scheduler',
                    'sampler', 'history')
 
 
+def _load_quietly(path: Union[str, Path],
+                  device: Union[str, torch.device]) -> Any:
+    r""":func:`torch.load` with :obj:`weights_only=True`, without the
+    warnings it gives on some corrupt files before it fails (a second,
+    confusing line before the error that names the file)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return torch.load(path, map_location=device, weights_only=True)
+
+
 def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
                     device: Union[str, torch.device] = 'cpu'
                     ) -> Dict[str, Any]:
@@ -332,7 +342,7 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
             f"no checkpoint to resume from at '{path}': start without "
             f"--resume")
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = _load_quietly(path, device)
     except Exception as error:  # unpickling raises many types
         raise ValueError(f"'{path}' is not a readable apnet-zsl checkpoint "
                          f"({type(error).__name__}); delete it to start "
@@ -595,30 +605,65 @@ def _model_state(config: TrainConfig, data: ZSLDataset, model: APNet,
     }
 
 
+#: What a :obj:`model-epoch<E>.pt` holds (see :func:`_model_state`).
+MODEL_KEYS = ('config', 'dataset', 'epoch', 'attribute_dim',
+              'image_channels', 'num_classes', 'state_dict')
+
+_TRAIN_AGAIN = "train the run again ('apnet-zsl train ... --overwrite')"
+
+
 def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
                device: Union[str, torch.device] = 'cpu') -> APNet:
     r"""The trained model of a run directory for the result row
     :obj:`row` (:obj:`"zsl"`, :obj:`"gzsl"` or :obj:`"gzsl_calibrated"`),
     read from the :obj:`model-epoch<E>.pt` that :obj:`metrics.json` names
-    for it."""
+    for it; a clear error, naming the file, for a missing, corrupt or
+    foreign one."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / 'metrics.json'
-    if not metrics_path.exists():
+    if not metrics_path.is_file():
         raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
                                 f"finished 'apnet-zsl train' run?")
-    models = json.loads(metrics_path.read_text())['models']
+    try:
+        models = json.loads(metrics_path.read_text())['models']
+        if not isinstance(models, dict) or \
+                not all(isinstance(name, str) for name in models.values()):
+            raise TypeError("'models' is not a dictionary of file names")
+    except (ValueError, KeyError, TypeError) as error:  # JSON, Unicode too
+        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
+                         f"apnet-zsl run ({type(error).__name__}: "
+                         f"{_one_line(error)}); {_TRAIN_AGAIN}") from None
     if row not in models:
         raise ValueError(f"Run '{run_dir}' has no model for row '{row}' "
                          f"(it has: {', '.join(models)})")
     path = run_dir / models[row]
-    if not path.exists():
-        raise FileNotFoundError(f"No trained model at '{path}': run "
-                                f"'apnet-zsl train' first")
-    saved = torch.load(path, map_location='cpu', weights_only=True)
-    config = TrainConfig.from_dict(saved['config'])
-    prior = torch.zeros(saved['num_classes'], saved['num_classes']) \
-        if config.graph == 'wordnet' else None
-    model = model_from_config(config, saved['attribute_dim'],
-                              saved['image_channels'], prior)
-    model.load_state_dict(saved['state_dict'])
+    if not path.is_file():
+        raise FileNotFoundError(f"No trained model at '{path}': "
+                                f"{_TRAIN_AGAIN}")
+    try:
+        saved = _load_quietly(path, 'cpu')
+    except Exception as error:  # unpickling raises many types
+        raise ValueError(f"'{path}' is not a readable apnet-zsl model "
+                         f"({type(error).__name__}); {_TRAIN_AGAIN}"
+                         ) from None
+    if not isinstance(saved, dict) or \
+            any(key not in saved for key in MODEL_KEYS):
+        raise ValueError(f"'{path}' is not an apnet-zsl model (it lacks "
+                         f"{', '.join(MODEL_KEYS)}); {_TRAIN_AGAIN}")
+    try:
+        config = TrainConfig.from_dict(saved['config'])
+        prior = torch.zeros(saved['num_classes'], saved['num_classes']) \
+            if config.graph == 'wordnet' else None
+        model = model_from_config(config, saved['attribute_dim'],
+                                  saved['image_channels'], prior)
+        model.load_state_dict(saved['state_dict'])
+    except (ValueError, TypeError, RuntimeError) as error:
+        raise ValueError(f"'{path}' holds no model of its configuration "
+                         f"({type(error).__name__}: {_one_line(error)}); "
+                         f"{_TRAIN_AGAIN}") from None
     return model.to(device)
+
+
+def _one_line(error: BaseException, limit: int = 160) -> str:
+    text = ' '.join(str(error).split())
+    return text if len(text) <= limit else text[:limit - 3] + '...'

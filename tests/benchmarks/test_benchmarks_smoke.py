@@ -15,7 +15,8 @@ if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
 pytest.importorskip('psutil')
 pytest.importorskip('matplotlib')
 
-from benchmarks import propagation, train_step  # noqa: E402
+from benchmarks import train_step  # noqa: E402
+from benchmarks.propagation import crossover, grid, runner  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 
 
@@ -31,16 +32,16 @@ def test_propagation_smallest_configuration(tmp_path):
           'apnet_dense', '--min-runs', '2', '--min-time', '0'])
 
     columns, rows = read_rows(tmp_path / 'propagation.csv')
-    assert tuple(columns) == propagation.COLUMNS
+    assert tuple(columns) == runner.COLUMNS
     assert len(rows) == 4  # 2 methods x 2 passes
-    assert {row['pass'] for row in rows} == set(propagation.PASSES)
+    assert {row['pass'] for row in rows} == set(grid.PASSES)
     for row in rows:
         assert row['status'] == 'ok', row['note']
         assert (row['N'], row['E'], row['F']) == ('40', '160', '16')
         assert int(row['runs']) >= 2
         assert 0 < float(row['min_ms']) <= float(row['median_ms'])
         assert float(row['peak_mb']) >= 0
-        assert row['proj_channels'] == str(propagation.PROJ_CHANNELS)
+        assert row['proj_channels'] == str(grid.PROJ_CHANNELS)
         assert row['load_start'] and row['load_end'] and row['other_cores']
 
     summary = (tmp_path / 'README.md').read_text()
@@ -66,14 +67,14 @@ def test_propagation_records_skips_without_running(tmp_path):
 
 def test_random_graph_has_exact_size():
     for num_nodes, degree in [(50, 4), (50, 30), (50, 'complete')]:
-        graph = propagation.random_graph_spec(num_nodes, degree)
-        edge_index = propagation.build_edge_index(graph, seed=0)
+        graph = grid.random_graph_spec(num_nodes, degree)
+        edge_index = grid.build_edge_index(graph, seed=0)
         source, target = edge_index.tolist()
         pairs = set(zip(source, target))
         assert len(pairs) == edge_index.size(1) == graph.num_edges
         assert all(s != t for s, t in pairs)
         assert all((t, s) in pairs for s, t in pairs)
-    assert propagation.random_graph_spec(50, 'complete').num_edges == 50 * 49
+    assert grid.random_graph_spec(50, 'complete').num_edges == 50 * 49
 
 
 def test_crossover_interpolates_in_log_space():
@@ -86,13 +87,13 @@ def test_crossover_interpolates_in_log_space():
     # degree 40, which log-log interpolation between 16 and 64 recovers.
     rows = [row('apnet_sparse', d, float(d)) for d in (4, 16, 64)]
     rows += [row('apnet_dense', d, 40.0) for d in (4, 64)]
-    crossover = propagation.find_crossover(rows, 1000, 256, 'forward')
-    assert crossover['bracket'] == (16, 64)
-    assert math.isclose(crossover['degree'], 40.0, rel_tol=1e-9)
+    found = crossover.find_crossover(rows, 1000, 256, 'forward')
+    assert found['bracket'] == (16, 64)
+    assert math.isclose(found['degree'], 40.0, rel_tol=1e-9)
 
     dense_always = rows[:3] + [row('apnet_dense', 4, 1.0)]
-    assert propagation.find_crossover(dense_always, 1000, 256,
-                                      'forward')['bound'] == 'below'
+    assert crossover.find_crossover(dense_always, 1000, 256,
+                                    'forward')['bound'] == 'below'
 
 
 def test_train_step_quick(tmp_path):
@@ -111,9 +112,9 @@ def test_train_step_quick(tmp_path):
 
 def test_propagation_small_real_graph(tmp_path):
     # The Cora row: the drop-in configuration against AGNNConv.
-    graph, why = propagation.cora_spec(str(tmp_path))
+    graph, why = grid.cora_spec(str(tmp_path))
     assert graph is None and why.startswith('Cora unavailable')
-    graph, why = propagation.cora_spec(propagation.PLANETOID_ROOT)
+    graph, why = grid.cora_spec(grid.PLANETOID_ROOT)
     if graph is None:
         pytest.skip(why)
     assert (graph.kind, graph.num_nodes, graph.num_edges) == ('cora', 2708,
@@ -126,10 +127,42 @@ def test_propagation_small_real_graph(tmp_path):
     cora = [row for row in rows if row['graph'] == 'cora']
     assert {(row['method'], row['pass']) for row in cora} == {
         (method, pass_) for method in ('apnet_default', 'agnn')
-        for pass_ in propagation.PASSES}
+        for pass_ in grid.PASSES}
     # The defaults' method runs on Cora only:
     assert all(row['graph'] == 'cora' for row in rows
                if row['method'] == 'apnet_default')
     summary = (tmp_path / 'README.md').read_text()
     assert '- Small graph (Cora, 2,708 nodes, 10,556 edges), F = 16' in summary
     assert '## Small graph: Cora' in summary
+
+
+def test_propagation_modules_import_one_way():
+    # Each module of the suite imports only those before it in this order
+    # (no cycle: the report reads the runner's constants, never the reverse).
+    import ast
+    order = ['grid', 'cost_model', 'worker', 'crossover', 'runner', 'report']
+    folder = ROOT / 'benchmarks' / 'propagation'
+    assert sorted(p.stem for p in folder.glob('*.py')) == sorted(
+        order + ['__init__'])
+    for position, name in enumerate(order):
+        tree = ast.parse((folder / f'{name}.py').read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and \
+                    node.module.startswith('benchmarks.propagation'):
+                module = node.module.split('.')[2:] or \
+                    [alias.name for alias in node.names]
+                imported.update(module)
+        assert imported <= set(order[:position]), (name, imported)
+
+
+def test_propagation_help_lists_its_options(capsys):
+    with pytest.raises(SystemExit):
+        main(['propagation', '--help'])
+    text = capsys.readouterr().out
+    for flag in ('--nodes', '--degrees', '--features', '--methods',
+                 '--no-wordnet', '--no-cora', '--planetoid-root',
+                 '--no-refine', '--time-cap', '--memory-cap-gb',
+                 '--min-runs', '--quiet-wait', '--quiet-wait-total',
+                 '--min-time', '--device', '--quick', '--out'):
+        assert flag in text

@@ -6,70 +6,17 @@ import torch
 from apnet_pyg.data import ZSLDataset, load_xlsa17, packaged_root
 from apnet_pyg.data.xlsa17 import DATASETS
 
-# A tiny dataset in the exact real layout: 5 classes (0, 1, 2 seen; 3, 4
-# unseen), 12 images, attributes x classes, uint16 N x 1 index lists, C x 1
-# object array of names, features 2048 x N, labels N x 1 double.
-NAMES = ['antelope', 'grizzly+bear', 'killer+whale', 'beaver', 'dalmatian']
-LABELS = np.array([1, 1, 2, 2, 3, 3, 1, 2, 3, 4, 4, 5])  # 1-based
-TRAINVAL = np.array([1, 3, 5, 2, 4, 6])
-TEST_SEEN = np.array([7, 8, 9])
-TEST_UNSEEN = np.array([10, 11, 12])
-TRAIN = np.array([1, 2, 3, 4, 7, 8])  # classes 1, 2 (1-based)
-VAL = np.array([5, 6, 9])  # class 3
-
-
-def names_cell(names):
-    cell = np.empty((len(names), 1), dtype=object)
-    for i, name in enumerate(names):
-        cell[i, 0] = np.array([name])
-    return cell
-
-
-def index_list(index):
-    return np.asarray(index, dtype=np.uint16).reshape(-1, 1)
-
-
-def write_dataset(root, name='TOY', splits=None, features=None, lists=None,
-                  drop=(), seed=0):
-    rng = np.random.default_rng(seed)
-    folder = root / name
-    folder.mkdir(parents=True, exist_ok=True)
-    att = rng.random((7, len(NAMES)))
-    mat = {
-        'allclasses_names': names_cell(NAMES),
-        'att': att / np.linalg.norm(att, axis=0, keepdims=True),
-        'original_att': 100 * att,
-        'trainval_loc': index_list(TRAINVAL),
-        'test_seen_loc': index_list(TEST_SEEN),
-        'test_unseen_loc': index_list(TEST_UNSEEN),
-        'train_loc': index_list(TRAIN),
-        'val_loc': index_list(VAL),
-    }
-    mat.update(splits or {})
-    for key in drop:
-        mat.pop(key, None)
-    scipy.io.savemat(folder / 'att_splits.mat', mat)
-    res = {
-        'features': rng.random((2048, LABELS.size)).astype(np.float32),
-        'labels': LABELS.astype(np.float64).reshape(-1, 1),
-        'image_files': names_cell([f'img_{i}.jpg' for i in
-                                   range(LABELS.size)]),
-    }
-    res.update(features or {})
-    for key in drop:
-        res.pop(key, None)
-    scipy.io.savemat(folder / 'res101.mat', res)
-    class_lists = {
-        'trainvalclasses.txt': NAMES[:3],
-        'testclasses.txt': NAMES[3:],
-        'trainclasses1.txt': NAMES[:2],
-        'valclasses1.txt': NAMES[2:3],
-    }
-    class_lists.update(lists or {})
-    for filename, names in class_lists.items():
-        if names is not None:
-            (folder / filename).write_text('\n'.join(names) + '\n')
-    return folder
+# tests/xlsa17_toy.py: tests/ is on sys.path, as conftest.py's folder.
+from xlsa17_toy import (
+    LABELS,
+    NAMES,
+    TEST_UNSEEN,
+    TRAINVAL,
+    VAL,
+    index_list,
+    names_cell,
+    write_dataset,
+)
 
 
 def test_load_tiny_dataset(tmp_path):

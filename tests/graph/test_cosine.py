@@ -70,6 +70,24 @@ def test_cosine_threshold_graph_non_positive_threshold():
         assert edge_set(edge_index) == edge_set(expected.nonzero().t())
 
 
+def test_cosine_threshold_graph_identical_rows_at_threshold_one():
+    # Rounding puts the float32 cosine of identical rows below 1 (down to
+    # 1 - 5 eps); the tolerance keeps their edges at threshold 1.0.
+    rows = torch.randn(200, 1, 85,
+                       generator=torch.Generator().manual_seed(0))
+    rounded_below_one = 0
+    for row in rows:
+        x = row.repeat(3, 1)
+        h = torch.nn.functional.normalize(x, dim=-1)
+        rounded_below_one += bool(((h @ h.t()) < 1).any())
+        edge_index = cosine_threshold_graph(x, 1.0)
+        assert edge_index.size(1) == 6  # Every ordered pair of the three.
+    assert rounded_below_one > 0  # The case the tolerance is for occurs.
+    # Distinct rows still stay apart at 1.0:
+    x = torch.tensor([[1.0, 0.0], [1.0, 1e-2]])  # cosine 1 - 5e-5
+    assert cosine_threshold_graph(x, 1.0).numel() == 0
+
+
 def test_cosine_threshold_graph_zero_rows_and_empty():
     x = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
     edge_index = cosine_threshold_graph(x, loop=False)

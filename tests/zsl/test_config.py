@@ -55,5 +55,5 @@ def test_bad_config(changes, message):
 
 
 def test_unknown_keys():
-    with pytest.raises(ValueError, match="Unknown configuration keys: foo"):
+    with pytest.raises(ValueError, match="Unknown configuration keys: 'foo'"):
         TrainConfig.from_dict({'foo': 1})

@@ -1,5 +1,5 @@
 import math
-from typing import Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -28,16 +28,20 @@ from torch_geometric.utils import (
 
 from apnet_pyg.nn.functional import (
     SparsePattern,
+    check_kernel_dtype,
     edge_cosine,
     softmax_spmm,
     sparse_pattern,
 )
 from apnet_pyg.utils import (
     assert_edge_index_in_range,
+    check_bool,
     check_edge_index,
     check_edge_weight,
     check_features,
     check_finite,
+    check_int,
+    check_number,
     check_positive_weights,
     check_same_device,
     value_checks_enabled,
@@ -68,33 +72,51 @@ class Projection(Linear):
             glorot(self.weight)
 
 
-class PropagationParameters:
-    r"""The parameters shared by :class:`APNetConv` and
-    :class:`~apnet_pyg.nn.DenseAPNetConv` (same names, so their
-    :obj:`state_dict` is interchangeable): the bias-free projection
-    :math:`f` (:obj:`lin`, or :obj:`lin_src` and :obj:`lin_dst` for a pair
-    of input sizes; the identity for :obj:`proj_channels=None`) and the
-    temperature :math:`\gamma` (a parameter if learned, else a buffer)."""
-    def _init_propagation(self, in_channels: Union[int, Tuple[int, int]],
+def _check_in_channels(in_channels: Any, name: str = 'in_channels') -> None:
+    # PyG's convention: -1 derives the size from the first input (lazy);
+    # 0 or another negative value would silently mean the same.
+    if isinstance(in_channels, bool) or not isinstance(in_channels, int) \
+            or (in_channels < 1 and in_channels != -1):
+        raise ValueError(f"'{name}' must be a positive integer, or -1 to "
+                         f"derive it from the first input (got "
+                         f"{type(in_channels).__name__} {in_channels!r})")
+
+
+class APNetLayerMixin:
+    r"""What :class:`APNetConv` and :class:`~apnet_pyg.nn.DenseAPNetConv`
+    share, mixed into both (same attribute names, so that their
+    :obj:`state_dict` is interchangeable): the checks of their common
+    constructor arguments, the bias-free projection :math:`f` (:obj:`lin`,
+    or :obj:`lin_src` and :obj:`lin_dst` for a pair of input sizes; the
+    identity for :obj:`proj_channels=None`), the temperature :math:`\gamma`
+    (a parameter if learned, else a buffer), their reset, the input dtype
+    check and the :obj:`repr`."""
+    def _init_apnet_layer(self, in_channels: Union[int, Tuple[int, int]],
                           proj_channels: Optional[int], temperature: float,
                           learn_temperature: bool, num_steps: int,
                           proj_init: str) -> None:
-        if not math.isfinite(temperature):
-            raise ValueError(f"'temperature' must be finite "
-                             f"(got {temperature})")
-        if isinstance(num_steps, bool) or not isinstance(num_steps, int) \
-                or num_steps < 1:
-            raise ValueError(f"'num_steps' must be a positive integer "
-                             f"(got {num_steps})")
-        if proj_channels is not None and proj_channels <= 0:
-            raise ValueError(f"'proj_channels' must be positive or None "
-                             f"(got {proj_channels})")
+        if isinstance(in_channels, tuple) and len(in_channels) == 2:
+            _check_in_channels(in_channels[0], 'in_channels[0]')
+            _check_in_channels(in_channels[1], 'in_channels[1]')
+        else:
+            _check_in_channels(in_channels)
+        check_int(proj_channels, 'proj_channels', minimum=1, optional=True)
+        temperature = check_number(
+            temperature, 'temperature',
+            maximum=torch.finfo(torch.get_default_dtype()).max)
+        if temperature < 0:
+            raise ValueError(f"'temperature' must be at least 0 (got "
+                             f"{temperature:g}): a negative temperature "
+                             f"makes the softmax prefer the least similar "
+                             f"neighbours")
+        check_bool(learn_temperature, 'learn_temperature')
+        check_int(num_steps, 'num_steps', minimum=1)
         if proj_init not in PROJ_INITS:
             raise ValueError(f"'proj_init' must be one of {PROJ_INITS} "
-                             f"(got '{proj_init}')")
+                             f"(got {proj_init!r})")
         self.in_channels = in_channels
         self.proj_channels = proj_channels
-        self.initial_temperature = float(temperature)
+        self.initial_temperature = temperature
         self.learn_temperature = learn_temperature
         self.num_steps = num_steps
         self.proj_init = proj_init
@@ -116,12 +138,25 @@ class PropagationParameters:
         else:
             self.register_buffer('temperature', torch.empty(()))
 
-    def _reset_propagation(self) -> None:
+    def _reset_apnet_layer(self) -> None:
         for lin in (self.lin, self.lin_src, self.lin_dst):
             if hasattr(lin, 'reset_parameters'):
                 lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
+
+    def _check_dtype(self, x: Tensor, name: str,
+                     lin: Optional[torch.nn.Module]) -> None:
+        r"""Checks that :obj:`x` has the dtype of the projection that reads
+        it (metadata only; not under autocast, which casts itself)."""
+        weight = getattr(lin, 'weight', None)
+        if weight is None or x.dtype == weight.dtype or \
+                torch.is_autocast_enabled(x.device.type):
+            return
+        raise ValueError(f"'{name}' has dtype {x.dtype} but the layer's "
+                         f"parameters {weight.dtype}: convert one to the "
+                         f"other (layer.to({x.dtype}) or "
+                         f"{name}.to({weight.dtype}))")
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.in_channels}, '
@@ -139,7 +174,7 @@ _FUSED_KWARGS = {
 }
 
 
-class APNetConv(PropagationParameters, MessagePassing):
+class APNetConv(APNetLayerMixin, MessagePassing):
     r"""The attribute propagation layer from the `"Attribute Propagation
     Network for Graph Zero-shot Learning" <https://arxiv.org/abs/2009.11816>`_
     paper (APNet).
@@ -222,7 +257,8 @@ class APNetConv(PropagationParameters, MessagePassing):
     :obj:`edge_index` tensor, as in full-batch training; a new or edited
     tensor is read afresh.
 
-    Input checks: shapes, dtypes and devices always; node indices always
+    Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
+    under :func:`torch.autocast`) and devices always; node indices always
     (out of range raises, without a host synchronisation); values (finite
     features, strictly positive weights) under
     :obj:`with torch_geometric.debug():`, in eager mode.
@@ -235,8 +271,9 @@ class APNetConv(PropagationParameters, MessagePassing):
         proj_channels (int, optional): Output size of the projection
             :math:`f` in which cosines are measured. :obj:`None` makes
             :math:`f` the identity. (default: :obj:`16`)
-        temperature (float, optional): The temperature :math:`\gamma`.
-            (default: :obj:`0.5`)
+        temperature (float, optional): The temperature :math:`\gamma \geq 0`
+            (a negative one would prefer the least similar neighbours; a
+            learned one may still become negative). (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
         add_self_loops (bool, optional): If set to :obj:`False`, will not add
@@ -291,16 +328,16 @@ class APNetConv(PropagationParameters, MessagePassing):
                         f"fused=False to run PyG's message passing, which "
                         f"does")
         super().__init__(**kwargs)
-        self._init_propagation(in_channels, proj_channels, temperature,
+        self._init_apnet_layer(in_channels, proj_channels, temperature,
                                learn_temperature, num_steps, proj_init)
-        self.add_self_loops = add_self_loops
-        self.fused = fused
+        self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
+        self.fused = check_bool(fused, 'fused')
         self._cached_structure = None
         self.reset_parameters()
 
     def reset_parameters(self):
         super().reset_parameters()
-        self._reset_propagation()
+        self._reset_apnet_layer()
 
     def forward(
         self,
@@ -324,7 +361,9 @@ class APNetConv(PropagationParameters, MessagePassing):
                 tensor, or :obj:`torch_sparse`'s :obj:`SparseTensor` when
                 that is installed).
             edge_weight (torch.Tensor, optional): Strictly positive prior
-                weights :math:`w_{i,j}`, one per edge. (default: :obj:`None`)
+                weights :math:`w_{i,j}`, one per edge, of any floating
+                dtype (used in the dtype of :obj:`x`).
+                (default: :obj:`None`)
             size ((int, int), optional): The number of source and target
                 nodes; must match :obj:`x` when given. (default: :obj:`None`)
             return_attention_weights (bool, optional): Will additionally
@@ -338,6 +377,22 @@ class APNetConv(PropagationParameters, MessagePassing):
         """
         x_src, x_dst, bipartite = self._node_features(x)
         size = self._check_size(x_src, x_dst, size)
+        if self.fused:
+            check_kernel_dtype(x_src, 'x')
+            if x_src.device.type == 'cpu' and \
+                    torch.is_autocast_enabled('cpu') and \
+                    torch.get_autocast_dtype('cpu') != torch.float32:
+                raise ValueError(f"APNetConv(fused=True) cannot run under "
+                                 f"torch.autocast on CPU with dtype "
+                                 f"{torch.get_autocast_dtype('cpu')}: the "
+                                 f"sparse kernels compute in float32 or "
+                                 f"float64 only; pass fused=False")
+        if x_src.device.type == 'meta' and self.add_self_loops and \
+                not bipartite and return_attention_weights is not None:
+            raise ValueError("return_attention_weights on meta tensors: the "
+                             "number of added self-loops depends on the "
+                             "data; pass add_self_loops=False or real "
+                             "tensors")
 
         sparse_layout = None
         if isinstance(edge_index, SparseTensor) or \
@@ -396,6 +451,7 @@ class APNetConv(PropagationParameters, MessagePassing):
                                  f"projection per side of a bipartite graph "
                                  f"and needs x=(x_src, x_dst)")
             check_features(x, 'x', channels=self.in_channels)
+            self._check_dtype(x, 'x', self.lin)
             if value_checks_enabled():
                 check_finite(x, 'x')
             return x, x, False
@@ -409,6 +465,10 @@ class APNetConv(PropagationParameters, MessagePassing):
         check_features(x_src, 'x[0]', channels=channels[0])
         check_features(x_dst, 'x[1]', channels=channels[1])
         check_same_device(x_dst, 'x[1]', x_src, 'x[0]')
+        self._check_dtype(x_src, 'x[0]',
+                          self.lin if self.lin is not None else self.lin_src)
+        self._check_dtype(x_dst, 'x[1]',
+                          self.lin if self.lin is not None else self.lin_dst)
         if self.proj_channels is None and x_src.size(-1) != x_dst.size(-1):
             raise ValueError(f"Without a projection (proj_channels=None) the "
                              f"cosine compares x[0] and x[1] directly, so "
@@ -432,16 +492,16 @@ class APNetConv(PropagationParameters, MessagePassing):
     def _from_adjacency(self, adj_t, edge_weight: OptTensor,
                         size: Tuple[int, int]) -> Tuple[Tensor, OptTensor]:
         if self.flow != 'source_to_target':
-            raise ValueError("A sparse adjacency is read as 'adj_t' (row = "
-                             "target node) and needs "
+            raise ValueError("'edge_index' is a sparse adjacency, read as "
+                             "adj_t (row = target node), which needs "
                              "flow='source_to_target'")
         if edge_weight is not None:
             raise ValueError("Pass edge weights either as the values of the "
                              "sparse adjacency or as 'edge_weight', not both")
         if tuple(adj_t.size()[:2]) != (size[1], size[0]):
-            raise ValueError(f"The sparse adjacency 'adj_t' must have shape "
-                             f"[{size[1]}, {size[0]}] (targets x sources; "
-                             f"got {tuple(adj_t.size())})")
+            raise ValueError(f"'edge_index', a sparse adjacency adj_t, must "
+                             f"have shape [{size[1]}, {size[0]}] (targets x "
+                             f"sources; got {tuple(adj_t.size())})")
         if isinstance(adj_t, SparseTensor):
             # torch_sparse's SparseTensor (optional dependency).
             target, source, value = adj_t.coo()
@@ -458,8 +518,9 @@ class APNetConv(PropagationParameters, MessagePassing):
         sparse_size = edge_index.sparse_size()
         if any(given is not None and given != expected
                for given, expected in zip(sparse_size, size)):
-            raise ValueError(f"The EdgeIndex has sparse size {sparse_size}, "
-                             f"but 'x' has {size} source and target nodes")
+            raise ValueError(f"'edge_index' (an EdgeIndex) has sparse size "
+                             f"{sparse_size}, but 'x' has {size} source and "
+                             f"target nodes")
         return edge_index.as_tensor()
 
     # Propagation #############################################################
@@ -493,7 +554,9 @@ class APNetConv(PropagationParameters, MessagePassing):
             loop_kept = _lacks_self_loop(source, target, size[0])
         pattern = perm = None
         if self.fused:
-            pattern, perm = sparse_pattern(target, source, (size[1], size[0]))
+            # In range: checked above.
+            pattern, perm = sparse_pattern(target, source,
+                                           (size[1], size[0]), check=False)
         structure = (loop_kept, pattern, perm)
         if not is_compiling():
             # A reference to edge_index itself: its memory cannot be reused

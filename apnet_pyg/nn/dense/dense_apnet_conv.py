@@ -4,17 +4,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from apnet_pyg.nn.conv.apnet_conv import PropagationParameters
+from apnet_pyg.nn.conv.apnet_conv import APNetLayerMixin
 from apnet_pyg.utils import (
     check_features,
     check_finite,
     check_positive_weights,
+    check_zeros_and_ones,
     check_same_device,
     value_checks_enabled,
 )
 
 
-class DenseAPNetConv(PropagationParameters, torch.nn.Module):
+class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
     r"""See :class:`apnet_pyg.nn.APNetConv`: the same layer on dense
     (padded, batched) graphs,
 
@@ -41,8 +42,10 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
     the weight of an existing self-loop and adds the missing ones with
     weight :math:`1`, as the sparse layer does.
 
-    Input checks: shapes, dtypes and devices always; values (finite
-    features, finite and non-negative adjacency) under
+    Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
+    under :func:`torch.autocast`) and devices always; values (finite
+    features, finite and non-negative adjacency, a mask of zeros and ones)
+    under
     :obj:`with torch_geometric.debug():`, in eager mode. It compiles with
     :obj:`torch.compile(conv, fullgraph=True)`.
 
@@ -51,7 +54,7 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
             it from the first input.
         proj_channels (int, optional): Output size of the projection
             :math:`f`; :obj:`None` for the identity. (default: :obj:`16`)
-        temperature (float, optional): The temperature :math:`\gamma`.
+        temperature (float, optional): The temperature :math:`\gamma \geq 0`.
             (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
@@ -81,17 +84,17 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
         proj_init: str = 'glorot',
     ):
         super().__init__()
-        if not isinstance(in_channels, int):
+        if isinstance(in_channels, (tuple, list)):
             raise ValueError(f"DenseAPNetConv takes one node set, so "
                              f"'in_channels' must be an int (got "
                              f"{in_channels})")
-        self._init_propagation(in_channels, proj_channels, temperature,
+        self._init_apnet_layer(in_channels, proj_channels, temperature,
                                learn_temperature, num_steps, proj_init)
         self.reset_parameters()
 
     def reset_parameters(self):
         r"""Resets all learnable parameters of the module."""
-        self._reset_propagation()
+        self._reset_apnet_layer()
 
     def forward(
         self,
@@ -114,28 +117,45 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
                 weights.
             mask (torch.Tensor, optional): Mask matrix
                 :math:`\mathbf{M} \in {\{ 0, 1 \}}^{B \times N}` indicating
-                the valid nodes for each graph. (default: :obj:`None`)
+                the valid nodes for each graph (boolean, or any dtype whose
+                non-zero entries are the valid nodes: the output of a valid
+                node is never scaled by its mask value, unlike
+                :class:`~torch_geometric.nn.dense.DenseGATConv`).
+                (default: :obj:`None`)
             add_loop (bool, optional): If set to :obj:`False`, the layer will
                 not automatically add self-loops to the adjacency matrices.
                 (default: :obj:`True`)
             return_attention_weights (bool, optional): Also return the
                 attention matrix. (default: :obj:`False`)
         """
-        x = x.unsqueeze(0) if x.dim() == 2 else x
-        adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
+        if isinstance(x, Tensor) and x.dim() == 2:
+            x = x.unsqueeze(0)
         check_features(x, 'x', dim=3, channels=self.in_channels)
+        self._check_dtype(x, 'x', self.lin)
+        if not isinstance(adj, Tensor):
+            raise ValueError(f"'adj' must be a torch.Tensor "
+                             f"(got {type(adj).__name__})")
+        adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
         B, N, _ = x.size()
         if adj.dim() != 3 or adj.shape[1:] != (N, N) or \
                 adj.size(0) not in (1, B):
             raise ValueError(f"'adj' must have shape [{B}, {N}, {N}] or "
                              f"[{N}, {N}] (got {tuple(adj.shape)})")
         check_same_device(adj, 'adj', x)
+        if adj.is_complex():
+            raise ValueError(f"'adj' must hold real weights or booleans "
+                             f"(got dtype {adj.dtype})")
         if mask is not None:
+            if not isinstance(mask, Tensor):
+                raise ValueError(f"'mask' must be a torch.Tensor "
+                                 f"(got {type(mask).__name__})")
             if mask.shape != (B, N):
                 raise ValueError(f"'mask' must have shape [{B}, {N}] "
                                  f"(got {tuple(mask.shape)})")
             check_same_device(mask, 'mask', x)
-            mask = mask.bool()
+            if mask.dtype != torch.bool and value_checks_enabled():
+                check_zeros_and_ones(mask, 'mask')
+            mask = mask.bool()  # One meaning for the edges and the output.
 
         edges = adj != 0
         if mask is not None:
@@ -177,7 +197,7 @@ class DenseAPNetConv(PropagationParameters, torch.nn.Module):
             alphas.append(alpha)
 
         if mask is not None:
-            x = x * mask.view(B, N, 1).to(x.dtype)
+            x = x.masked_fill(~mask.view(B, N, 1), 0.0)
 
         if return_attention_weights:
             alpha = alphas[0] if self.num_steps == 1 else torch.stack(

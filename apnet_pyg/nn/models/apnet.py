@@ -3,10 +3,15 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.graph.cosine import COS_40_DEGREES, cosine_threshold_graph
+from apnet_pyg.graph.cosine import (
+    COS_40_DEGREES,
+    check_threshold,
+    cosine_threshold_graph,
+)
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
+from apnet_pyg.utils import check_number
 
 #: The class graphs of APNet: learned from the class vectors, given by a
 #: prior (WordNet), or none (no propagation).
@@ -93,16 +98,19 @@ class APNet(torch.nn.Module):
                                  "[C, C] prior graph over the dataset's "
                                  "classes (see apnet_pyg.zsl."
                                  "wordnet_class_prior)")
-            if class_prior.dim() != 2 or \
-                    class_prior.size(0) != class_prior.size(1):
-                raise ValueError(f"'class_prior' must be a square [C, C] "
-                                 f"matrix (got {tuple(class_prior.shape)})")
-            self.register_buffer('class_prior', class_prior.float().clone())
+            self.register_buffer('class_prior',
+                                 _checked_class_prior(class_prior))
         else:
             self.class_prior = None
         self.graph = graph
-        self.threshold = threshold
-        self.logit_scale = logit_scale
+        self.threshold = check_threshold(threshold)
+        check_number(propagation_temperature, 'propagation_temperature',
+                     minimum=0.0)
+        self.logit_scale = check_number(logit_scale, 'logit_scale')
+        if not self.logit_scale > 0:
+            raise ValueError(f"'logit_scale' must be positive (got "
+                             f"{logit_scale:g}): the logits would not "
+                             f"depend on the scores")
 
         self.encoder = CentroidEncoder(attribute_dim, class_channels,
                                        num_centroids)
@@ -197,3 +205,20 @@ class APNet(torch.nn.Module):
                 f'{self.encoder.attribute_dim}, graph={self.graph}, '
                 f'num_centroids={self.encoder.num_centroids}, '
                 f'score={self.head.score})')
+
+
+def _checked_class_prior(class_prior: Tensor) -> Tensor:
+    r"""A float copy of :obj:`class_prior`, checked to be a square matrix
+    of finite, non-negative weights (read once, at construction)."""
+    if not isinstance(class_prior, Tensor):
+        raise ValueError(f"'class_prior' must be a torch.Tensor (got "
+                         f"{type(class_prior).__name__})")
+    if class_prior.dim() != 2 or class_prior.size(0) != class_prior.size(1):
+        raise ValueError(f"'class_prior' must be a square [C, C] matrix "
+                         f"(got {tuple(class_prior.shape)})")
+    class_prior = class_prior.float().clone()
+    if not bool(torch.isfinite(class_prior).all()) or \
+            bool((class_prior < 0).any()):
+        raise ValueError("'class_prior' must hold finite, non-negative "
+                         "weights (0 = no edge)")
+    return class_prior

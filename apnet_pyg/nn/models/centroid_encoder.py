@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from apnet_pyg.utils import check_node_features
+from apnet_pyg.utils import check_int, check_node_features
 
 
 def kmeans(x: Tensor, k: int, num_iterations: int = 100,
@@ -28,11 +28,15 @@ def kmeans(x: Tensor, k: int, num_iterations: int = 100,
     :rtype: :class:`torch.Tensor` of shape :math:`(k, D)`
     """
     check_node_features(x, 'x')
+    check_int(k, 'k')
     if not 1 <= k <= x.size(0):
         raise ValueError(f"'k' must lie in [1, {x.size(0)}] for "
                          f"{x.size(0)} points (got {k})")
-    if num_init < 1:
-        raise ValueError(f"'num_init' must be positive (got {num_init})")
+    check_int(num_iterations, 'num_iterations', minimum=1)
+    check_int(num_init, 'num_init', minimum=1)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"'generator' must be a torch.Generator or None "
+                         f"(got {type(generator).__name__})")
     x = x.detach().double()  # Stable distances; cast back at the end.
     best, best_inertia = None, float('inf')
     for _ in range(num_init):
@@ -102,11 +106,9 @@ class CentroidEncoder(torch.nn.Module):
     def __init__(self, attribute_dim: int, out_channels: int = 2048,
                  num_centroids: int = 3):
         super().__init__()
-        if attribute_dim <= 0 or out_channels <= 0 or num_centroids <= 0:
-            raise ValueError(f"'attribute_dim', 'out_channels' and "
-                             f"'num_centroids' must be positive (got "
-                             f"{attribute_dim}, {out_channels}, "
-                             f"{num_centroids})")
+        check_int(attribute_dim, 'attribute_dim', minimum=1)
+        check_int(out_channels, 'out_channels', minimum=1)
+        check_int(num_centroids, 'num_centroids', minimum=1)
         self.attribute_dim = attribute_dim
         self.out_channels = out_channels
         self.num_centroids = num_centroids

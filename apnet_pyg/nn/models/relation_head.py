@@ -5,7 +5,7 @@ from torch import Tensor
 
 from torch_geometric.nn.dense.linear import Linear
 
-from apnet_pyg.utils import check_node_features
+from apnet_pyg.utils import check_int, check_node_features
 
 #: The score functions :math:`\sigma` of the head's output.
 SCORES = ('sigmoid', 'linear')
@@ -55,6 +55,10 @@ class RelationHead(torch.nn.Module):
     def __init__(self, class_channels: int, image_channels: int,
                  hidden_channels: int = 2048, score: str = 'sigmoid'):
         super().__init__()
+        # PyG's Linear would read 0 or a negative size as lazy.
+        check_int(class_channels, 'class_channels', minimum=1)
+        check_int(image_channels, 'image_channels', minimum=1)
+        check_int(hidden_channels, 'hidden_channels', minimum=1)
         if score not in SCORES:
             raise ValueError(f"'score' must be one of {', '.join(SCORES)} "
                              f"(got '{score}')")
@@ -88,6 +92,7 @@ class RelationHead(torch.nn.Module):
         and projected images :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1`
         :math:`(B, H)` (:obj:`lin_image`): an evaluation that scores the
         same images against several class sets projects them once."""
+        check_int(block_size, 'block_size', minimum=1, optional=True)
         w = self.lin_out.weight.view(-1)
         num_classes = per_class.size(0)
         block_size = block_size or max(

@@ -796,6 +796,33 @@ def test_apnet_conv_dtype(dtype, make_random_graph):
     assert out.dtype == dtype and alpha.dtype == dtype
 
 
+def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
+    # Weights of another floating dtype are used in the dtype of x.
+    x, edge_index, edge_weight = graph(dtype=torch.float32,
+                                       make_random_graph=make_random_graph)
+    conv = APNetConv(6, 4)
+    expected = conv(x, edge_index, edge_weight)
+    assert torch.equal(conv(x, edge_index, edge_weight.double()), expected)
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_meta_tensors(fused, make_random_graph):
+    # Shapes without data (e.g. to size a model): the fused kernels run
+    # their fake implementations.
+    x, edge_index, edge_weight = graph(dtype=torch.float32,
+                                       make_random_graph=make_random_graph)
+    conv = APNetConv(6, 4, fused=fused).to('meta')
+    x = x.to('meta').requires_grad_()
+    out = conv(x, edge_index.to('meta'), edge_weight.to('meta'))
+    assert out.device.type == 'meta' and out.shape == x.shape
+    out.sum().backward()
+    assert x.grad.shape == x.shape
+    conv = APNetConv(6, 4, fused=fused, add_self_loops=False).to('meta')
+    _, (index, alpha) = conv(x, edge_index.to('meta'),
+                             return_attention_weights=True)
+    assert index.shape == edge_index.shape and alpha.shape == (20, 2)
+
+
 # torch.compile ###############################################################
 
 

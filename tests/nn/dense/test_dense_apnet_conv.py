@@ -108,6 +108,28 @@ def test_dense_apnet_conv_gradcheck():
     assert gradcheck(function, (x, weight.requires_grad_()))
 
 
+def test_dense_apnet_conv_mask_means_valid_nodes():
+    # A non-boolean mask's non-zero entries are the valid nodes, for the
+    # edges and the output alike: a valid node's output is never scaled by
+    # its mask value (0/1 is checked in debug mode).
+    x, adj, _ = dense_graph()
+    conv = conv64(6, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]],
+                        dtype=torch.bool)
+    expected = conv(x, adj, mask)
+    assert torch.equal(conv(x, adj, mask.double() * 0.5), expected)
+    assert torch.equal(conv(x, adj, mask.long()), expected)
+    with torch_geometric.debug():
+        assert torch.equal(conv(x, adj, mask.double()), expected)
+
+
+def test_dense_apnet_conv_meta_tensors():
+    conv = DenseAPNetConv(6, 4).to('meta')
+    out = conv(torch.empty(3, 5, 6, device='meta'),
+               torch.empty(3, 5, 5, device='meta'))
+    assert out.device.type == 'meta' and out.shape == (3, 5, 6)
+
+
 def test_dense_apnet_conv_mask():
     x, _, adj = dense_graph()
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]],

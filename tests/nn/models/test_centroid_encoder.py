@@ -22,7 +22,8 @@ def test_kmeans():
     assert kmeans(torch.ones(5, 2), 2).size() == (2, 2)
     with pytest.raises(ValueError, match="'k' must lie in"):
         kmeans(points, 61)
-    with pytest.raises(ValueError, match="'num_init' must be positive"):
+    with pytest.raises(ValueError,
+                       match="'num_init' must be a positive integer"):
         kmeans(points, 3, num_init=0)
 
 

@@ -5,15 +5,15 @@ from typing import Dict, List, Optional, Sequence
 
 from benchmarks import common
 from benchmarks.common import format_mb, format_ms, markdown_table
-from benchmarks.propagation import (
-    BUSY_CORES,
+from benchmarks.propagation.cost_model import PREDICTION_SLACK
+from benchmarks.propagation.grid import (
     DEFAULTS,
     METHODS,
     PASSES,
-    PREDICTION_SLACK,
     PROJ_CHANNELS,
     SPARSE,
 )
+from benchmarks.propagation.runner import BUSY_CORES
 
 # The project's targets for the WordNet noun graph at 256-d (2 CPU cores).
 TARGET_RATIO_TO_AGNN = 0.5
@@ -148,7 +148,7 @@ def _crossover_text(crossover: dict) -> str:
 # ---------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------
-def _method_text(options) -> str:
+def _method_text(settings) -> str:
     return f"""\
 - **Layers** (one layer, `in_channels = F`, output `F` channels):
   `APNetConv(F, proj_channels={PROJ_CHANNELS})` on its default sparse path
@@ -175,16 +175,16 @@ def _method_text(options) -> str:
   F = 16 (the hidden width of PyG's AGNN model on Cora) and the grid's F,
   where `APNetConv (defaults)` is `APNetConv(F)` with the constructor
   defaults, the drop-in configuration. Features: standard normal,
-  float32, seed {options.seed}.
+  float32, seed {settings.seed}.
 - **Passes**: `forward` runs under `torch.no_grad()`; `forward+backward`
   records the graph and back-propagates a fixed random output gradient into
   the parameters and the input features (`x.requires_grad_()`, as inside a
   network).
 - **Timing**: every (method, graph, F, pass) runs in a fresh worker process
   (forked from a server that has imported torch and PyG), with
-  `torch.set_num_threads({options.threads})`. One warm-up run (two when it
-  takes < 0.1 s), then at least {options.min_runs} timed runs and at least
-  {options.min_time:g} s of them (up to {options.max_runs}); wall-clock
+  `torch.set_num_threads({settings.threads})`. One warm-up run (two when it
+  takes < 0.1 s), then at least {settings.min_runs} timed runs and at least
+  {settings.min_time:g} s of them (up to {settings.max_runs}); wall-clock
   `time.perf_counter()` around each run (with `torch.cuda.synchronize()` on
   CUDA). Tables report the median (min in the CSV).
 - **Memory**: on CPU, the worker's peak resident set (`VmHWM`, reset just
@@ -193,9 +193,9 @@ def _method_text(options) -> str:
   `torch.cuda.max_memory_allocated()` minus `memory_allocated()` before the
   pass. `setup_mb` in the CSV is the inputs' memory.
 - **Skipped** configurations are recorded, not run: when the memory estimate
-  (`est_peak_mb` plus inputs) exceeds {options.memory_cap / common.GB:g} GB
+  (`est_peak_mb` plus inputs) exceeds {settings.memory_cap / common.GB:g} GB
   (or the free RAM); when a single run is predicted to take more than
-  {PREDICTION_SLACK:g} x the {options.time_cap:g} s time cap (the min time of
+  {PREDICTION_SLACK:g} x the {settings.time_cap:g} s time cap (the min time of
   the largest measured configuration of the same method, F and pass, scaled
   by an operation count) or is found to take more than the cap (the warm-up
   run, interrupted); and forward+backward whenever forward was skipped.
@@ -205,7 +205,7 @@ def _method_text(options) -> str:
   the pass (machine CPU time minus the worker's, per second). Cells marked
   `*` ran with `other_cores` > {BUSY_CORES}: provisional. Before each pass
   the driver waited for other processes to use at most {BUSY_CORES} cores,
-  up to {options.quiet_wait:g} s ({options.quiet_wait_total:g} s over the
+  up to {settings.quiet_wait:g} s ({settings.quiet_wait_total:g} s over the
   run).
 - **Crossover**: for each N and F, the ratio t(dense) / t(sparse) of the
   min times (robust to a burst of load elsewhere) at every
@@ -248,17 +248,17 @@ def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
                            'note'], table)
 
 
-def _grid_table(rows: Sequence[dict], options, F: int, key: str,
+def _grid_table(rows: Sequence[dict], settings, F: int, key: str,
                 fmt) -> str:
     grid = [row for row in rows if row['F'] == F and row['source'] == 'grid'
             and row['graph'] in ('random', 'complete')]
-    header = ['degree', 'method'] + [f'N={N:,}' for N in options.nodes]
+    header = ['degree', 'method'] + [f'N={N:,}' for N in settings.nodes]
     table = []
-    for degree in options.degrees:
+    for degree in settings.degrees:
         at_degree = _degree_rows(grid, degree)
-        for method in options.methods:
+        for method in settings.methods:
             cells = []
-            for N in options.nodes:
+            for N in settings.nodes:
                 forward = _find(at_degree, method=method, N=N,
                                 **{'pass': 'forward'})
                 backward = _find(at_degree, method=method, N=N,
@@ -300,10 +300,10 @@ def _skipped_table(rows: Sequence[dict]) -> str:
 
 def write_report(out_dir: str, rows: Sequence[dict],
                  crossovers: Sequence[dict], machine: Dict[str, str],
-                 options, slug: str, command: str, started,
+                 settings, slug: str, command: str, started,
                  elapsed, missing: Dict[str, str]) -> str:
     r"""Writes ``README.md`` and the plots; returns the headline text."""
-    plots = write_plots(out_dir, rows, crossovers, options)
+    plots = write_plots(out_dir, rows, crossovers, settings)
     lines = headline(rows, crossovers, missing)
 
     timed = [row for row in rows if row['status'] == 'ok']
@@ -325,10 +325,10 @@ def write_report(out_dir: str, rows: Sequence[dict],
         f'[propagation.csv](propagation.csv). How to read it: '
         f'[benchmarks/README.md](../../README.md).' +
         (' **Quick mode: the smallest configurations only.**'
-         if options.quick else ''),
+         if settings.quick else ''),
         '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
         '## Machine\n\n' + _machine_table(machine),
-        '## Method\n\n' + _method_text(options),
+        '## Method\n\n' + _method_text(settings),
     ]
     for kind, title in [('wordnet', 'WordNet noun graph'),
                         ('cora', 'Small graph: Cora')]:
@@ -336,15 +336,15 @@ def write_report(out_dir: str, rows: Sequence[dict],
         if table:
             sections.append(f'## {title}\n\nMedian time and peak memory of '
                             f'one layer.\n\n' + table)
-    for F in options.features:
+    for F in settings.features:
         sections.append(
             f'## Random graphs, F = {F}: median time, forward / '
             f'forward+backward\n\n' +
-            _grid_table(rows, options, F, 'median_ms', format_ms))
+            _grid_table(rows, settings, F, 'median_ms', format_ms))
         sections.append(
             f'## Random graphs, F = {F}: peak memory, forward / '
             f'forward+backward\n\n' +
-            _grid_table(rows, options, F, 'peak_mb', format_mb))
+            _grid_table(rows, settings, F, 'peak_mb', format_mb))
     if crossovers:
         sections.append(
             '## Sparse / dense crossover\n\nThe average degree above which '
@@ -372,7 +372,7 @@ def _duration(elapsed) -> str:
 # Plots
 # ---------------------------------------------------------------------------
 def write_plots(out_dir: str, rows: Sequence[dict],
-                crossovers: Sequence[dict], options) -> List[str]:
+                crossovers: Sequence[dict], settings) -> List[str]:
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -380,23 +380,23 @@ def write_plots(out_dir: str, rows: Sequence[dict],
     except ImportError:
         return []
     names = []
-    for F in options.features:
+    for F in settings.features:
         for key, what, unit in (('median_ms', 'time', 'median time (ms)'),
                                 ('peak_mb', 'memory', 'peak memory (MB)')):
             name = f'{what}_F{F}.png'
-            _plot_grid(plt, osp.join(out_dir, name), rows, options, F, key,
+            _plot_grid(plt, osp.join(out_dir, name), rows, settings, F, key,
                        unit)
             names.append(name)
     if crossovers:
         name = 'crossover.png'
-        _plot_crossover(plt, osp.join(out_dir, name), crossovers, options)
+        _plot_crossover(plt, osp.join(out_dir, name), crossovers, settings)
         names.append(name)
     return names
 
 
-def _plot_grid(plt, path: str, rows: Sequence[dict], options, F: int,
+def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
                key: str, unit: str) -> None:
-    degrees = list(options.degrees)
+    degrees = list(settings.degrees)
     figure, axes = plt.subplots(len(PASSES), len(degrees), squeeze=False,
                                 figsize=(4 * len(degrees), 3.4 * len(PASSES)),
                                 sharex=True)
@@ -407,7 +407,7 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], options, F: int,
             ax = axes[i][j]
             at_degree = _degree_rows(
                 [row for row in grid if row['pass'] == pass_], degree)
-            for method in options.methods:
+            for method in settings.methods:
                 points = sorted((row['N'], row[key]) for row in at_degree
                                 if row['method'] == method)
                 if points:
@@ -439,9 +439,9 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], options, F: int,
 
 
 def _plot_crossover(plt, path: str, crossovers: Sequence[dict],
-                    options) -> None:
-    features = list(options.features)
-    nodes = list(options.nodes)
+                    settings) -> None:
+    features = list(settings.features)
+    nodes = list(settings.nodes)
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
     figure, axes = plt.subplots(1, len(PASSES), squeeze=False,
                                 figsize=(6 * len(PASSES), 4))

@@ -1,0 +1,143 @@
+r"""Propagation benchmark: APNet's attention propagation, sparse vs dense,
+against PyG's :class:`~torch_geometric.nn.conv.AGNNConv` and
+:class:`~torch_geometric.nn.conv.GATConv`.
+
+For every method, graph and feature size it times one layer's forward pass
+(under :func:`torch.no_grad`) and forward+backward pass, and measures the
+peak memory of each, every (configuration, pass) in a fresh worker process.
+Configurations that would not fit in memory or take too long are skipped
+before they run, from an estimate, and recorded with the reason. From the
+grid it finds, for each graph size, the density above which
+:class:`~apnet_pyg.nn.DenseAPNetConv` beats the sparse
+:class:`~apnet_pyg.nn.APNetConv`.
+
+Run it with ``python -m benchmarks propagation [--device cpu|cuda]
+[--quick]``; see ``benchmarks/README.md``.
+
+This package is the suite's entry point (:func:`add_arguments`,
+:func:`run`); its modules import one way, each only those listed before
+it:
+
+* :mod:`~benchmarks.propagation.grid`: the methods, graphs, grid and
+  :class:`~benchmarks.propagation.grid.RunSettings`;
+* :mod:`~benchmarks.propagation.cost_model`: memory and time estimates;
+* :mod:`~benchmarks.propagation.worker`: one pass measured in a worker
+  process;
+* :mod:`~benchmarks.propagation.crossover`: the sparse / dense crossover;
+* :mod:`~benchmarks.propagation.runner`: runs the grid, the CSV columns;
+* :mod:`~benchmarks.propagation.report`: the markdown summary and plots.
+"""
+import argparse
+import datetime
+import os.path as osp
+
+from benchmarks import common
+from benchmarks.common import GB
+from benchmarks.propagation import report
+from benchmarks.propagation.crossover import crossover_rows
+from benchmarks.propagation.grid import (
+    DEGREES,
+    FEATURES,
+    METHODS,
+    NODE_COUNTS,
+    PLANETOID_ROOT,
+    QUICK_DEGREES,
+    QUICK_FEATURES,
+    QUICK_NODE_COUNTS,
+    RunSettings,
+)
+from benchmarks.propagation.runner import COLUMNS, run_grid
+
+
+def _degree(text: str):
+    return text if text == 'complete' else float(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--nodes', type=int, nargs='+',
+                        help=f'node counts (default: {NODE_COUNTS})')
+    parser.add_argument('--degrees', type=_degree, nargs='+',
+                        help=f'average degrees or "complete" '
+                        f'(default: {DEGREES})')
+    parser.add_argument('--features', type=int, nargs='+',
+                        help=f'feature sizes F (default: {FEATURES})')
+    parser.add_argument('--methods', nargs='+', choices=list(METHODS),
+                        help='methods (default: all)')
+    parser.add_argument('--no-wordnet', action='store_true',
+                        help='skip the WordNet noun graph')
+    parser.add_argument('--no-cora', action='store_true',
+                        help='skip the small real graph (Planetoid Cora)')
+    parser.add_argument('--planetoid-root', default=PLANETOID_ROOT,
+                        help='folder holding Cora/raw/ind.cora.* (default: '
+                        '../shared/data/planetoid beside the repository)')
+    parser.add_argument('--no-refine', action='store_true',
+                        help='do not add degrees around the crossover')
+    parser.add_argument('--time-cap', type=float, default=10.0,
+                        help='skip a pass whose single run is predicted or '
+                        'found to take longer (seconds, default: 10)')
+    parser.add_argument('--memory-cap-gb', type=float, default=16.0,
+                        help='skip a pass estimated to need more memory '
+                        '(default: 16)')
+    parser.add_argument('--min-runs', type=int, default=5,
+                        help='timed runs after warm-up, at least (default: 5)')
+    parser.add_argument('--quiet-wait', type=float, default=20.0,
+                        help='before each pass, wait up to this many seconds '
+                        'for other processes to go quiet (default: 20; 0: '
+                        'never wait)')
+    parser.add_argument('--quiet-wait-total', type=float, default=600.0,
+                        help='stop waiting for quiet after this many seconds '
+                        'in all (default: 600)')
+    parser.add_argument('--min-time', type=float, default=None,
+                        help='keep timing until this many seconds are '
+                        'spent (default: 0.3, 0.1 with --quick)')
+
+
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    quick = args.quick
+    return RunSettings(
+        device=args.device,
+        threads=args.threads,
+        nodes=tuple(args.nodes or (QUICK_NODE_COUNTS if quick else
+                                   NODE_COUNTS)),
+        degrees=tuple(args.degrees or (QUICK_DEGREES if quick else DEGREES)),
+        features=tuple(args.features or (QUICK_FEATURES if quick else
+                                         FEATURES)),
+        methods=tuple(args.methods or METHODS),
+        wordnet=not (args.no_wordnet or quick),
+        cora=not (args.no_cora or quick),
+        planetoid_root=args.planetoid_root,
+        refine=not (args.no_refine or quick),
+        time_cap=args.time_cap,
+        memory_cap=args.memory_cap_gb * GB,
+        min_runs=args.min_runs,
+        quiet_wait=0.0 if quick else args.quiet_wait,
+        quiet_wait_total=args.quiet_wait_total,
+        min_time=args.min_time if args.min_time is not None else (
+            0.1 if quick else 0.3),
+        quick=quick,
+    )
+
+
+def run(args: argparse.Namespace) -> str:
+    r"""Runs the suite and writes CSV, summary and plots; returns the
+    output directory."""
+    settings = settings_from_args(args)
+    machine, slug, out_dir = common.prepare_run(
+        settings.device, settings.threads, settings.quick, args.machine,
+        args.out)
+    command = getattr(args, 'command', None) or \
+        'python -m benchmarks propagation'
+    common.log(f'propagation benchmark on {slug} ({machine["cpu"]}, gpu: '
+               f'{machine["gpu"]}, {settings.threads} threads) -> {out_dir}')
+
+    started = datetime.datetime.now()
+    rows, missing = run_grid(settings)
+    elapsed = datetime.datetime.now() - started
+
+    common.write_csv(osp.join(out_dir, 'propagation.csv'), rows, COLUMNS)
+    crossovers = crossover_rows(rows, settings)
+    summary = report.write_report(
+        out_dir, rows, crossovers, machine, settings, slug, command,
+        started, elapsed, missing)
+    print(summary)
+    return out_dir

@@ -1,0 +1,323 @@
+r"""What the propagation benchmark measures: the methods (layers), the
+graphs, the grid of configurations and the settings of a run."""
+import os.path as osp
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from benchmarks import common
+from benchmarks.common import GB
+
+#: The output size of APNet's projection :math:`f` in every configuration
+#: (but the drop-in defaults' method, ``apnet_default``).
+PROJ_CHANNELS = 256
+
+NODE_COUNTS = (100, 1_000, 10_000, 100_000)
+#: Average degrees (directed edges per node, self-loops not counted);
+#: ``'complete'`` is the fully connected graph.
+DEGREES = (4, 16, 64, 'complete')
+FEATURES = (256, 2048)
+PASSES = ('forward', 'forward+backward')
+
+#: The small real graph: Planetoid Cora, raw files read offline.
+PLANETOID_ROOT = osp.join(common.REPO_ROOT, '..', 'shared', 'data',
+                          'planetoid')
+#: Feature sizes on Cora besides the grid's: the hidden width of PyG's AGNN
+#: model on Cora, where a layer's fixed cost shows.
+CORA_FEATURES = (16, )
+
+QUICK_NODE_COUNTS = (100, )
+QUICK_DEGREES = (4, 'complete')
+QUICK_FEATURES = (256, )
+
+
+# ---------------------------------------------------------------------------
+# Methods
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    name: str  # The key in the CSV and on the command line.
+    label: str  # The name in tables and plots.
+    dense: bool  # Takes a dense [N, N] adjacency instead of edge_index.
+    build: Callable[[int], torch.nn.Module]  # in_channels -> layer
+    # Width of the per-node linear map, for the time model only.
+    node_channels: Callable[[int], int]
+
+
+class NewGraphEachCall(torch.nn.Module):
+    r"""Calls :obj:`layer` with a copy of :obj:`edge_index`, so that
+    APNetConv cannot keep the CSR pattern of the previous call: the cost of
+    a call on a new graph (as in mini-batch training), pattern included."""
+    def __init__(self, layer: torch.nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor,
+                edge_index: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, edge_index.clone())
+
+
+def _apnet_sparse(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
+                                      temperature=10.0, num_steps=1))
+
+
+def method_proj_channels(method: str) -> Optional[int]:
+    if method in DEFAULTS:
+        import inspect
+
+        from apnet_pyg.nn import APNetConv
+        return inspect.signature(APNetConv).parameters[
+            'proj_channels'].default
+    return PROJ_CHANNELS if method.startswith('apnet') else None
+
+
+def _apnet_default(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+    return APNetConv(channels)
+
+
+def _apnet_default_new_graph(channels: int) -> torch.nn.Module:
+    return NewGraphEachCall(_apnet_default(channels))
+
+
+def _apnet_message_passing(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
+                                      temperature=10.0, num_steps=1,
+                                      fused=False))
+
+
+def _apnet_dense(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import DenseAPNetConv
+    return DenseAPNetConv(channels, proj_channels=PROJ_CHANNELS,
+                          temperature=10.0, num_steps=1)
+
+
+def _agnn(channels: int) -> torch.nn.Module:
+    from torch_geometric.nn import AGNNConv
+    return AGNNConv(requires_grad=True)
+
+
+def _gat(channels: int) -> torch.nn.Module:
+    from torch_geometric.nn import GATConv
+    return GATConv(channels, channels, heads=1)
+
+
+METHODS: Dict[str, Method] = {
+    method.name: method
+    for method in [
+        Method('apnet_sparse', 'APNetConv (sparse, fused)', False,
+               _apnet_sparse, lambda F: PROJ_CHANNELS),
+        # The constructor defaults, as a PyG user drops the layer in, called
+        # with the same edge_index (full-batch training) and with a new one
+        # each call; on the small real graph only.
+        Method('apnet_default', 'APNetConv (defaults)', False,
+               _apnet_default, lambda F: F),
+        Method('apnet_default_new_graph',
+               'APNetConv (defaults, new edge_index each call)', False,
+               _apnet_default_new_graph, lambda F: F),
+        Method('apnet_mp', 'APNetConv (message passing)', False,
+               _apnet_message_passing, lambda F: PROJ_CHANNELS),
+        Method('apnet_dense', 'DenseAPNetConv', True, _apnet_dense,
+               lambda F: PROJ_CHANNELS),
+        Method('agnn', 'AGNNConv (PyG)', False, _agnn, lambda F: 0),
+        Method('gat', 'GATConv (PyG, heads=1)', False, _gat, lambda F: F),
+    ]
+}
+SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
+#: Measured on the small real graph only.
+DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
+
+
+# ---------------------------------------------------------------------------
+# Graphs
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GraphSpec:
+    r"""A graph of the grid. :obj:`num_edges` counts directed edges without
+    self-loops (an undirected edge counts twice); every layer adds the
+    self-loops itself."""
+    kind: str  # 'random', 'complete', 'wordnet' or 'cora'
+    num_nodes: int
+    num_edges: int
+    path: str = ''  # Where a real graph is read from.
+
+    @property
+    def degree(self) -> float:
+        return self.num_edges / self.num_nodes
+
+    @property
+    def edge_fraction(self) -> float:
+        return self.num_edges / max(self.num_nodes * (self.num_nodes - 1), 1)
+
+    @property
+    def degree_label(self) -> str:
+        return 'complete' if self.kind == 'complete' else f'{self.degree:g}'
+
+
+def random_graph_spec(num_nodes: int, degree) -> GraphSpec:
+    r"""An Erdos-Renyi :math:`G(N, M)` graph with average degree
+    :obj:`degree`, or the complete graph for :obj:`'complete'`."""
+    max_pairs = num_nodes * (num_nodes - 1) // 2
+    pairs = max_pairs if degree == 'complete' else min(
+        max_pairs, round(num_nodes * float(degree) / 2))
+    kind = 'complete' if pairs == max_pairs else 'random'
+    return GraphSpec(kind, num_nodes, 2 * pairs)
+
+
+def random_undirected_edges(num_nodes: int, num_edges: int,
+                            generator: torch.Generator) -> torch.Tensor:
+    r"""A uniformly random simple undirected graph with exactly
+    :obj:`num_edges // 2` edges, as a coalesced :obj:`edge_index` holding
+    both directions."""
+    pairs = num_edges // 2
+    max_pairs = num_nodes * (num_nodes - 1) // 2
+    if pairs == max_pairs or pairs > max_pairs // 4:
+        # Dense enough to enumerate every pair and pick without replacement.
+        row, col = torch.triu_indices(num_nodes, num_nodes, 1)
+        if pairs < max_pairs:
+            pick = torch.randperm(max_pairs, generator=generator)[:pairs]
+            row, col = row[pick], col[pick]
+    else:
+        # Sparse: draw pairs with replacement until enough distinct ones.
+        keys = torch.empty(0, dtype=torch.long)
+        while keys.numel() < pairs:
+            draw = int(1.1 * (pairs - keys.numel())) + 16
+            i = torch.randint(num_nodes, (draw, ), generator=generator)
+            j = torch.randint(num_nodes, (draw, ), generator=generator)
+            keep = i != j
+            i, j = i[keep], j[keep]
+            new = torch.minimum(i, j) * num_nodes + torch.maximum(i, j)
+            keys = torch.unique(torch.cat([keys, new]))
+        pick = torch.randperm(keys.numel(), generator=generator)[:pairs]
+        keys = keys[pick]
+        row, col = keys // num_nodes, keys % num_nodes
+    source = torch.cat([row, col])
+    target = torch.cat([col, row])
+    order = torch.argsort(source * num_nodes + target)
+    return torch.stack([source[order], target[order]])
+
+
+def wordnet_spec() -> Tuple[Optional[GraphSpec], str]:
+    r"""The WordNet 3.0 noun graph's size, or :obj:`None` and why not."""
+    try:
+        data = _wordnet_graph()
+    except Exception as error:  # Missing module or corpus: skip, say why.
+        return None, f'WordNet noun graph unavailable ({error})'.replace(
+            '\n', ' ')
+    edge_index = data.edge_index
+    loops = int((edge_index[0] == edge_index[1]).sum())
+    return GraphSpec('wordnet', int(data.num_nodes),
+                     edge_index.size(1) - loops), ''
+
+
+def _wordnet_graph():
+    from apnet_pyg.graph.wordnet import wordnet_noun_graph
+    return wordnet_noun_graph()
+
+
+def cora_spec(root: str) -> Tuple[Optional[GraphSpec], str]:
+    r"""Planetoid Cora's size, read from :obj:`root/Cora/raw`, or
+    :obj:`None` and why not."""
+    try:
+        edge_index = _cora_edge_index(root)
+    except Exception as error:  # Missing files: skip, say why.
+        return None, f'Cora unavailable ({error})'.replace('\n', ' ')
+    loops = int((edge_index[0] == edge_index[1]).sum())
+    return GraphSpec('cora', int(edge_index.max()) + 1,
+                     edge_index.size(1) - loops, root), ''
+
+
+def _cora_edge_index(root: str) -> torch.Tensor:
+    from torch_geometric.io import read_planetoid_data
+    folder = osp.join(root, 'Cora', 'raw')
+    if not osp.isdir(folder):
+        raise FileNotFoundError(f'no folder {folder}')
+    return read_planetoid_data(folder, 'cora').edge_index
+
+
+def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
+    if graph.kind == 'wordnet':
+        return _wordnet_graph().edge_index
+    if graph.kind == 'cora':
+        return _cora_edge_index(graph.path)
+    generator = torch.Generator().manual_seed(seed)
+    return random_undirected_edges(graph.num_nodes, graph.num_edges,
+                                   generator)
+
+
+def dense_adjacency(graph: GraphSpec, seed: int) -> torch.Tensor:
+    r"""Boolean :obj:`adj[i, j]` for every edge :math:`j \to i`, built from
+    the same edges as the sparse methods get."""
+    N = graph.num_nodes
+    if graph.kind == 'complete':
+        return ~torch.eye(N, dtype=torch.bool)
+    source, target = build_edge_index(graph, seed)
+    adj = torch.zeros(N, N, dtype=torch.bool)
+    adj[target, source] = True
+    return adj
+
+
+# ---------------------------------------------------------------------------
+# The settings of a run, and its grid
+# ---------------------------------------------------------------------------
+@dataclass
+class RunSettings:
+    r"""The settings of one run of the suite, from its command line
+    (:func:`benchmarks.propagation.settings_from_args`): the grid's axes,
+    the caps that skip a pass, the timing and the waits for a quiet
+    machine."""
+    device: str = 'cpu'
+    threads: int = 1
+    nodes: Tuple[int, ...] = NODE_COUNTS
+    degrees: Tuple = DEGREES
+    features: Tuple[int, ...] = FEATURES
+    methods: Tuple[str, ...] = tuple(METHODS)
+    wordnet: bool = True
+    cora: bool = True
+    planetoid_root: str = PLANETOID_ROOT
+    refine: bool = True
+    time_cap: float = 10.0
+    memory_cap: float = 16 * GB
+    min_runs: int = 5
+    min_time: float = 0.3
+    max_runs: int = 500
+    quiet_wait: float = 20.0
+    quiet_wait_total: float = 600.0
+    seed: int = 0
+    quick: bool = False
+
+
+def grid(settings: RunSettings
+         ) -> Tuple[List[Tuple[str, GraphSpec, int]], Dict[str, str]]:
+    r"""The configurations, smallest first so that time predictions can
+    scale from measured neighbours, and why a real graph is missing if it
+    is (by kind)."""
+    configurations = []
+    missing = {}
+    wordnet, missing['wordnet'] = (wordnet_spec() if settings.wordnet else
+                                   (None, ''))
+    cora, missing['cora'] = (cora_spec(settings.planetoid_root)
+                             if settings.cora else (None, ''))
+    # The drop-in defaults (proj_channels and all) are measured on the
+    # small real graph only; the grid compares the paper's configuration.
+    methods = [m for m in settings.methods if m not in DEFAULTS]
+    if cora is not None:
+        for F in sorted(set(CORA_FEATURES) | set(settings.features)):
+            for method in settings.methods:
+                configurations.append((method, cora, F))
+    for F in settings.features:
+        for N in settings.nodes:
+            for degree in settings.degrees:
+                graph = random_graph_spec(N, degree)
+                if degree != 'complete' and graph.kind == 'complete':
+                    continue  # The complete graph comes once, as 'complete'.
+                for method in methods:
+                    configurations.append((method, graph, F))
+        if wordnet is not None:
+            for method in methods:
+                configurations.append((method, wordnet, F))
+    return configurations, missing

@@ -1,0 +1,76 @@
+r"""The worker of the propagation benchmark: one (method, graph, feature
+size, pass) measured in a fresh process."""
+import torch
+
+from benchmarks import common
+from benchmarks.common import GB, MB
+from benchmarks.propagation.grid import (
+    METHODS,
+    GraphSpec,
+    build_edge_index,
+    dense_adjacency,
+)
+
+
+def measure(spec: dict) -> dict:
+    r"""Builds the inputs and the layer, times the pass and measures its
+    peak memory. Runs inside a worker process."""
+    torch.set_num_threads(spec['threads'])
+    device = torch.device(spec['device'])
+    memory_before = common.current_rss_bytes()
+    graph = GraphSpec(**spec['graph'])
+    method = METHODS[spec['method']]
+    F, seed = spec['F'], spec['seed']
+    backward = spec['pass'] == 'forward+backward'
+
+    if method.dense:
+        graph_input = dense_adjacency(graph, seed).to(device)
+    else:
+        graph_input = build_edge_index(graph, seed).to(device)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(graph.num_nodes, F, generator=generator).to(device)
+    torch.manual_seed(seed)
+    layer = method.build(F).to(device)
+
+    if backward:
+        x.requires_grad_(True)
+        out_shape = (1, graph.num_nodes, F) if method.dense else x.shape
+        grad = torch.randn(out_shape, generator=generator).to(device)
+
+        def run_pass():
+            # Input gradients too: the layer sits inside a network.
+            x.grad = None
+            layer.zero_grad(set_to_none=True)
+            layer(x, graph_input).backward(grad)
+    else:
+
+        def run_pass():
+            with torch.no_grad():
+                layer(x, graph_input)
+
+    setup = common.current_rss_bytes() - memory_before
+    result = {'setup_mb': setup / MB if device.type == 'cpu' else None}
+    timer = spec['timing']
+    load = common.LoadMonitor()
+    try:
+        with load, common.PeakMemory(device) as memory:
+            times = common.time_runs(run_pass, device, timer['min_runs'],
+                                     timer['min_time'], timer['max_runs'],
+                                     timer['time_cap'])
+    except common.TimeCapExceeded:
+        result.update(status='skipped', note=(
+            f"time cap: the first run took over {timer['time_cap']:g} s"))
+        return result
+    except RuntimeError as error:
+        if not common.is_out_of_memory(error):
+            raise
+        result.update(status='skipped', note=(
+            f"memory: allocation failed under the "
+            f"{spec['memory_cap_bytes'] / GB:.3g} GB cap"))
+        return result
+
+    result.update(common.summarize_times(times), status='ok',
+                  peak_mb=memory.peak_bytes / MB,
+                  load_start=load.load_start, load_end=load.load_end,
+                  other_cores=load.other_cores)
+    return result
