@@ -34,7 +34,7 @@ import resource
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -332,6 +332,22 @@ def _load_quietly(path: Union[str, Path],
         return torch.load(path, map_location=device, weights_only=True)
 
 
+def _load_saved(path: Union[str, Path], device: Union[str, torch.device],
+                keys: Sequence[str], what: str, remedy: str) -> Dict[str, Any]:
+    r"""A dictionary saved by this module (a checkpoint or a model) with
+    at least :obj:`keys`; a one-line error naming :obj:`path`, the kind of
+    file (:obj:`what`) and the :obj:`remedy` otherwise."""
+    try:
+        saved = _load_quietly(path, device)
+    except Exception as error:  # unpickling raises many types
+        raise ValueError(f"'{path}' is not a readable apnet-zsl {what} "
+                         f"({type(error).__name__}); {remedy}") from None
+    if not isinstance(saved, dict) or any(key not in saved for key in keys):
+        raise ValueError(f"'{path}' is not an apnet-zsl {what} (it lacks "
+                         f"{', '.join(keys)}); {remedy}")
+    return saved
+
+
 def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
                     device: Union[str, torch.device] = 'cpu'
                     ) -> Dict[str, Any]:
@@ -341,17 +357,8 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
         raise FileNotFoundError(
             f"no checkpoint to resume from at '{path}': start without "
             f"--resume")
-    try:
-        state = _load_quietly(path, device)
-    except Exception as error:  # unpickling raises many types
-        raise ValueError(f"'{path}' is not a readable apnet-zsl checkpoint "
-                         f"({type(error).__name__}); delete it to start "
-                         f"over") from None
-    if not isinstance(state, dict) or \
-            any(key not in state for key in CHECKPOINT_KEYS):
-        raise ValueError(f"'{path}' is not an apnet-zsl checkpoint (it lacks "
-                         f"{', '.join(CHECKPOINT_KEYS)}); delete it to start "
-                         f"over")
+    state = _load_saved(path, device, CHECKPOINT_KEYS, 'checkpoint',
+                        'delete it to start over')
     if state['config'] != config.to_dict():
         changed = sorted(key for key, value in config.to_dict().items()
                          if state['config'].get(key) != value)
@@ -429,8 +436,8 @@ def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
             **{key: value for key, value in record.items()
                if key.startswith('val_')}
         }
-    selection['gzsl_calibrated']['calibration'] = \
-        history[selection['gzsl_calibrated']['epoch'] - 1]['val_calibration']
+    calibrated = selection['gzsl_calibrated']
+    calibrated['calibration'] = calibrated['val_calibration']
     return selection
 
 
@@ -640,16 +647,7 @@ def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
     if not path.is_file():
         raise FileNotFoundError(f"No trained model at '{path}': "
                                 f"{_TRAIN_AGAIN}")
-    try:
-        saved = _load_quietly(path, 'cpu')
-    except Exception as error:  # unpickling raises many types
-        raise ValueError(f"'{path}' is not a readable apnet-zsl model "
-                         f"({type(error).__name__}); {_TRAIN_AGAIN}"
-                         ) from None
-    if not isinstance(saved, dict) or \
-            any(key not in saved for key in MODEL_KEYS):
-        raise ValueError(f"'{path}' is not an apnet-zsl model (it lacks "
-                         f"{', '.join(MODEL_KEYS)}); {_TRAIN_AGAIN}")
+    saved = _load_saved(path, 'cpu', MODEL_KEYS, 'model', _TRAIN_AGAIN)
     try:
         config = TrainConfig.from_dict(saved['config'])
         prior = torch.zeros(saved['num_classes'], saved['num_classes']) \
