@@ -28,6 +28,8 @@ RECORD_TEXT = ROOT / 'examples' / 'results' / 'pipeline-AWA2.txt'
 RECORD_JSON = ROOT / 'examples' / 'results' / 'pipeline-AWA2.json'
 COMMAND = ['apnet-zsl', 'pipeline', '--dataset', 'AWA2', '--out',
            'runs/awa2', '--overwrite']
+# Where the pipeline writes the run: <--out>/run.
+RUN_DIR = ROOT / COMMAND[COMMAND.index('--out') + 1] / 'run'
 START, END = '<!-- pipeline-output:start -->', '<!-- pipeline-output:end -->'
 # Epoch lines shown at the start and end of each training phase.
 EPOCH_LINES_KEPT = 2
@@ -136,8 +138,7 @@ def update() -> None:
     wall = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f'the command failed:\n{result.stderr}')
-    metrics = json.loads((ROOT / 'runs' / 'awa2' / 'run' /
-                          'metrics.json').read_text())
+    metrics = json.loads((RUN_DIR / 'metrics.json').read_text())
     record = {key: value for key, value in metrics.items()
               if key != 'history'}
     record.update(
