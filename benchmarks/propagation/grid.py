@@ -2,7 +2,7 @@ r"""What the propagation benchmark measures: the methods (layers), the
 graphs, the grid of configurations and the settings of a run."""
 import os.path as osp
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -130,6 +130,13 @@ METHODS: Dict[str, Method] = {
 SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 #: Measured on the small real graph only.
 DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
+
+
+def grid_methods(methods: Sequence[str]) -> List[str]:
+    r"""The :obj:`methods` measured on the random graphs and the WordNet
+    graph: the drop-in defaults (proj_channels and all) are measured on the
+    small real graph only; the grid compares the paper's configuration."""
+    return [method for method in methods if method not in DEFAULTS]
 
 
 # ---------------------------------------------------------------------------
@@ -302,9 +309,7 @@ def grid(settings: RunSettings
                                    (None, ''))
     cora, missing['cora'] = (cora_spec(settings.planetoid_root)
                              if settings.cora else (None, ''))
-    # The drop-in defaults (proj_channels and all) are measured on the
-    # small real graph only; the grid compares the paper's configuration.
-    methods = [m for m in settings.methods if m not in DEFAULTS]
+    methods = grid_methods(settings.methods)
     if cora is not None:
         for F in sorted(set(CORA_FEATURES) | set(settings.features)):
             for method in settings.methods:

@@ -12,6 +12,7 @@ from benchmarks.propagation.grid import (
     PASSES,
     PROJ_CHANNELS,
     SPARSE,
+    grid_methods,
 )
 from benchmarks.propagation.runner import BUSY_CORES
 
@@ -256,7 +257,7 @@ def _grid_table(rows: Sequence[dict], settings, F: int, key: str,
     table = []
     for degree in settings.degrees:
         at_degree = _degree_rows(grid, degree)
-        for method in settings.methods:
+        for method in grid_methods(settings.methods):
             cells = []
             for N in settings.nodes:
                 forward = _find(at_degree, method=method, N=N,
@@ -407,7 +408,7 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
             ax = axes[i][j]
             at_degree = _degree_rows(
                 [row for row in grid if row['pass'] == pass_], degree)
-            for method in settings.methods:
+            for method in grid_methods(settings.methods):
                 points = sorted((row['N'], row[key]) for row in at_degree
                                 if row['method'] == method)
                 if points:
