@@ -44,19 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _episode_setup(graph: str, device: torch.device):
     from apnet_pyg.data import load_xlsa17
-    from apnet_pyg.zsl import TrainConfig, wordnet_class_prior
-    from apnet_pyg.zsl.train import make_optimizer, model_from_config
+    from apnet_pyg.zsl import TrainConfig
+    from apnet_pyg.zsl.train import build_model, make_optimizer
 
     config = TrainConfig(graph=graph)
     data = load_xlsa17(None, 'AWA2', attributes=config.attributes,
                        load_features=False)
-    prior = wordnet_class_prior('AWA2', data.class_names) \
-        if graph == 'wordnet' else None
+    # The model training builds (seed 0), without image features.
+    model = build_model(config, data, data.seen_classes,
+                        image_channels=2048).to(device)
     torch.manual_seed(0)
-    model = model_from_config(config, data.attribute_dim, 2048,
-                              prior).to(device)
-    model.encoder.fit_centroids(data.attributes[data.seen_classes],
-                                torch.Generator().manual_seed(0))
     optimizer = make_optimizer(model, config)
     attributes = data.attributes.to(device)
     features = torch.rand(4096, 2048, device=device) * 2

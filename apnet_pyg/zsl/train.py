@@ -89,19 +89,24 @@ def model_from_config(config: TrainConfig, attribute_dim: int,
 
 
 def build_model(config: TrainConfig, data: ZSLDataset,
-                train_classes: Tensor) -> APNet:
+                train_classes: Tensor,
+                image_channels: Optional[int] = None) -> APNet:
     r"""A freshly initialised :class:`APNet` for :obj:`data` (seeded by
     :obj:`config.seed`), with the WordNet prior over all of the dataset's
     classes if :obj:`config.graph="wordnet"`, its centroids fitted to the
     attributes of :obj:`train_classes` (and, with
     :obj:`initialization="standardized"`, its scales:
-    :meth:`APNet.standardize_`)."""
+    :meth:`APNet.standardize_`). :obj:`image_channels` defaults to the
+    size of :obj:`data`'s features (give it for a dataset loaded
+    without them)."""
     prior = wordnet_class_prior(data.name, data.class_names) \
         if config.graph == 'wordnet' else None
+    if image_channels is None:
+        image_channels = data.features.size(1)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = model_from_config(config, data.attribute_dim,
-                                  data.features.size(1), prior)
+                                  image_channels, prior)
     generator = torch.Generator().manual_seed(config.seed)
     seen_attributes = data.attributes[train_classes]
     model.encoder.fit_centroids(seen_attributes, generator)
