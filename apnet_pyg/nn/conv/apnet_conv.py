@@ -9,7 +9,6 @@ from torch.nn import Parameter
 from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
-from torch_geometric.nn.inits import glorot
 from torch_geometric.typing import (
     Adj,
     OptTensor,
@@ -63,13 +62,12 @@ class Projection(Linear):
                          weight_initializer='glorot')
 
     def reset_parameters(self):
-        if self.in_channels <= 0:  # Lazy: initialised on the first input.
-            return
-        if self.init == 'identity':
+        # Linear's own reset does Glorot, and nothing while lazy.
+        if self.init == 'identity' and self.in_channels > 0:
             with torch.no_grad():
                 torch.nn.init.eye_(self.weight)
         else:
-            glorot(self.weight)
+            super().reset_parameters()
 
 
 def _check_in_channels(in_channels: Any, name: str = 'in_channels') -> None:
