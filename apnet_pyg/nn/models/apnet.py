@@ -3,6 +3,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from torch_geometric.utils import dense_to_sparse
+
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
     check_threshold,
@@ -168,10 +170,10 @@ class APNet(torch.nn.Module):
                                  f"vector (got {classes.numel()} for "
                                  f"{initial_vectors.size(0)})")
             classes = classes.to(self.class_prior.device)
-            weight = self.class_prior[classes][:, classes]
-            target, source = weight.nonzero(as_tuple=True)
-            return (torch.stack([source, target]),
-                    weight[target, source].to(initial_vectors.dtype))
+            # Rows are targets, columns sources.
+            index, weight = dense_to_sparse(
+                self.class_prior[classes][:, classes])
+            return index.flip(0), weight.to(initial_vectors.dtype)
         raise ValueError("graph='none' builds no class graph")
 
     def class_vectors(self, attributes: Tensor,
