@@ -160,18 +160,17 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
         edges = adj != 0
         if mask is not None:
             edges = edges & mask.unsqueeze(1) & mask.unsqueeze(2)
+        if value_checks_enabled():
+            check_finite(x, 'x')
         log_weight = None
         if adj.dtype != torch.bool:
             weight = adj.to(x.dtype)
             if value_checks_enabled():
-                check_finite(x, 'x')
                 check_positive_weights(
                     weight.expand(B, N, N)[edges.expand(B, N, N)], 'adj')
             # Off-edge entries (zero) never reach the log, so they cannot
             # produce NaN gradients.
             log_weight = torch.where(edges, weight, 1.0).log()
-        elif value_checks_enabled():
-            check_finite(x, 'x')
 
         if add_loop:
             valid = x.new_ones(B, N, dtype=torch.bool) if mask is None \
