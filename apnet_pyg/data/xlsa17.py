@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from apnet_pyg.utils import as_index_tensor
+from apnet_pyg.utils import as_index_tensor, check_bool
 
 FEATURE_DIM = 2048
 FEATURES_FILE = 'res101.mat'
@@ -203,9 +203,7 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
     if not isinstance(dataset, str) or not dataset:
         raise ValueError(f"'dataset' must be a dataset folder name such as "
                          f"'AWA2' (got {dataset!r})")
-    if not isinstance(load_features, bool):
-        raise ValueError(f"'load_features' must be True or False (got "
-                         f"{load_features!r})")
+    check_bool(load_features, 'load_features')
     if root is None:
         if load_features:
             raise FileNotFoundError(
