@@ -23,7 +23,11 @@ from apnet_pyg.zsl.evaluate import evaluate_predictions
 from apnet_pyg.zsl.sae import fit_sae_validated, predict_sae
 
 
-def _validation_split(data: ZSLDataset) -> Dict[str, Any]:
+def closed_form_arguments(data: ZSLDataset) -> Dict[str, Any]:
+    r"""The keyword arguments of :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated`
+    and :func:`~apnet_pyg.zsl.sae.fit_sae_validated` for :obj:`data`: fit on
+    the training classes, validate on the validation classes, refit on all
+    seen classes' :obj:`trainval_loc` images."""
     if data.features is None:
         raise ValueError(f"'data' ({data.name}) has no image features: load "
                          f"it with load_features=True")
@@ -49,7 +53,7 @@ def eszsl_metrics(data: ZSLDataset) -> Dict[str, Any]:
         dict: :obj:`zsl_acc`, :obj:`gzsl_seen`, :obj:`gzsl_unseen`,
         :obj:`gzsl_h` (%) and the chosen :obj:`gamma` and :obj:`lam`.
     """
-    v, gamma, lam = fit_eszsl_validated(**_validation_split(data))
+    v, gamma, lam = fit_eszsl_validated(**closed_form_arguments(data))
     metrics = evaluate_predictions(
         data, lambda index, classes: predict_eszsl(
             v, data.features[index], data.attributes, classes))
@@ -63,7 +67,7 @@ def sae_metrics(data: ZSLDataset) -> Dict[str, Any]:
         dict: :obj:`zsl_acc`, :obj:`gzsl_seen`, :obj:`gzsl_unseen`,
         :obj:`gzsl_h` (%) and the chosen :obj:`lam` and :obj:`space`.
     """
-    w, lam, space = fit_sae_validated(**_validation_split(data))
+    w, lam, space = fit_sae_validated(**closed_form_arguments(data))
     metrics = evaluate_predictions(
         data, lambda index, classes: predict_sae(
             w, data.features[index], data.attributes, classes, space))
