@@ -24,17 +24,15 @@ import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
 from apnet_pyg.zsl.baselines import closed_form_arguments
-from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
+from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
+                                 fit_eszsl_validated)
 
 
 def coefficient_sums(attributes, seen_classes, lam):
-    r"""Per class, :math:`\sum_j \alpha_{cj}` with :math:`\alpha_c =
-    \mathbf{S}^{\top} (\mathbf{S}\mathbf{S}^{\top} + \lambda
-    \mathbf{I})^{-1} \mathbf{s}_c` over the seen classes :math:`j`."""
-    s = attributes[seen_classes].double().t()  # [a, z]
-    gram = s @ s.t()
-    gram.diagonal().add_(lam)
-    alpha = s.t() @ torch.linalg.solve(gram, attributes.double().t())
+    r"""Per class, :math:`\sum_j \alpha_{cj}` over the seen classes
+    :math:`j` (:func:`~apnet_pyg.zsl.eszsl.attribute_map`)."""
+    alpha = attribute_map(attributes, seen_classes, lam) @ \
+        attributes.double().t()
     return alpha.sum(0)
 
 
@@ -47,11 +45,10 @@ def per_class(data):
     rows = {}
     for c in data.unseen_classes.tolist():
         images = data.test_unseen_loc[data.labels[data.test_unseen_loc] == c]
-        features = data.features[images]
-        gzsl = everyone[eszsl_scores(v, features, data.attributes,
-                                     everyone).argmax(1)]
-        zsl = data.unseen_classes[eszsl_scores(
-            v, features, data.attributes, data.unseen_classes).argmax(1)]
+        scores = eszsl_scores(v, data.features[images], data.attributes,
+                              everyone)
+        gzsl = scores.argmax(1)
+        zsl = data.unseen_classes[scores[:, data.unseen_classes].argmax(1)]
         rows[c] = dict(gzsl=float((gzsl == c).double().mean()),
                        zsl=float((zsl == c).double().mean()),
                        taken_by=int(torch.bincount(gzsl).argmax()))

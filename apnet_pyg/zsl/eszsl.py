@@ -77,11 +77,29 @@ class _FeatureSide:
                                     (self.eigenvalues[:, None] + gamma))
 
     def solve(self, attributes: Tensor, gamma: float, lam: float) -> Tensor:
-        s = attributes[self.classes].double().t()  # [a, z]
-        right = s @ s.t()
-        right.diagonal().add_(lam)
-        # V = left S^T (S S^T + lam I)^{-1}; 'right' is symmetric.
-        return torch.linalg.solve(right, (self.left(gamma) @ s.t()).t()).t()
+        return self.left(gamma) @ attribute_map(attributes, self.classes, lam)
+
+
+def attribute_map(attributes: Tensor, classes: Tensor, lam: float) -> Tensor:
+    r"""The attribute side of ESZSL, :math:`\mathbf{S}^{\top}
+    (\mathbf{S}\mathbf{S}^{\top} + \lambda \mathbf{I})^{-1}` in float64,
+    :math:`\mathbf{S}` the attributes of :obj:`classes`. Applied to a class's
+    attributes :math:`\mathbf{s}_c` it gives the ridge coefficients
+    :math:`\boldsymbol{\alpha}_c` of :math:`c` on those classes, and the
+    score factorises as :math:`\mathbf{x}^{\top} \mathbf{V} \mathbf{s}_c
+    = \mathbf{r}(\mathbf{x})^{\top} \boldsymbol{\alpha}_c` with
+    :math:`\mathbf{r}` the feature-side ridge regression of the targets.
+
+    Shapes:
+        - attributes: :obj:`[C, a]`; classes: :obj:`[z]`; output:
+          :obj:`[z, a]`.
+    """
+    s = attributes[classes].double().t()  # [a, z]
+    gram = s @ s.t()
+    gram.diagonal().add_(lam)
+    # S^T (S S^T + lam I)^{-1} = ((S S^T + lam I)^{-1} S)^T: 'gram' is
+    # symmetric.
+    return torch.linalg.solve(gram, s).t()
 
 
 def gram_eigh(x: Tensor) -> Tuple[Tensor, Tensor]:

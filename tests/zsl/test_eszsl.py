@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl, predict_eszsl
+from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores, fit_eszsl,
+                                 predict_eszsl)
 from apnet_pyg.zsl.metrics import per_class_accuracy
 
 
@@ -109,3 +110,26 @@ def test_validated_fit_equals_brute_force_grid():
     assert torch.allclose(v, fit_eszsl(features[seen_images],
                                        labels[seen_images], attributes, seen,
                                        gamma, lam))
+
+
+def test_score_factorises_through_attribute_map():
+    # x^T V s_c = r(x) . alpha_c: r the ridge regression of the +-1 targets
+    # on the features, alpha_c = S^T (S S^T + lam I)^-1 s_c; float64.
+    gen = torch.Generator().manual_seed(5)
+    attributes = torch.rand(7, 4, generator=gen, dtype=torch.float64)
+    seen, gamma, lam = torch.arange(5), 2.0, 0.3
+    labels = torch.arange(5).repeat_interleave(4)
+    x = torch.randn(20, 9, generator=gen, dtype=torch.float64)
+    test = torch.randn(6, 9, generator=gen, dtype=torch.float64)
+    y = 2 * (labels[:, None] == seen).double() - 1
+    v = fit_eszsl(x, labels, attributes, seen, gamma, lam)
+    ridge = torch.linalg.solve(
+        x.t() @ x + gamma * torch.eye(9, dtype=x.dtype), x.t() @ y)
+    s = attributes[seen].t()
+    alpha = s.t() @ torch.linalg.solve(
+        s @ s.t() + lam * torch.eye(4, dtype=s.dtype), attributes.t())
+    everyone = torch.arange(7)
+    torch.testing.assert_close(eszsl_scores(v, test, attributes, everyone),
+                               test @ ridge @ alpha)
+    torch.testing.assert_close(
+        attribute_map(attributes, seen, lam) @ attributes.t(), alpha)
