@@ -2,8 +2,9 @@ r"""The closed-form baselines of the benchmark on one dataset, through the
 same ZSL / GZSL protocol as APNet
 (:func:`apnet_pyg.zsl.evaluate.evaluate_predictions`):
 
-* ESZSL (:mod:`apnet_pyg.zsl.eszsl`), :math:`(\gamma, \lambda)` chosen on
-  the validation classes;
+* ESZSL (:mod:`apnet_pyg.zsl.eszsl`, :math:`\{0, 1\}` targets as in the
+  authors' code), :math:`(\gamma, \lambda)` chosen on the validation
+  classes;
 * SAE (:mod:`apnet_pyg.zsl.sae`), :math:`\lambda` and the prediction space
   chosen on the validation classes.
 

@@ -9,11 +9,23 @@ fitted in closed form,
     (\mathbf{S}\mathbf{S}^{\top} + \lambda \mathbf{I})^{-1},
 
 with :math:`\mathbf{X}` the :math:`d \times n` training features,
-:math:`\mathbf{Y}` the :math:`n \times z` targets (:math:`1` for the true
-class, :math:`-1` elsewhere as in the paper, or :math:`0`) and
-:math:`\mathbf{S}` the :math:`a \times z` attributes of the :math:`z`
-training classes. The baseline against which the simulated data is
-calibrated (:mod:`apnet_pyg.data.simulator`).
+:math:`\mathbf{Y}` the :math:`n \times z` targets and :math:`\mathbf{S}`
+the :math:`a \times z` attributes of the :math:`z` training classes. The
+baseline against which the simulated data is calibrated
+(:mod:`apnet_pyg.data.simulator`).
+
+Targets: :math:`1` for the true class and :math:`0` elsewhere by default,
+as in the authors' public code (their MATLAB scripts build
+:obj:`Y = zeros(...)` and set the true class to 1, the :math:`-1` variant
+commented out); the paper's text writes :math:`\{-1, 1\}`
+(:obj:`signed_targets=True`). The choice matters in generalised ZSL. The
+score factorises as :math:`\mathbf{r}(\mathbf{x})^{\top}
+\boldsymbol{\alpha}_c` (:func:`attribute_map`); on an image that
+resembles none of the seen classes :math:`\mathbf{r}(\mathbf{x})` sits
+near the "wrong class" target, so with :math:`\pm 1` targets every class
+scores about :math:`-\sum_j \alpha_{cj}`, and an unseen class whose
+coefficients sum to less than a seen class's (about 1) starts ahead of the
+seen classes; with :math:`\{0, 1\}` targets nobody starts ahead.
 """
 from typing import Any, Iterable, Sequence, Tuple
 
@@ -23,7 +35,7 @@ from torch import Tensor
 
 def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
               classes: Tensor, gamma: float = 1.0, lam: float = 1.0,
-              signed_targets: bool = True) -> Tensor:
+              signed_targets: bool = False) -> Tensor:
     r"""Fits the ESZSL map :math:`\mathbf{V}` in closed form.
 
     Args:
@@ -38,7 +50,8 @@ def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
         lam (float, optional): Ridge on the attribute side.
             (default: :obj:`1.0`)
         signed_targets (bool, optional): Targets in :math:`\{-1, 1\}` (the
-            paper) instead of :math:`\{0, 1\}`. (default: :obj:`True`)
+            paper's text) instead of :math:`\{0, 1\}` (the authors' code;
+            see the module docstring). (default: :obj:`False`)
 
     Returns:
         Tensor: :math:`\mathbf{V}`, shape :obj:`[d, a]`, dtype of
@@ -220,7 +233,7 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                         refit_classes: Tensor, refit_images: Tensor,
                         grid: Sequence[float] = tuple(10.0**p
                                                       for p in range(-3, 4)),
-                        signed_targets: bool = True
+                        signed_targets: bool = False
                         ) -> Tuple[Tensor, float, float]:
     r"""ESZSL with :math:`(\gamma, \lambda)` chosen on validation
     classes: fitted on :obj:`train_images` (of :obj:`train_classes`), scored

@@ -112,17 +112,22 @@ def test_validated_fit_equals_brute_force_grid():
                                        gamma, lam))
 
 
-def test_score_factorises_through_attribute_map():
-    # x^T V s_c = r(x) . alpha_c: r the ridge regression of the +-1 targets
-    # on the features, alpha_c = S^T (S S^T + lam I)^-1 s_c; float64.
+@pytest.mark.parametrize('signed', [True, False])
+def test_score_factorises_through_attribute_map(signed):
+    # x^T V s_c = r(x) . alpha_c: r the ridge regression of the targets
+    # (+-1 or {0, 1}) on the features, alpha_c = S^T (S S^T + lam I)^-1 s_c;
+    # float64.
     gen = torch.Generator().manual_seed(5)
     attributes = torch.rand(7, 4, generator=gen, dtype=torch.float64)
     seen, gamma, lam = torch.arange(5), 2.0, 0.3
     labels = torch.arange(5).repeat_interleave(4)
     x = torch.randn(20, 9, generator=gen, dtype=torch.float64)
     test = torch.randn(6, 9, generator=gen, dtype=torch.float64)
-    y = 2 * (labels[:, None] == seen).double() - 1
-    v = fit_eszsl(x, labels, attributes, seen, gamma, lam)
+    y = (labels[:, None] == seen).double()
+    if signed:
+        y = 2 * y - 1
+    v = fit_eszsl(x, labels, attributes, seen, gamma, lam,
+                  signed_targets=signed)
     ridge = torch.linalg.solve(
         x.t() @ x + gamma * torch.eye(9, dtype=x.dtype), x.t() @ y)
     s = attributes[seen].t()
