@@ -81,11 +81,16 @@ def test_eszsl_per_class_example(tiny_root, tmp_path):
     assert 'eszsl_per_class.py ' + ' '.join(argv) in text
     rows = [line for line in text.splitlines()
             if line.startswith('| ') and not line.startswith('| unseen')]
-    assert len(rows) == len(runs[0]) and len(runs) == len(lams) == 2
-    # The row's U is the mean over seeds of the per-seed accuracy:
-    first = min(runs[0])
-    mean = 50 * (runs[0][first]['gzsl'] + runs[1][first]['gzsl'])
-    assert rows[0].split('|')[2].strip() == f'{mean:.1f}'
+    assert set(runs) == set(lams) == {'binary', 'signed'}
+    assert len(rows) == len(runs['binary'][0])
+    assert all(len(runs[t]) == len(lams[t]) == 2 for t in runs)
+    # Each U column is the mean over seeds of that target convention's
+    # per-seed accuracy:
+    first = min(runs['binary'][0])
+    for targets, column in (('binary', 2), ('signed', 5)):
+        mean = 50 * (runs[targets][0][first]['gzsl'] +
+                     runs[targets][1][first]['gzsl'])
+        assert rows[0].split('|')[column].strip() == f'{mean:.1f}'
 
 
 def test_eszsl_per_class_coefficient_sums(tiny_root):
