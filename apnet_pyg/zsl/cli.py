@@ -84,9 +84,11 @@ def format_table(metrics: Dict, title: Optional[str] = None) -> str:
             f"{selected['zsl_acc']:.1f} | {selected['gzsl_seen']:.1f} | "
             f"{selected['gzsl_unseen']:.1f} | {selected['gzsl_h']:.1f} |")
     if metrics.get('class_graph_edges') is not None:
+        initial = metrics.get('class_graph_edges_initial')
         lines += ['', f"class graph of the GZSL row's model: "
                   f"{metrics['class_graph_edges']} directed edges among all "
-                  f"classes"]
+                  f"classes" + ('' if initial is None else
+                                f" ({initial} before training)")]
     return '\n'.join(lines)
 
 

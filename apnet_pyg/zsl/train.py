@@ -519,18 +519,22 @@ def run(
     evaluate_at = set(row_epochs.values())
 
     def evaluate_epoch(epoch: int, model: APNet) -> Dict[str, Any]:
+        # The class graph's size every epoch (one encoder pass): whether
+        # training keeps the propagation mixing classes.
+        record = {'class_graph_edges': class_graph_edges(model, data)}
         if epoch not in evaluate_at and not config.report_test_selected:
-            return {}
+            return record
         if epoch in evaluate_at:
             atomic_save(_model_state(config, data, model, epoch),
                         out / model_file(epoch))
         cal = calibration if row_epochs.get('gzsl_calibrated') == epoch \
             else None
-        return {'test': evaluate_scores(data, apnet_score_fn(model, data),
-                                        cal),
-                'class_graph_edges': class_graph_edges(model, data)}
+        record['test'] = evaluate_scores(data, apnet_score_fn(model, data),
+                                         cal)
+        return record
 
     model = build_model(config, data, data.seen_classes)
+    initial_edges = class_graph_edges(model, data)
     history = train_model(model, data, data.trainval_loc, data.seen_classes,
                           config, epochs=epochs, device=device,
                           checkpoint=out / 'checkpoint.pt',
@@ -545,6 +549,7 @@ def run(
         'label': SIMULATED_LABEL if data.simulated else 'real features',
         'simulation': data.simulation,
         **result_rows(history, row_epochs, config.report_test_selected),
+        'class_graph_edges_initial': initial_edges,
         'model_selection': selection or
         'none (trained for config.epochs, no calibration)',
         'models': {row: model_file(epoch)

@@ -135,6 +135,15 @@ def test_format_table():
     assert lines[4].endswith('| 3 | 60.0 | | | |')
     assert lines[5].endswith('| 2 | | 80.0 | 20.0 | 32.0 |')
     assert lines[6].endswith('c = 1.5 | 4 | | 70.0 | 50.0 | 58.3 |')
+    assert 'edges' not in table  # no graph, no line
+
+    graph = format_table({'zsl_acc': 1.0, 'gzsl_seen': 1.0,
+                          'gzsl_unseen': 1.0, 'gzsl_h': 1.0,
+                          'class_graph_edges': 6,
+                          'class_graph_edges_initial': 377})
+    assert graph.splitlines()[-1] == (
+        "class graph of the GZSL row's model: 6 directed edges among all "
+        "classes (377 before training)")
 
 
 def test_python_module_entry_point():

@@ -6,6 +6,7 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
+from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.train import ROWS, ValidationEpisodeWarning, build_model
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
@@ -43,6 +44,15 @@ def test_run_end_to_end(tiny, tmp_path):
         'calibration']
     task = selection['validation_task']
     assert task['seen_val_images'] > 0 and task['unseen_val_images'] > 0
+
+    # The learned graph's size before training and after every epoch; the
+    # GZSL row reports its epoch's.
+    edges = [h['class_graph_edges'] for h in saved['history']]
+    assert all(isinstance(n, int) and n >= 0 for n in edges)
+    assert saved['class_graph_edges'] == edges[saved['epochs']['gzsl'] - 1]
+    fresh = build_model(TINY, tiny, tiny.seen_classes)
+    assert saved['class_graph_edges_initial'] == class_graph_edges(fresh,
+                                                                   tiny)
 
     # The saved models reproduce the metrics:
     model = load_model(tmp_path, 'zsl')
