@@ -16,6 +16,7 @@ from apnet_pyg.zsl.evaluate import (
     evaluate_scores,
     validate,
     zsl_accuracy,
+    zsl_per_class,
 )
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 from apnet_pyg.zsl.train import build_model, load_model, run, train_model
@@ -34,6 +35,7 @@ __all__ = [
     'evaluate_scores',
     'validate',
     'zsl_accuracy',
+    'zsl_per_class',
     'per_class_accuracy',
     'harmonic_mean',
     'build_model',

@@ -280,7 +280,8 @@ def _load_run(run_dir: str, root: Optional[str]):
 
 
 def _evaluate(args: argparse.Namespace) -> Dict:
-    from apnet_pyg.zsl.evaluate import evaluate
+    from apnet_pyg.zsl.evaluate import (apnet_score_fn, evaluate,
+                                        zsl_per_class)
     from apnet_pyg.zsl.train import load_model, result_rows
     device = _device(args.device)
     saved, data = _load_run(args.run, args.root)
@@ -297,7 +298,28 @@ def _evaluate(args: argparse.Namespace) -> Dict:
     metrics = result_rows(list(records.values()), row_epochs, False)
     metrics.update(dataset=data.name, simulated=data.simulated)
     print(format_table(metrics))
+    if args.per_class:
+        model = load_model(args.run, 'zsl', device)
+        rows = zsl_per_class(apnet_score_fn(model, data), data.labels,
+                             data.test_unseen_loc, data.unseen_classes)
+        metrics['zsl_per_class'] = [
+            {**row, 'class': data.class_names[row['class']],
+             'taken_by': None if row['taken_by'] is None else
+             data.class_names[row['taken_by']]} for row in rows]
+        print('\n' + format_per_class(metrics['zsl_per_class']))
     return metrics
+
+
+def format_per_class(rows: List[Dict]) -> str:
+    r"""The ZSL row's test accuracy per unseen class as markdown (the terms
+    of its per-class mean)."""
+    lines = ["ZSL row, per unseen class (test images among the unseen "
+             "classes):", '',
+             '| unseen class | images | ZSL acc | most of its errors go to |',
+             '|---|---|---|---|']
+    lines += [f"| {row['class']} | {row['images']} | {row['accuracy']:.1f} | "
+              f"{row['taken_by'] or '-'} |" for row in rows]
+    return '\n'.join(lines)
 
 
 def _plot(args: argparse.Namespace) -> Path:
@@ -385,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument('--root', default=None,
                           help='(default: the root the run was trained on)')
     evaluate.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
+    evaluate.add_argument('--per-class', action='store_true',
+                          help="also print the ZSL row's test accuracy "
+                          "per unseen class, and where its errors go")
 
     plot = commands.add_parser('plot', help='t-SNE of the class vectors')
     plot.add_argument('--run', required=True, help='run directory')

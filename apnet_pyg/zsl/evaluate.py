@@ -20,7 +20,7 @@ All accuracies are in percent.
 """
 import math
 import numbers
-from typing import Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from torch import Tensor
@@ -118,6 +118,33 @@ def zsl_accuracy(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
     scores = score_fn(image_index, classes)
     return _percent(classes[scores.argmax(dim=1)], labels[image_index],
                     classes)
+
+
+def zsl_per_class(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
+                  classes: Tensor) -> List[Dict[str, Any]]:
+    r"""The terms of :func:`zsl_accuracy`: for every class of
+    :obj:`classes` with images in :obj:`image_index`, in the order of
+    :obj:`classes`, its :obj:`'class'`, number of :obj:`'images'`, their
+    :obj:`'accuracy'` (%) among :obj:`classes`, and :obj:`'taken_by'`, the
+    class that takes most of its misclassified images (:obj:`None` when
+    none is). Their mean accuracy is :func:`zsl_accuracy`."""
+    scores = score_fn(image_index, classes)
+    prediction = classes[scores.argmax(dim=1)]
+    target = labels[image_index]
+    rows = []
+    for c in classes.tolist():
+        predicted = prediction[target == c]
+        if predicted.numel() == 0:
+            continue
+        wrong = predicted[predicted != c]
+        rows.append({
+            'class': c,
+            'images': predicted.numel(),
+            'accuracy': 100.0 * float((predicted == c).double().mean()),
+            'taken_by': int(torch.bincount(wrong).argmax())
+            if wrong.numel() else None,
+        })
+    return rows
 
 
 class GZSLScores:

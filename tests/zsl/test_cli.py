@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl.cli import format_table, main
 
 SMALL = ['--epochs', '2', '--iterations-per-epoch', '3', '--n-way', '4',
@@ -30,6 +31,19 @@ def test_cli_train_evaluate_plot(tiny_root, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"| {metrics['zsl_acc']:.1f} |" in printed
     assert f"| {metrics['gzsl_cal_h']:.1f} |" in printed
+
+    assert main(['evaluate', '--run', str(run_dir), '--per-class']) == 0
+    printed = capsys.readouterr().out
+    table = printed.split('per unseen class')[1]
+    rows = [line.split(' | ') for line in table.splitlines()
+            if line.startswith('| ') and not line.startswith('| unseen')]
+    data = load_xlsa17(tiny_root, 'TINY')
+    assert [row[0][2:] for row in rows] == [
+        data.class_names[c] for c in data.unseen_classes.tolist()]
+    accuracies = [float(row[2]) for row in rows]
+    # The per-class terms (printed to 0.1) average to the ZSL row.
+    assert sum(accuracies) / len(accuracies) == pytest.approx(
+        metrics['zsl_acc'], abs=0.05)
 
     assert main(['plot', '--run', str(run_dir), '--out',
                  str(tmp_path / 'tsne.png')]) == 0

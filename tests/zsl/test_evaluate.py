@@ -11,6 +11,8 @@ from apnet_pyg.zsl import (
     evaluate_predictions,
     evaluate_scores,
     validate,
+    zsl_accuracy,
+    zsl_per_class,
 )
 from apnet_pyg.zsl.evaluate import GZSLScores
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
@@ -107,6 +109,27 @@ def test_evaluate_predictions_follows_the_protocol(tiny):
     assert metrics['gzsl_seen'] == pytest.approx(seen)
     assert metrics['gzsl_unseen'] == 0.0
     assert metrics['zsl_acc'] == pytest.approx(100 / 4)
+
+
+def test_zsl_per_class_by_hand():
+    labels = torch.tensor([2, 2, 2, 2, 5, 5, 7, 7, 7, 3])
+    predicted = torch.tensor([2, 5, 5, 7, 5, 5, 2, 2, 7, 3])
+    classes = torch.tensor([2, 5, 7, 9])  # 9 has no image
+
+    def score_fn(image_index, candidates):
+        return (predicted[image_index, None] == candidates[None]).float()
+
+    image_index = torch.arange(9)
+    rows = zsl_per_class(score_fn, labels, image_index, classes)
+    assert rows == [
+        {'class': 2, 'images': 4, 'accuracy': 25.0, 'taken_by': 5},
+        {'class': 5, 'images': 2, 'accuracy': 100.0, 'taken_by': None},
+        {'class': 7, 'images': 3, 'accuracy': pytest.approx(100 / 3),
+         'taken_by': 2},
+    ]
+    mean = sum(row['accuracy'] for row in rows) / len(rows)
+    assert mean == pytest.approx(
+        zsl_accuracy(score_fn, labels, image_index, classes))
 
 
 def test_validate_never_reads_test_images(tiny):
