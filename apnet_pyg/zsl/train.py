@@ -131,8 +131,10 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
                                                 gamma=config.lr_decay)
 
 
-def _sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
-             config: TrainConfig):
+def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
+                 config: TrainConfig):
+    r"""The episode (or mini-batch) sampler of :func:`train_model` over
+    :obj:`images` of :obj:`classes`, seeded by :obj:`config.seed`."""
     generator = torch.Generator().manual_seed(config.seed + 1)
     if config.training == 'episodic':
         return EpisodeSampler(data.labels, classes, config.n_way,
@@ -198,7 +200,7 @@ def train_model(
     attributes = data.attributes.to(device)
     classes = classes.to(torch.long)
 
-    sampler = _sampler(data, images, classes, config)
+    sampler = make_sampler(data, images, classes, config)
     iterations = config.episodes_per_epoch(images.numel())
     # Loss and accuracy of a model that has learned nothing.
     candidates = min(config.n_way, classes.numel()) \

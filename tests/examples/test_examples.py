@@ -1,3 +1,4 @@
+import json
 import importlib.util
 import os.path as osp
 
@@ -188,3 +189,41 @@ def test_planetoid_example_reads_cora_offline(tmp_path):
     assert out.read_text().startswith('| layer | test accuracy')
     with pytest.raises(FileNotFoundError, match='--raw'):
         planetoid.load_cora(str(tmp_path))
+
+
+def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
+                                                capsys):
+    from apnet_pyg.zsl.cli import main as cli
+    run_dir = tmp_path / 'run'
+    assert cli(['train', '--dataset', 'TINY', '--root', str(tiny_root),
+                '--out', str(run_dir), '--recipe', 'fast', '--epochs', '2',
+                '--iterations-per-epoch', '3', '--n-way', '4',
+                '--model-selection', 'none', '--no-progress']) == 0
+    history = json.loads((run_dir / 'metrics.json').read_text())['history']
+    trace = load_example('trace_training')
+    out = tmp_path / 'trace.csv'
+    records = trace.main(['--run', str(run_dir), '--episodes', '6',
+                          '--out', str(out)])
+    assert [r['epoch'] for r in records] == [1, 1, 1, 2, 2, 2]
+    for epoch in (1, 2):
+        losses = [r['loss'] for r in records if r['epoch'] == epoch]
+        assert sum(losses) / 3 == pytest.approx(history[epoch - 1]['loss'],
+                                                rel=1e-6)
+    assert out.read_text().splitlines()[0] == ','.join(trace.COLUMNS)
+    assert all(r['step_norm'] > 0 and r['grad_norm'] > 0 for r in records)
+
+    changed = trace.main(['--run', str(run_dir), '--episodes', '3',
+                          '--set', 'weight_decay=0', 'lr=1e-3',
+                          '--out', str(out)])
+    assert changed[0]['loss'] == pytest.approx(records[0]['loss'])
+    assert changed[1]['loss'] != pytest.approx(records[1]['loss'])
+    probed = trace.main(['--run', str(run_dir), '--episodes', '2',
+                         '--adam-eps', '10', '--out', str(out)])
+    # An epsilon far above the gradients' scale shrinks every step.
+    assert probed[0]['step_norm'] < records[0]['step_norm'] / 10
+    with pytest.raises(SystemExit, match="--set expects KEY=VALUE"):
+        trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
+                    'lr', '--out', str(out)])
+    with pytest.raises(SystemExit, match="'lr' must be"):
+        trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
+                    'lr=fast', '--out', str(out)])
