@@ -111,7 +111,8 @@ def main(argv=None):
         '# Simulator calibration (SIMULATED features: not benchmark results)',
         '',
         f'ESZSL and SAE on simulated features (simulator version '
-        f'{SIMULATOR_VERSION}; mean ± standard deviation over seeds '
+        f'{SIMULATOR_VERSION}; mean ± standard deviation (population, '
+        f'ddof 0) over seeds '
         f"{', '.join(map(str, args.seeds))}) next to their published "
         f'accuracy on the real ResNet-101 features in parentheses (Xian et '
         f'al., TPAMI 2018). ZSL: unseen test images among the unseen '
