@@ -227,3 +227,38 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
     with pytest.raises(SystemExit, match="'lr' must be"):
         trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
                     'lr=fast', '--out', str(out)])
+
+
+def test_pair_margins_example(tiny_root, tmp_path, capsys):
+    from apnet_pyg.zsl.cli import main as cli
+    pair_margins = load_example('pair_margins')
+    row = pair_margins.summary({1: torch.tensor([1.0, 3.0]),
+                                2: torch.tensor([-1.0, -3.0])}, 1, 2)
+    assert row['mean_first'] == 2.0 and row['mean_second'] == -2.0
+    assert row['first_wins_first'] == 1.0 and row['first_wins_second'] == 0
+    assert row['d_prime'] == pytest.approx(4 / 2 ** 0.5)
+
+    run_dir = tmp_path / 'run'
+    assert cli(['train', '--dataset', 'TINY', '--root', str(tiny_root),
+                '--out', str(run_dir), '--recipe', 'fast', '--epochs', '1',
+                '--iterations-per-epoch', '2', '--n-way', '4',
+                '--model-selection', 'none', '--no-progress']) == 0
+    data = load_xlsa17(tiny_root, 'TINY')
+    a, b = (data.class_names[c] for c in data.unseen_classes[:2].tolist())
+    results = pair_margins.main(['--run', str(run_dir), '--pairs',
+                                 f'{a}:{b}'])
+    assert [r['model'] for r in results] == ['APNet', 'ESZSL']
+    assert all(r['pair'] == (a, b) for r in results)
+    assert f'| {a} : {b} | ESZSL |' in capsys.readouterr().out
+    # The APNet margin, scored directly with the ZSL row's model:
+    from apnet_pyg.zsl import apnet_score_fn, load_model
+    images = data.test_unseen_loc[data.labels[data.test_unseen_loc] ==
+                                  data.unseen_classes[0]]
+    read = load_xlsa17(tiny_root, 'TINY', attributes='percent')  # the run's
+    scores = apnet_score_fn(load_model(run_dir, 'zsl'), read)(
+        images, data.unseen_classes)
+    assert results[0]['mean_first'] == pytest.approx(
+        float((scores[:, 0] - scores[:, 1]).double().mean()))
+    with pytest.raises(SystemExit, match='two unseen classes'):
+        pair_margins.main(['--run', str(run_dir), '--pairs',
+                           f'{a}:{data.class_names[int(data.seen_classes[0])]}'])

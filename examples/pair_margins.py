@@ -1,0 +1,109 @@
+"""How a run's ZSL model and ESZSL tell two look-alike unseen classes apart:
+the score margin s(x, a) - s(x, b) over the test images of a and of b, its
+mean and spread per class, and d', the gap between the two classes' mean
+margins in units of their pooled standard deviation (how well the score
+separates the pair, whatever its offset).
+
+    python examples/pair_margins.py --run runs/awa2/run --pairs bat:rat walrus:seal
+
+The ZSL model scores the images among the unseen classes (the ZSL row's
+model and protocol); ESZSL is fitted as `--baselines` fits it (validation
+classes, {0, 1} targets) on the same data. On simulated features the
+margins are SIMULATED, not benchmark results.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from apnet_pyg.data import load_xlsa17
+from apnet_pyg.zsl import apnet_score_fn, load_model
+from apnet_pyg.zsl.baselines import closed_form_arguments
+from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
+
+
+def margins(score_fn, data, first, second):
+    """Per class of the pair, the margins s(x, first) - s(x, second) of its
+    test images, scored among the unseen classes."""
+    unseen = data.unseen_classes
+    column = {int(c): i for i, c in enumerate(unseen.tolist())}
+    result = {}
+    for c in (first, second):
+        images = data.test_unseen_loc[data.labels[data.test_unseen_loc] == c]
+        scores = score_fn(images, unseen).double()
+        result[c] = scores[:, column[first]] - scores[:, column[second]]
+    return result
+
+
+def summary(per_class, first, second):
+    """Mean and standard deviation of each class's margins, the share of
+    images scored for the first class, and d'."""
+    a, b = per_class[first], per_class[second]
+    pooled = torch.sqrt((a.var() + b.var()) / 2)
+    return dict(mean_first=float(a.mean()), std_first=float(a.std()),
+                first_wins_first=float((a > 0).double().mean()),
+                mean_second=float(b.mean()), std_second=float(b.std()),
+                first_wins_second=float((b > 0).double().mean()),
+                d_prime=float((a.mean() - b.mean()) / pooled))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--run', required=True,
+                        help="a finished 'apnet-zsl train' run directory")
+    parser.add_argument('--root', default=None,
+                        help='(default: the root the run was trained on)')
+    parser.add_argument('--pairs', nargs='+', required=True,
+                        metavar='A:B', help='unseen class names')
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+    saved = json.loads((Path(args.run) / 'metrics.json').read_text())
+    root = args.root or saved.get('data_root')
+    if root is None:
+        raise SystemExit(f"error: '{args.run}/metrics.json' does not say "
+                         f"where the data was read from: pass --root")
+    data = load_xlsa17(root, saved['dataset'],
+                       attributes=saved['config']['attributes'])
+    # ESZSL reads the benchmark's attributes (see apnet_pyg.zsl.baselines).
+    benchmark = load_xlsa17(root, saved['dataset'])
+    index = {name: i for i, name in enumerate(data.class_names)}
+    unseen = set(data.unseen_classes.tolist())
+    pairs = []
+    for pair in args.pairs:
+        names = pair.split(':')
+        if len(names) != 2 or any(index.get(n) not in unseen for n in names):
+            raise SystemExit(f"error: --pairs expects A:B, two unseen "
+                             f"classes of {data.name} (got '{pair}')")
+        pairs.append([index[n] for n in names])
+
+    v = fit_eszsl_validated(**closed_form_arguments(benchmark))[0]
+    models = {
+        'APNet': apnet_score_fn(load_model(args.run, 'zsl'), data),
+        'ESZSL': lambda images, classes: eszsl_scores(
+            v, benchmark.features[images], benchmark.attributes, classes),
+    }
+    print('| pair A : B | model | margin on A images, mean ± std (share '
+          '> 0) | margin on B images | d\' |')
+    print('|---|---|---|---|---|')
+    results = []
+    for first, second in pairs:
+        for name, score_fn in models.items():
+            row = summary(margins(score_fn, data, first, second), first,
+                          second)
+            results.append({'pair': (data.class_names[first],
+                                     data.class_names[second]),
+                            'model': name, **row})
+            print(f"| {data.class_names[first]} : "
+                  f"{data.class_names[second]} | {name} | "
+                  f"{row['mean_first']:+.3f} ± {row['std_first']:.3f} "
+                  f"({row['first_wins_first']:.2f}) | "
+                  f"{row['mean_second']:+.3f} ± {row['std_second']:.3f} "
+                  f"({row['first_wins_second']:.2f}) | "
+                  f"{row['d_prime']:.2f} |")
+    return results
+
+
+if __name__ == '__main__':
+    main()
