@@ -12,16 +12,16 @@ classes, {0, 1} targets) on the same data. On simulated features the
 margins are SIMULATED, not benchmark results.
 """
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import closed_form_arguments
+from apnet_pyg.zsl.cli import add_run_arguments
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
+from apnet_pyg.zsl.train import load_run
 
 
 def margins(score_fn, data, first, second):
@@ -51,23 +51,17 @@ def summary(per_class, first, second):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--run', required=True,
-                        help="a finished 'apnet-zsl train' run directory")
-    parser.add_argument('--root', default=None,
-                        help='(default: the root the run was trained on)')
+    add_run_arguments(parser)
     parser.add_argument('--pairs', nargs='+', required=True,
                         metavar='A:B', help='unseen class names')
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
-    saved = json.loads((Path(args.run) / 'metrics.json').read_text())
-    root = args.root or saved.get('data_root')
-    if root is None:
-        raise SystemExit(f"error: '{args.run}/metrics.json' does not say "
-                         f"where the data was read from: pass --root")
-    data = load_xlsa17(root, saved['dataset'],
-                       attributes=saved['config']['attributes'])
+    try:
+        saved, data = load_run(args.run, args.root)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f'error: {error}') from None
     # ESZSL reads the benchmark's attributes (see apnet_pyg.zsl.baselines).
-    benchmark = load_xlsa17(root, saved['dataset'])
+    benchmark = load_xlsa17(args.root or saved['data_root'], data.name)
     index = {name: i for i, name in enumerate(data.class_names)}
     unseen = set(data.unseen_classes.tolist())
     pairs = []

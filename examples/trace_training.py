@@ -23,15 +23,14 @@ import json
 import math
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import TrainConfig, build_model
-from apnet_pyg.zsl.train import (make_optimizer, make_sampler,
-                                 make_scheduler)
+from apnet_pyg.zsl.cli import add_run_arguments
+from apnet_pyg.zsl.train import (load_dataset, load_run, make_optimizer,
+                                 make_sampler, make_scheduler)
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -124,10 +123,7 @@ def parse_overrides(items):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--run', required=True,
-                        help="a finished 'apnet-zsl train' run directory")
-    parser.add_argument('--root', default=None,
-                        help='(default: the root the run was trained on)')
+    add_run_arguments(parser)
     parser.add_argument('--episodes', type=int, required=True)
     parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
                         help='configuration fields overriding the run\'s')
@@ -137,21 +133,15 @@ def main(argv=None):
     parser.add_argument('--out', required=True, help='CSV file')
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
-    metrics_path = Path(args.run) / 'metrics.json'
-    if not metrics_path.is_file():
-        raise SystemExit(f"error: no metrics.json in '{args.run}': is it a "
-                         f"finished 'apnet-zsl train' run?")
-    saved = json.loads(metrics_path.read_text())
     try:
+        saved, data = load_run(args.run, args.root)
         config = TrainConfig.from_dict(
             {**saved['config'], **parse_overrides(args.set)})
-    except ValueError as error:
-        raise SystemExit(f'error: --set: {error}') from None
-    root = args.root or saved.get('data_root')
-    if root is None:
-        raise SystemExit(f"error: '{metrics_path}' does not say where the "
-                         f"data was read from: pass --root")
-    data = load_xlsa17(root, saved['dataset'], attributes=config.attributes)
+        if config.attributes != saved['config']['attributes']:
+            data = load_dataset(args.root or saved['data_root'], data.name,
+                                config)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f'error: {error}') from None
     records = trace(data, config, args.episodes, args.adam_eps)
     with open(args.out, 'w', newline='') as file:
         writer = csv.DictWriter(file, fieldnames=COLUMNS)

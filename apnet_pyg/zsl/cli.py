@@ -34,7 +34,6 @@ from apnet_pyg.data.xlsa17 import (
     DATASETS,
     SIMULATED_SIDECAR,
     load_attributes,
-    load_xlsa17,
 )
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 
@@ -208,13 +207,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
         **changes)
 
 
-def load_dataset(root: str, dataset: str, config: TrainConfig):
-    r"""The dataset of a run, with the attributes its model reads."""
-    return load_xlsa17(root, dataset, attributes=config.attributes)
-
-
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import check_run_dir, run
+    from apnet_pyg.zsl.train import check_run_dir, load_dataset, run
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
     _device(args.device)
@@ -259,32 +253,12 @@ def format_baselines(results: Dict) -> str:
     return '\n'.join(lines)
 
 
-def _load_run(run_dir: str, root: Optional[str]):
-    metrics_path = Path(run_dir) / 'metrics.json'
-    if not metrics_path.is_file():
-        raise FileNotFoundError(f"no metrics.json in '{run_dir}': is it a "
-                                f"finished 'apnet-zsl train' run?")
-    try:
-        saved = json.loads(metrics_path.read_text())
-        config = TrainConfig.from_dict(saved['config'])
-        dataset, epochs = saved['dataset'], saved['epochs']
-    except (ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
-                         f"apnet-zsl run ({type(error).__name__}: "
-                         f"{error}); train the run again") from None
-    root = root or saved.get('data_root')
-    if root is None:
-        raise ValueError(f"'{metrics_path}' does not say where the data "
-                         f"was read from: pass --root")
-    return saved, load_dataset(root, dataset, config)
-
-
 def _evaluate(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.evaluate import (apnet_score_fn, evaluate,
                                         zsl_per_class)
-    from apnet_pyg.zsl.train import load_model, result_rows
+    from apnet_pyg.zsl.train import load_model, load_run, result_rows
     device = _device(args.device)
-    saved, data = _load_run(args.run, args.root)
+    saved, data = load_run(args.run, args.root)
     row_epochs = saved['epochs']
     records = {}
     for row, epoch in row_epochs.items():
@@ -324,11 +298,11 @@ def format_per_class(rows: List[Dict]) -> str:
 
 def _plot(args: argparse.Namespace) -> Path:
     from apnet_pyg.zsl.plot import check_plot_output, plot_class_vectors
-    from apnet_pyg.zsl.train import load_model
+    from apnet_pyg.zsl.train import load_model, load_run
     out = Path(args.out or Path(args.run) / 'class_vectors_tsne.png')
     check_plot_output(out)  # Before the data is read and t-SNE runs.
     model = load_model(args.run, 'gzsl')
-    saved, data = _load_run(args.run, args.root)
+    saved, data = load_run(args.run, args.root)
     plot_class_vectors(model, data, out)
     print(f'wrote {out}')
     return out
@@ -361,6 +335,16 @@ COMMANDS = {
     'plot': _plot,
     'pipeline': _pipeline,
 }
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    r""":obj:`--run`, a finished run's directory, and :obj:`--root`, where
+    its data is if not where it was trained
+    (:func:`apnet_pyg.zsl.train.load_run`)."""
+    parser.add_argument('--run', required=True,
+                        help="a finished 'apnet-zsl train' run directory")
+    parser.add_argument('--root', default=None,
+                        help='(default: the root the run was trained on)')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -403,18 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser('evaluate',
                                    help='evaluate a trained run')
-    evaluate.add_argument('--run', required=True, help='run directory')
-    evaluate.add_argument('--root', default=None,
-                          help='(default: the root the run was trained on)')
+    add_run_arguments(evaluate)
     evaluate.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     evaluate.add_argument('--per-class', action='store_true',
                           help="also print the ZSL row's test accuracy "
                           "per unseen class, and where its errors go")
 
     plot = commands.add_parser('plot', help='t-SNE of the class vectors')
-    plot.add_argument('--run', required=True, help='run directory')
-    plot.add_argument('--root', default=None,
-                      help='(default: the root the run was trained on)')
+    add_run_arguments(plot)
     plot.add_argument('--out', default=None,
                       help='PNG file (default: RUN/class_vectors_tsne.png)')
 

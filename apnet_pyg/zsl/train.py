@@ -34,7 +34,8 @@ import resource
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple,
+                    Union)
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +44,7 @@ from tqdm.auto import tqdm
 
 from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
 from apnet_pyg.data.splits import seen_validation_split
-from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
@@ -672,6 +673,37 @@ def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
                          f"({type(error).__name__}: {_one_line(error)}); "
                          f"{_TRAIN_AGAIN}") from None
     return model.to(device)
+
+
+def load_dataset(root: Union[str, Path], dataset: str,
+                 config: TrainConfig) -> ZSLDataset:
+    r"""The dataset of a run, with the attributes its model reads."""
+    return load_xlsa17(root, dataset, attributes=config.attributes)
+
+
+def load_run(run_dir: Union[str, Path],
+             root: Optional[Union[str, Path]] = None,
+             ) -> Tuple[Dict[str, Any], ZSLDataset]:
+    r"""A finished run's :obj:`metrics.json` and its dataset, read from
+    :obj:`root` or else from the folder the run was trained on; a clear
+    error, naming the file, when either cannot be read."""
+    metrics_path = Path(run_dir) / 'metrics.json'
+    if not metrics_path.is_file():
+        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
+                                f"finished 'apnet-zsl train' run?")
+    try:
+        saved = json.loads(metrics_path.read_text())
+        config = TrainConfig.from_dict(saved['config'])
+        dataset, _ = saved['dataset'], saved['epochs']
+    except (ValueError, KeyError, TypeError) as error:  # JSON, Unicode too
+        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
+                         f"apnet-zsl run ({type(error).__name__}: "
+                         f"{_one_line(error)}); {_TRAIN_AGAIN}") from None
+    root = root or saved.get('data_root')
+    if root is None:
+        raise ValueError(f"'{metrics_path}' does not say where the data "
+                         f"was read from: pass its folder as root (--root)")
+    return saved, load_dataset(root, dataset, config)
 
 
 def _one_line(error: BaseException, limit: int = 160) -> str:

@@ -224,6 +224,9 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
     with pytest.raises(SystemExit, match="--set expects KEY=VALUE"):
         trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
                     'lr', '--out', str(out)])
+    with pytest.raises(SystemExit, match='No metrics.json'):
+        trace.main(['--run', str(tmp_path), '--episodes', '1', '--out',
+                    str(out)])
     with pytest.raises(SystemExit, match="'lr' must be"):
         trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
                     'lr=fast', '--out', str(out)])

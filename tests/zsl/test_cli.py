@@ -91,11 +91,11 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert err.startswith("error: No dataset folder 'NOPE'")
     assert err.count('\n') == 1 and 'Traceback' not in err
     assert main(['evaluate', '--run', str(tmp_path)]) == 1
-    assert 'no metrics.json' in capsys.readouterr().err
+    assert 'No metrics.json' in capsys.readouterr().err
     # --debug (before or after the command) shows the exception instead:
     for argv in (['--debug', 'evaluate', '--run', str(tmp_path)],
                  ['evaluate', '--run', str(tmp_path), '--debug']):
-        with pytest.raises(FileNotFoundError, match='no metrics.json'):
+        with pytest.raises(FileNotFoundError, match='No metrics.json'):
             main(argv)
     with pytest.raises(SystemExit):
         main(['train', '--dataset', 'TINY', '--root', str(tmp_path),

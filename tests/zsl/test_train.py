@@ -7,7 +7,8 @@ import torch
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.evaluate import class_graph_edges
-from apnet_pyg.zsl.train import ROWS, ValidationEpisodeWarning, build_model
+from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
+                                 load_run)
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
                    num_centroids=2, n_way=4, lr=1e-3, epochs=3,
@@ -181,3 +182,16 @@ def test_validation_episodes_are_capped_with_a_warning(tiny, tmp_path):
                       progress=False)
     assert metrics['model_selection']['validation_task']['n_way'] == 4
     assert metrics['config']['n_way'] == 5
+
+
+def test_load_run(tiny_root, tiny, tmp_path):
+    run(tiny, TINY.replace(epochs=1, model_selection='none'), tmp_path,
+        progress=False)
+    with pytest.raises(ValueError, match='does not say where'):
+        load_run(tmp_path)  # No data_root recorded, none given.
+    saved, data = load_run(tmp_path, tiny_root)
+    assert saved['dataset'] == 'TINY'
+    assert torch.equal(data.attributes, tiny.attributes)  # the run's kind
+    (tmp_path / 'metrics.json').write_text('{}')
+    with pytest.raises(ValueError, match='is not the metrics.json'):
+        load_run(tmp_path, tiny_root)
