@@ -1418,10 +1418,10 @@ cli('cli/train--resume-other-configuration',
     r"drop --resume")
 cli('cli/evaluate-no-metrics.json', lambda c: ['evaluate', '--run',
                                                str(c.tmp)],
-    r"no metrics.json in '.*': is it a finished 'apnet-zsl train' run")
+    r"No metrics.json in '.*': is it a finished 'apnet-zsl train' run")
 cli('cli/evaluate-run-a-file',
     lambda c: ['evaluate', '--run', str(write(c.tmp / 'f', 'x'))],
-    r"no metrics.json in '.*f'")
+    r"No metrics.json in '.*f'")
 cli('cli/evaluate-corrupt-metrics.json',
     lambda c: ['evaluate', '--run', str(c.run_with('metrics.json', '{'))],
     r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
