@@ -12,11 +12,12 @@ classes, {0, 1} targets) on the same data. On simulated features the
 margins are SIMULATED, not benchmark results.
 """
 import argparse
+import dataclasses
 import sys
 
 import torch
 
-from apnet_pyg.data import load_xlsa17
+from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import closed_form_arguments
 from apnet_pyg.zsl.cli import add_run_arguments
@@ -60,8 +61,10 @@ def main(argv=None):
         saved, data = load_run(args.run, args.root)
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
-    # ESZSL reads the benchmark's attributes (see apnet_pyg.zsl.baselines).
-    benchmark = load_xlsa17(args.root or saved['data_root'], data.name)
+    # ESZSL reads the benchmark's attributes (see apnet_pyg.zsl.baselines),
+    # the same images.
+    benchmark = dataclasses.replace(data, attributes=load_attributes(
+        args.root or saved['data_root'], data.name, 'att'))
     index = {name: i for i, name in enumerate(data.class_names)}
     unseen = set(data.unseen_classes.tolist())
     pairs = []

@@ -19,6 +19,7 @@ SIMULATED; the trace's are training-episode accuracies, no test result.
 """
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import statistics
@@ -27,10 +28,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import add_run_arguments
-from apnet_pyg.zsl.train import (load_dataset, load_run, make_optimizer,
-                                 make_sampler, make_scheduler)
+from apnet_pyg.zsl.train import (load_run, make_optimizer, make_sampler,
+                                 make_scheduler)
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -138,8 +140,9 @@ def main(argv=None):
         config = TrainConfig.from_dict(
             {**saved['config'], **parse_overrides(args.set)})
         if config.attributes != saved['config']['attributes']:
-            data = load_dataset(args.root or saved['data_root'], data.name,
-                                config)
+            data = dataclasses.replace(data, attributes=load_attributes(
+                args.root or saved['data_root'], data.name,
+                config.attributes))
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
     records = trace(data, config, args.episodes, args.adam_eps)

@@ -217,6 +217,12 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
                           '--out', str(out)])
     assert changed[0]['loss'] == pytest.approx(records[0]['loss'])
     assert changed[1]['loss'] != pytest.approx(records[1]['loss'])
+    # Another kind of attributes: the same images, other class inputs.
+    # (The first loss is chance, log 4, whatever the inputs: the head's
+    # output layer starts at zero.)
+    other = trace.main(['--run', str(run_dir), '--episodes', '2', '--set',
+                        'attributes="att"', '--out', str(out)])
+    assert other[1]['loss'] != pytest.approx(records[1]['loss'])
     probed = trace.main(['--run', str(run_dir), '--episodes', '2',
                          '--adam-eps', '10', '--out', str(out)])
     # An epsilon far above the gradients' scale shrinks every step.
