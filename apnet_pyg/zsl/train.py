@@ -640,19 +640,14 @@ def load_model(run_dir: Union[str, Path], row: str = 'gzsl',
     for it; a clear error, naming the file, for a missing, corrupt or
     foreign one."""
     run_dir = Path(run_dir)
-    metrics_path = run_dir / 'metrics.json'
-    if not metrics_path.is_file():
-        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
-                                f"finished 'apnet-zsl train' run?")
+    metrics_path, metrics = _read_metrics(run_dir)
     try:
-        models = json.loads(metrics_path.read_text())['models']
+        models = metrics['models']
         if not isinstance(models, dict) or \
                 not all(isinstance(name, str) for name in models.values()):
             raise TypeError("'models' is not a dictionary of file names")
-    except (ValueError, KeyError, TypeError) as error:  # JSON, Unicode too
-        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
-                         f"apnet-zsl run ({type(error).__name__}: "
-                         f"{_one_line(error)}); {_TRAIN_AGAIN}") from None
+    except (KeyError, TypeError) as error:
+        raise _not_a_run(metrics_path, error) from None
     if row not in models:
         raise ValueError(f"Run '{run_dir}' has no model for row '{row}' "
                          f"(it has: {', '.join(models)})")
@@ -687,23 +682,38 @@ def load_run(run_dir: Union[str, Path],
     r"""A finished run's :obj:`metrics.json` and its dataset, read from
     :obj:`root` or else from the folder the run was trained on; a clear
     error, naming the file, when either cannot be read."""
-    metrics_path = Path(run_dir) / 'metrics.json'
-    if not metrics_path.is_file():
-        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
-                                f"finished 'apnet-zsl train' run?")
+    metrics_path, saved = _read_metrics(run_dir)
     try:
-        saved = json.loads(metrics_path.read_text())
         config = TrainConfig.from_dict(saved['config'])
-        dataset, _ = saved['dataset'], saved['epochs']
-    except (ValueError, KeyError, TypeError) as error:  # JSON, Unicode too
-        raise ValueError(f"'{metrics_path}' is not the metrics.json of an "
-                         f"apnet-zsl run ({type(error).__name__}: "
-                         f"{_one_line(error)}); {_TRAIN_AGAIN}") from None
+        dataset = saved['dataset']
+        if not isinstance(saved['epochs'], dict):  # what evaluate reads
+            raise TypeError("'epochs' is not a dictionary")
+    except (ValueError, KeyError, TypeError) as error:
+        raise _not_a_run(metrics_path, error) from None
     root = root or saved.get('data_root')
     if root is None:
         raise ValueError(f"'{metrics_path}' does not say where the data "
                          f"was read from: pass its folder as root (--root)")
     return saved, load_dataset(root, dataset, config)
+
+
+def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
+    r"""The path and parsed content of a run's :obj:`metrics.json` (its
+    fields unchecked); a clear error when it is missing or not JSON."""
+    metrics_path = Path(run_dir) / 'metrics.json'
+    if not metrics_path.is_file():
+        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
+                                f"finished 'apnet-zsl train' run?")
+    try:
+        return metrics_path, json.loads(metrics_path.read_text())
+    except ValueError as error:  # JSON, Unicode too
+        raise _not_a_run(metrics_path, error) from None
+
+
+def _not_a_run(metrics_path: Path, error: BaseException) -> ValueError:
+    return ValueError(f"'{metrics_path}' is not the metrics.json of an "
+                      f"apnet-zsl run ({type(error).__name__}: "
+                      f"{_one_line(error)}); {_TRAIN_AGAIN}")
 
 
 def _one_line(error: BaseException, limit: int = 160) -> str:
