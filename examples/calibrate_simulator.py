@@ -22,18 +22,10 @@ import torch
 from apnet_pyg.data.simulator import (SIMULATOR_VERSION, default_options,
                                       simulate_dataset)
 from apnet_pyg.data.xlsa17 import DATASETS
-from apnet_pyg.zsl.baselines import BASELINES, METRICS, hyper_parameters
+from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.metrics import METRICS
+from apnet_pyg.zsl.published import SOURCES, published
 
-# Published accuracy on the real features, Xian et al. (TPAMI 2018), Tables
-# 3 (ZSL, top-1 per-class accuracy on the proposed split) and 4 (GZSL):
-# ZSL, U, S, H in %.
-REAL = {
-    'AWA2': {'ESZSL': (58.6, 5.9, 77.8, 11.0), 'SAE': (54.1, 1.1, 82.2, 2.2)},
-    'AWA1': {'ESZSL': (58.2, 6.6, 75.6, 12.1), 'SAE': (53.0, 1.8, 77.1, 3.5)},
-    'CUB': {'ESZSL': (53.9, 12.6, 63.8, 21.0), 'SAE': (33.3, 7.8, 54.0, 13.6)},
-    'SUN': {'ESZSL': (54.5, 11.0, 27.9, 15.8), 'SAE': (40.3, 8.8, 18.0, 11.8)},
-    'APY': {'ESZSL': (38.3, 2.4, 70.1, 4.6), 'SAE': (8.3, 0.4, 80.9, 0.9)},
-}
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
 
 
@@ -67,12 +59,12 @@ def table(results, seeds):
     ]
     for dataset, runs in results.items():
         for name, per_seed in runs.items():
-            real = REAL.get(dataset.upper(), {}).get(name)
+            real = published(dataset, name)
             cells = []
-            for i, key in enumerate(METRICS):
+            for key in METRICS:
                 values = np.array([run[key] for run in per_seed])
                 spread = f' ± {values.std():.1f}' if len(seeds) > 1 else ''
-                reference = f' ({real[i]:.1f})' if real else ''
+                reference = '' if real[key] is None else f' ({real[key]:.1f})'
                 cells.append(f'{values.mean():.1f}{spread}{reference}')
             chosen = '; '.join(hyper_parameters(run) for run in per_seed)
             lines.append(f"| {dataset} | {name} | {' | '.join(cells)} | "
@@ -114,8 +106,8 @@ def main(argv=None):
         f'{SIMULATOR_VERSION}; mean ± standard deviation (population, '
         f'ddof 0) over seeds '
         f"{', '.join(map(str, args.seeds))}) next to their published "
-        f'accuracy on the real ResNet-101 features in parentheses (Xian et '
-        f'al., TPAMI 2018). ZSL: unseen test images among the unseen '
+        f'accuracy on the real ResNet-101 features in parentheses '
+        f"({SOURCES['ESZSL']}). ZSL: unseen test images among the unseen "
         f'classes; U / S: unseen / seen test images among all classes; H: '
         f'their harmonic mean; per-class mean accuracy in %. '
         f'Hyper-parameters are chosen on the validation classes '

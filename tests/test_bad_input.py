@@ -13,6 +13,7 @@ Adding a row is one line in :data:`CASES`; the inputs come from the lazy
 :class:`Ctx` (a temporary folder, the tiny simulated dataset, a tiny
 trained run, broken copies of each).
 """
+import json
 import math
 import re
 import shutil
@@ -132,6 +133,10 @@ class Ctx:
         run_dir = self.run_copy()
         (run_dir / name).unlink()
         return run_dir
+
+    def metrics(self) -> dict:
+        r"""The trained run's metrics.json."""
+        return json.loads((self.run / 'metrics.json').read_text())
 
     def run_with(self, name: str, content) -> Path:
         r"""A copy of the trained run with :obj:`name` replaced."""
@@ -1441,6 +1446,25 @@ cli('cli/evaluate-foreign-model',
     lambda c: ['evaluate', '--run', str(c.run_with('model-epoch1.pt',
                                                    {'a': 1}))],
     r"'.*model-epoch1.pt' is not an apnet-zsl model")
+cli('cli/compare-no-metrics.json',
+    lambda c: ['compare', '--runs', str(c.run), str(c.tmp)],
+    r"No metrics.json in '.*': is it a finished 'apnet-zsl train' run")
+cli('cli/compare-metrics.json-without-figures',
+    lambda c: ['compare', '--runs', str(c.run_with('metrics.json', json.dumps(
+        {k: v for k, v in c.metrics().items() if k != 'gzsl_h'})))],
+    r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
+    r"\(KeyError: 'gzsl_h'\)")
+cli('cli/compare-a-run-twice',
+    lambda c: ['compare', '--runs', str(c.run), str(c.run) + '/.'],
+    r"'run_dirs' \(--runs\) names the run '.*' twice: each run counts once")
+cli('cli/compare-simulated-and-real',
+    lambda c: ['compare', '--runs', str(c.run), str(c.run_with(
+        'metrics.json', json.dumps({**c.metrics(), 'simulated': False})))],
+    r"'run_dirs' \(--runs\) mixes simulated and real features for TINY "
+    r"\('.*' and '.*'\): compare them separately")
+cli('cli/compare--out-a-directory',
+    lambda c: ['compare', '--runs', str(c.run), '--out', str(c.tmp)],
+    r"--out '.*' is a directory: give a markdown file name")
 cli('cli/plot--out-not-png',
     lambda c: ['plot', '--run', str(c.run), '--out', str(c.tmp / 'a.jpg')],
     r"the figure's path '.*a.jpg' must end in .png")

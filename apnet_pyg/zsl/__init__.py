@@ -1,5 +1,6 @@
 r"""The APNet zero-shot learning pipeline: configurations, training,
-evaluation, the ESZSL baseline and the :obj:`apnet-zsl` command line."""
+evaluation, the ESZSL and SAE baselines, the comparison with published
+figures and the :obj:`apnet-zsl` command line."""
 from apnet_pyg.zsl.config import (
     FAST,
     PAPER,
@@ -8,6 +9,7 @@ from apnet_pyg.zsl.config import (
     TrainConfig,
 )
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
+from apnet_pyg.zsl.compare import compare_runs, format_comparison
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
     best_calibration,
@@ -42,4 +44,6 @@ __all__ = [
     'train_model',
     'run',
     'load_model',
+    'compare_runs',
+    'format_comparison',
 ]

@@ -16,11 +16,14 @@ refitted with the chosen hyper-parameters on all seen classes'
 :obj:`trainval_loc` images. No test label is read before the final
 evaluation.
 """
-from typing import Any, Callable, Dict
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Dict, Union
 
-from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.data.xlsa17 import ZSLDataset, load_attributes
 from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
 from apnet_pyg.zsl.evaluate import evaluate_predictions
+from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.sae import fit_sae_validated, predict_sae
 
 
@@ -80,7 +83,16 @@ BASELINES: Dict[str, Callable[[ZSLDataset], Dict[str, Any]]] = {
     'SAE': sae_metrics,
 }
 
-METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
+
+def fit_baselines(data: ZSLDataset,
+                  root: Union[str, Path]) -> Dict[str, Dict[str, Any]]:
+    r"""Every baseline of :data:`BASELINES` on :obj:`data` (a run's
+    dataset, whatever attributes its model reads), given the benchmark's own
+    attributes (:obj:`att`, read from :obj:`root`) as the baselines'
+    authors do."""
+    data = dataclasses.replace(data, attributes=load_attributes(
+        root, data.name, 'att'))
+    return {name: fit(data) for name, fit in BASELINES.items()}
 
 
 def hyper_parameters(metrics: Dict[str, Any]) -> str:

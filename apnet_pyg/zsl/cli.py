@@ -10,7 +10,9 @@ Subcommands:
 * :obj:`evaluate`: recompute the test metrics of a trained run;
 * :obj:`plot`: t-SNE of the propagated class vectors with the learned
   graph's edges (as in the paper's Figure 2);
-* :obj:`pipeline`: :obj:`simulate` + :obj:`train` + table, the offline demo.
+* :obj:`pipeline`: :obj:`simulate` + :obj:`train` + table, the offline demo;
+* :obj:`compare`: finished runs next to the published figures
+  (:mod:`apnet_pyg.zsl.compare`).
 """
 import argparse
 import dataclasses
@@ -30,11 +32,7 @@ from apnet_pyg.data.simulator import (
     default_options,
     simulate_xlsa17,
 )
-from apnet_pyg.data.xlsa17 import (
-    DATASETS,
-    SIMULATED_SIDECAR,
-    load_attributes,
-)
+from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 
 ROW_TITLES = {
@@ -208,7 +206,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import check_run_dir, load_dataset, run
+    from apnet_pyg.zsl.train import (atomic_write_text, check_run_dir,
+                                     load_dataset, run)
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
     _device(args.device)
@@ -220,23 +219,14 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
                   overwrite=args.overwrite)
     print(format_table(metrics))
     if args.baselines:
-        metrics['baselines'] = _baselines(data, root, args.dataset)
-        metrics_path = Path(args.out) / 'metrics.json'
-        metrics_path.write_text(json.dumps(metrics, indent=2))
+        from apnet_pyg.zsl.baselines import fit_baselines
+        metrics['baselines'] = fit_baselines(data, root)
+        print(format_baselines(metrics['baselines']))
+        atomic_write_text(json.dumps(metrics, indent=2),
+                          Path(args.out) / 'metrics.json')
     print(f'wrote {Path(args.out) / "metrics.json"} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
-
-
-def _baselines(data, root: str, dataset: str) -> Dict:
-    r"""The closed-form baselines on the same data, printed as a table; they
-    read the benchmark's own attributes (:obj:`att`)."""
-    from apnet_pyg.zsl.baselines import BASELINES
-    data = dataclasses.replace(data, attributes=load_attributes(
-        root, dataset, 'att'))
-    results = {name: fit(data) for name, fit in BASELINES.items()}
-    print(format_baselines(results))
-    return results
 
 
 def format_baselines(results: Dict) -> str:
@@ -328,12 +318,28 @@ def _pipeline(args: argparse.Namespace) -> Dict:
                   str(out / 'data'))
 
 
+def _compare(args: argparse.Namespace) -> str:
+    from apnet_pyg.zsl.compare import compare_runs, format_comparison
+    out = Path(args.out) if args.out else None
+    if out is not None and out.is_dir():
+        raise ValueError(f"--out '{out}' is a directory: give a markdown "
+                         f"file name")
+    text = format_comparison(compare_runs(args.runs, args.baselines))
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + '\n')
+        print(f'wrote {out}')
+    return text
+
+
 COMMANDS = {
     'simulate': _simulate,
     'train': lambda args: _train(args, args.root),
     'evaluate': _evaluate,
     'plot': _plot,
     'pipeline': _pipeline,
+    'compare': _compare,
 }
 
 
@@ -406,6 +412,18 @@ def build_parser() -> argparse.ArgumentParser:
                           '(OUT/run)')
     _add_train_arguments(pipeline, recipe='fast', baselines=True)
     _add_simulate_arguments(pipeline)
+
+    compare = commands.add_parser(
+        'compare', help='finished runs next to the published figures')
+    compare.add_argument('--runs', nargs='+', required=True, metavar='RUN',
+                         help="finished 'apnet-zsl train' run directories "
+                         "(several runs of a dataset: mean and standard "
+                         "deviation)")
+    compare.add_argument('--baselines', action='store_true',
+                         help='fit ESZSL and SAE on the data of the runs '
+                         'trained without them (the runs are not modified)')
+    compare.add_argument('--out', default=None,
+                         help='also write the tables to this markdown file')
     return parser
 
 

@@ -7,6 +7,10 @@ from torch import Tensor
 
 from apnet_pyg.utils import as_index_tensor, check_number
 
+# The protocol's four figures by metrics.json key, in the order of the
+# published tables: ZSL, GZSL U, GZSL S, H.
+METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
+
 
 def per_class_accuracy(pred: Tensor, target: Tensor,
                        classes: Optional[Tensor] = None) -> float:

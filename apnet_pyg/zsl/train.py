@@ -54,6 +54,7 @@ from apnet_pyg.zsl.evaluate import (
     evaluate_scores,
     validate,
 )
+from apnet_pyg.zsl.metrics import METRICS
 
 SIMULATED_LABEL = ('simulated features: not a reproduction of the paper, '
                    'only a check that the pipeline works')
@@ -150,6 +151,14 @@ def atomic_save(obj: Any, path: Path) -> None:
     run killed while writing never leaves a corrupt file."""
     tmp = path.with_name(path.name + '.tmp')
     torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(text: str, path: Path) -> None:
+    r"""Writes :obj:`text` to a temporary file renamed over :obj:`path`
+    (as :func:`atomic_save`)."""
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
@@ -567,7 +576,7 @@ def run(
         'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
         1024,
     }
-    (out / 'metrics.json').write_text(json.dumps(result, indent=2))
+    atomic_write_text(json.dumps(result, indent=2), out / 'metrics.json')
     return result
 
 
@@ -676,25 +685,40 @@ def load_dataset(root: Union[str, Path], dataset: str,
     return load_xlsa17(root, dataset, attributes=config.attributes)
 
 
+def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
+    r"""A finished run's :obj:`metrics.json`, checked to hold what the
+    readers of a run use (its configuration, dataset, selected epochs and
+    test figures); a clear error, naming the file, when it does not."""
+    metrics_path, saved = _read_metrics(run_dir)
+    try:
+        TrainConfig.from_dict(saved['config'])
+        if not isinstance(saved['dataset'], str):
+            raise TypeError("'dataset' is not a name")
+        if not isinstance(saved['epochs'], dict):  # what evaluate reads
+            raise TypeError("'epochs' is not a dictionary")
+        for key in METRICS:
+            if not isinstance(saved[key], (int, float)):
+                raise TypeError(f"'{key}' is not a number")
+    except (ValueError, KeyError, TypeError) as error:
+        raise _not_a_run(metrics_path, error) from None
+    return saved
+
+
 def load_run(run_dir: Union[str, Path],
              root: Optional[Union[str, Path]] = None,
              ) -> Tuple[Dict[str, Any], ZSLDataset]:
-    r"""A finished run's :obj:`metrics.json` and its dataset, read from
-    :obj:`root` or else from the folder the run was trained on; a clear
-    error, naming the file, when either cannot be read."""
-    metrics_path, saved = _read_metrics(run_dir)
-    try:
-        config = TrainConfig.from_dict(saved['config'])
-        dataset = saved['dataset']
-        if not isinstance(saved['epochs'], dict):  # what evaluate reads
-            raise TypeError("'epochs' is not a dictionary")
-    except (ValueError, KeyError, TypeError) as error:
-        raise _not_a_run(metrics_path, error) from None
+    r"""A finished run's :obj:`metrics.json` (:func:`read_run_metrics`) and
+    its dataset, read from :obj:`root` or else from the folder the run was
+    trained on; a clear error, naming the file, when either cannot be
+    read."""
+    saved = read_run_metrics(run_dir)
     root = root or saved.get('data_root')
     if root is None:
-        raise ValueError(f"'{metrics_path}' does not say where the data "
-                         f"was read from: pass its folder as root (--root)")
-    return saved, load_dataset(root, dataset, config)
+        raise ValueError(f"'{Path(run_dir) / 'metrics.json'}' does not say "
+                         f"where the data was read from: pass its folder as "
+                         f"root (--root)")
+    return saved, load_dataset(root, saved['dataset'],
+                               TrainConfig.from_dict(saved['config']))
 
 
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:

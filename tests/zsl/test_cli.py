@@ -83,6 +83,19 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     assert metrics['config']['iterations_per_epoch'] == 3
     assert metrics['config']['lr_decay_epoch'] is None
 
+    # compare reads the run's baselines (no calibrated row without
+    # validation) and writes what it prints:
+    table = tmp_path / 'compare.md'
+    assert main(['compare', '--runs', str(out / 'run'), '--out',
+                 str(table)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(table.read_text())
+    assert 'TINY, 1 run: SIMULATED features' in printed
+    eszsl = metrics['baselines']['ESZSL']
+    assert f"| ESZSL | {eszsl['zsl_acc']:.1f} | " in printed
+    assert f"| {metrics['zsl_acc'] - eszsl['zsl_acc']:+.1f} | " in printed
+    assert '| APNet, calibrated stacking |  |  |  |  |' in printed
+
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(['train', '--dataset', 'NOPE', '--root', str(tmp_path),

@@ -1,0 +1,203 @@
+r"""Finished runs next to the published figures (:obj:`apnet-zsl compare`).
+
+For every dataset among the runs, two tables:
+
+* the figures (ZSL, GZSL :math:`U`, :math:`S`, :math:`H`) of APNet's rows
+  (ZSL and raw GZSL, each selected on validation, and calibrated stacking)
+  and of the baselines the runs carry (:obj:`apnet-zsl train
+  --baselines`), as the mean and sample standard deviation (ddof 1) over
+  the runs, with the published figure on the real features in parentheses
+  (:mod:`apnet_pyg.zsl.published`);
+* per run, APNet against ESZSL on the same data: the difference of their
+  ZSL accuracies and the ratio of their :math:`H` (raw and calibrated),
+  under the same comparison of the published figures.
+
+Runs on simulated features are labelled so: their figures say how the
+methods compare on the simulator's generative model, the published ones
+are on the real features. One dataset's runs must all be simulated or all
+real.
+"""
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from apnet_pyg.zsl.baselines import fit_baselines
+from apnet_pyg.zsl.metrics import METRICS
+from apnet_pyg.zsl.published import SOURCES, published
+from apnet_pyg.zsl.train import (
+    TEST_SELECTED_LABEL,
+    load_run,
+    read_run_metrics,
+)
+
+CALIBRATED = 'APNet, calibrated stacking'
+TEST_SELECTED = f'APNet, {TEST_SELECTED_LABEL}'
+# APNet's rows: the metrics.json key of each figure (the calibrated row has
+# no ZSL figure).
+APNET_ROWS = {
+    'APNet': dict(zip(METRICS, METRICS)),
+    CALIBRATED: {'gzsl_unseen': 'gzsl_cal_unseen',
+                 'gzsl_seen': 'gzsl_cal_seen', 'gzsl_h': 'gzsl_cal_h'},
+}
+# The published figures each row is shown with: the paper does not
+# calibrate, and selects on the test set (as the optimistic row does).
+PUBLISHED_AS = {CALIBRATED: None, TEST_SELECTED: 'APNet'}
+
+
+def compare_runs(run_dirs: Sequence[Union[str, Path]],
+                 fit_missing_baselines: bool = False,
+                 ) -> Dict[str, Dict[str, Any]]:
+    r"""The runs of :obj:`run_dirs` grouped by dataset, in order of first
+    appearance: for each, :obj:`simulated` and :obj:`runs` (one summary per
+    run: its directory, seeds and the figures of every method it has, by
+    :obj:`metrics.json` key, :obj:`None` where it has none).
+
+    With :obj:`fit_missing_baselines`, the baselines of a run trained
+    without them are fitted on its data (read from where it was trained;
+    the run is not modified) and its summary's :obj:`baselines_fitted` is
+    :obj:`True`."""
+    if not run_dirs:
+        raise ValueError("'run_dirs' is empty: name at least one run")
+    seen_dirs = set()
+    groups: Dict[str, Dict[str, Any]] = {}
+    for run_dir in run_dirs:
+        key = Path(run_dir).resolve()
+        if key in seen_dirs:
+            raise ValueError(f"'run_dirs' (--runs) names the run "
+                             f"'{run_dir}' twice: each run counts once in "
+                             f"the means")
+        seen_dirs.add(key)
+        saved = read_run_metrics(run_dir)
+        fitted = fit_missing_baselines and not saved.get('baselines')
+        if fitted:
+            saved, data = load_run(run_dir)
+            saved = {**saved, 'baselines': fit_baselines(
+                data, saved['data_root'])}
+        summary = _summary(str(run_dir), saved)
+        summary['baselines_fitted'] = fitted
+        group = groups.setdefault(summary['dataset'], {
+            'simulated': summary['simulated'], 'runs': []})
+        if group['simulated'] != summary['simulated']:
+            first = group['runs'][0]['run']
+            raise ValueError(
+                f"'run_dirs' (--runs) mixes simulated and real features for "
+                f"{summary['dataset']} ('{first}' and '{run_dir}'): compare "
+                f"them separately")
+        group['runs'].append(summary)
+    return groups
+
+
+def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
+    figures = {name: {key: saved.get(sources[key]) if key in sources
+                      else None for key in METRICS}
+               for name, sources in APNET_ROWS.items()}
+    if saved.get('test_selected'):  # --report-test-selected
+        figures[TEST_SELECTED] = {key: saved['test_selected'].get(key)
+                                  for key in METRICS}
+    for name, baseline in (saved.get('baselines') or {}).items():
+        figures[name] = {key: baseline.get(key) for key in METRICS}
+    simulation = saved.get('simulation') or {}
+    return {'run': run_dir, 'dataset': saved['dataset'],
+            'simulated': bool(saved.get('simulated')),
+            'seed': saved['config']['seed'],
+            'selection': saved.get('selection', 'validation'),
+            'data_seed': simulation.get('seed'),
+            'config': saved['config'], 'figures': figures}
+
+
+def format_comparison(groups: Dict[str, Dict[str, Any]]) -> str:
+    r"""The tables of :func:`compare_runs` as markdown."""
+    return '\n\n'.join(_format_group(dataset, group)
+                       for dataset, group in groups.items())
+
+
+def _format_group(dataset: str, group: Dict[str, Any]) -> str:
+    runs = group['runs']
+    tag = ('SIMULATED features (not a benchmark result; the published '
+           'figures in parentheses are on the real features)'
+           if group['simulated'] else 'real features')
+    lines = [f'{dataset}, {len(runs)} run{"s" * (len(runs) != 1)}: {tag}',
+             '']
+    differing = sorted(key for key in runs[0]['config'] if key != 'seed'
+                       and len({repr(run['config'][key])
+                                for run in runs}) > 1)
+    if differing:
+        lines += [f"Note: the runs' configurations differ in "
+                  f"{', '.join(differing)}.", '']
+    unselected = [run['run'] for run in runs
+                  if run['selection'] != 'validation']
+    if unselected:
+        lines += [f"Note: APNet's rows of {', '.join(unselected)} are its "
+                  f"last epoch's (trained with model_selection='none'), not "
+                  f"chosen on validation.", '']
+    lines += ['| method | ZSL | U | S | H |', '|---|---|---|---|---|']
+    methods = list(dict.fromkeys(name for run in runs
+                                 for name in run['figures']))
+    for name in methods:
+        twin = PUBLISHED_AS.get(name, name)
+        reference = published(dataset, twin) if twin else \
+            dict.fromkeys(METRICS)
+        cells = [_mean_cell([run['figures'].get(name, {}).get(key)
+                             for run in runs], reference[key])
+                 for key in METRICS]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    missing = [run['run'] for run in runs if 'ESZSL' not in run['figures']]
+    fitted = [run['run'] for run in runs if run.get('baselines_fitted')]
+    lines += ['', '| run | seed | data seed | ZSL: APNet - ESZSL | '
+              'H: APNet / ESZSL | calibrated H: APNet / ESZSL |',
+              '|---|---|---|---|---|---|']
+    for run in runs:
+        apnet, calibrated = (run['figures']['APNet'],
+                             run['figures'][CALIBRATED])
+        eszsl = run['figures'].get('ESZSL', dict.fromkeys(METRICS))
+        data_seed = '-' if run['data_seed'] is None else run['data_seed']
+        lines.append(
+            f"| {run['run']} | {run['seed']} | {data_seed} | "
+            f"{_difference(apnet['zsl_acc'], eszsl['zsl_acc'])} | "
+            f"{_ratio(apnet['gzsl_h'], eszsl['gzsl_h'])} | "
+            f"{_ratio(calibrated['gzsl_h'], eszsl['gzsl_h'])} |")
+    paper, eszsl = published(dataset, 'APNet'), published(dataset, 'ESZSL')
+    lines.append(f"| published ({SOURCES['APNet']}; {SOURCES['ESZSL']}) "
+                 f"| | | {_difference(paper['zsl_acc'], eszsl['zsl_acc'])} "
+                 f"| {_ratio(paper['gzsl_h'], eszsl['gzsl_h'])} | |")
+    if fitted:
+        lines += ['', f"Baselines fitted now on the data of "
+                  f"{', '.join(fitted)} (not saved in the run)."]
+    if missing:
+        lines += ['', f"No baselines in {', '.join(missing)}: train with "
+                  f"--baselines, or compare with --baselines, to compare "
+                  f"with ESZSL."]
+    return '\n'.join(lines)
+
+
+def _mean_cell(values: List[Optional[float]],
+               reference: Optional[float]) -> str:
+    known = [value for value in values if value is not None]
+    if not known:
+        text = ''
+    elif len(known) == 1:
+        text = f'{known[0]:.1f}'
+    else:
+        mean = sum(known) / len(known)
+        spread = math.sqrt(sum((value - mean)**2 for value in known) /
+                           (len(known) - 1))
+        text = f'{mean:.1f} ± {spread:.1f}'
+    if known and len(known) < len(values):
+        text += f" [{len(known)} run{'s' * (len(known) != 1)}]"
+    if reference is not None:
+        text = f'{text} ({reference:.1f})'.strip()
+    return text
+
+
+def _difference(value: Optional[float], baseline: Optional[float]) -> str:
+    if value is None or baseline is None:
+        return '-'
+    return f'{value - baseline:+.1f}'
+
+
+def _ratio(value: Optional[float], baseline: Optional[float]) -> str:
+    if value is None or baseline is None:
+        return '-'
+    if baseline == 0:
+        return 'ESZSL H is 0'
+    return f'{value / baseline:.1f}x'

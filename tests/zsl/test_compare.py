@@ -1,0 +1,155 @@
+import json
+import statistics
+
+import pytest
+
+from apnet_pyg.zsl import TrainConfig
+from apnet_pyg.zsl.baselines import fit_baselines
+from apnet_pyg.zsl.compare import compare_runs, format_comparison
+from apnet_pyg.zsl.metrics import METRICS
+from apnet_pyg.zsl.published import PUBLISHED, published
+from apnet_pyg.zsl.train import load_run, run
+
+APNET_KEYS = METRICS + ('gzsl_cal_unseen', 'gzsl_cal_seen', 'gzsl_cal_h')
+
+
+def write_run(folder, dataset='AWA2', simulated=True, seed=0, data_seed=0,
+              figures=None, baselines=None, extra=None, **config):
+    r"""A metrics.json holding what compare reads (no model files)."""
+    figures = figures or {}
+    metrics = {'dataset': dataset, 'simulated': simulated, 'epochs': {},
+               'config': TrainConfig(seed=seed, **config).to_dict(),
+               'simulation': {'seed': data_seed} if simulated else None,
+               **{key: figures.get(key, 10.0) for key in APNET_KEYS}}
+    if baselines is not None:
+        metrics['baselines'] = baselines
+    metrics.update(extra or {})
+    folder.mkdir(parents=True)
+    (folder / 'metrics.json').write_text(json.dumps(metrics))
+    return folder
+
+
+def baseline(zsl, u, s, h):
+    return dict(zip(METRICS, (zsl, u, s, h)))
+
+
+def table_rows(text):
+    r"""The cells of each markdown row, by the row's first cell."""
+    rows = [[cell.strip() for cell in line.strip('|').split('|')]
+            for line in text.splitlines() if line.startswith('| ')]
+    return {cells[0]: cells[1:] for cells in rows}
+
+
+def test_compare_means_and_published_figures(tmp_path):
+    zsl = [58.0, 57.6, 61.8]
+    cal_h = [60.1, 63.6, 65.5]
+    eszsl = [baseline(62.4, 2.4, 87.7, 4.7), baseline(63.1, 2.3, 86.0, 4.9),
+             baseline(63.6, 2.5, 89.9, 4.5)]
+    runs = [write_run(tmp_path / f'run{i}', data_seed=i,
+                      figures={'zsl_acc': zsl[i], 'gzsl_h': 1.0 + i,
+                               'gzsl_cal_h': cal_h[i]},
+                      baselines={'ESZSL': eszsl[i]}) for i in range(3)]
+    groups = compare_runs(runs)
+    assert list(groups) == ['AWA2'] and groups['AWA2']['simulated']
+    text = format_comparison(groups)
+    assert 'AWA2, 3 runs: SIMULATED features' in text
+    rows = table_rows(text)
+
+    # Mean and sample standard deviation, the published figure after it.
+    real = published('AWA2', 'APNet')
+    assert rows['APNet'][0] == (f'{statistics.mean(zsl):.1f} ± '
+                                f'{statistics.stdev(zsl):.1f} '
+                                f"({real['zsl_acc']:.1f})")
+    assert rows['ESZSL'][3].endswith(f"({PUBLISHED['AWA2']['ESZSL'][3]:.1f})")
+    # The calibrated row: no ZSL figure and no published twin.
+    calibrated = rows['APNet, calibrated stacking']
+    assert calibrated[0] == ''
+    assert calibrated[3] == (f'{statistics.mean(cal_h):.1f} ± '
+                             f'{statistics.stdev(cal_h):.1f}')
+
+    # Per run: APNet against ESZSL on the same data.
+    for i in range(3):
+        row = rows[str(runs[i])]
+        assert row[:2] == ['0', str(i)]
+        assert row[2] == f"{zsl[i] - eszsl[i]['zsl_acc']:+.1f}"
+        assert row[3] == f"{(1.0 + i) / eszsl[i]['gzsl_h']:.1f}x"
+        assert row[4] == f"{cal_h[i] / eszsl[i]['gzsl_h']:.1f}x"
+    paper, reference = PUBLISHED['AWA2']['APNet'], PUBLISHED['AWA2']['ESZSL']
+    published_row = next(row for name, row in rows.items()
+                         if name.startswith('published'))
+    assert published_row[2] == f'{paper[0] - reference[0]:+.1f}'
+    assert published_row[3] == f'{paper[3] / reference[3]:.1f}x'
+
+
+def test_compare_groups_datasets_and_marks_missing_figures(tmp_path):
+    awa2 = write_run(tmp_path / 'awa2', baselines={
+        'ESZSL': baseline(60, 2, 80, 4), 'SAE': baseline(40, 5, 80, 9)})
+    cub = [write_run(tmp_path / 'cub0', dataset='CUB', simulated=False,
+                     baselines={'ESZSL': baseline(50, 6, 70, 10)}),
+           write_run(tmp_path / 'cub1', dataset='CUB', simulated=False,
+                     seed=1, epochs=60)]
+    groups = compare_runs([cub[0], awa2, cub[1]])
+    assert list(groups) == ['CUB', 'AWA2']
+    text = format_comparison(groups)
+    cub_text, awa2_text = text.split('\n\nAWA2')
+    assert 'CUB, 2 runs: real features' in cub_text
+    assert 'differ in epochs.' in cub_text  # not in seed: runs vary it
+    rows = table_rows(cub_text)
+    # One run of two has ESZSL: its figure, marked, next to the published.
+    assert rows['ESZSL'][0] == \
+        f"50.0 [1 run] ({PUBLISHED['CUB']['ESZSL'][0]:.1f})"
+    assert rows[str(cub[1])][2:] == ['-', '-', '-']
+    assert f'No baselines in {cub[1]}: train with --baselines' in cub_text
+    assert table_rows(awa2_text)['SAE'][0] == \
+        f"40.0 ({PUBLISHED['AWA2']['SAE'][0]:.1f})"
+
+
+def test_compare_labels_test_selected_and_unselected_rows(tmp_path):
+    optimistic = baseline(70.0, 50.0, 80.0, 61.5)
+    runs = [write_run(tmp_path / 'a', extra={'test_selected': {
+        'label': 'x', 'zsl_epoch': 3, 'gzsl_epoch': 4, **optimistic}}),
+            write_run(tmp_path / 'b', extra={'selection': 'none'})]
+    text = format_comparison(compare_runs(runs))
+    rows = table_rows(text)
+    # The authors' protocol, shown with the paper's (test-selected) figures:
+    real = published('AWA2', 'APNet')
+    assert rows['APNet, test-set selected (optimistic)'] == [
+        f"{optimistic[key]:.1f} [1 run] ({real[key]:.1f})" for key in METRICS]
+    assert f"Note: APNet's rows of {runs[1]} are its last epoch's" in text
+    assert str(runs[0]) not in text.split('Note:')[1].split('\n')[0]
+
+
+def test_compare_refuses_mixed_or_repeated_runs(tmp_path):
+    simulated = write_run(tmp_path / 'sim')
+    real = write_run(tmp_path / 'real', simulated=False)
+    with pytest.raises(ValueError, match="mixes simulated and real features "
+                       "for AWA2"):
+        compare_runs([simulated, real])
+    with pytest.raises(ValueError, match="names the run .* twice"):
+        compare_runs([simulated, tmp_path / 'sim' / '..' / 'sim'])
+    with pytest.raises(ValueError, match="'run_dirs' is empty"):
+        compare_runs([])
+
+
+def test_compare_fits_missing_baselines(tiny_root, tmp_path):
+    tiny = TrainConfig(class_channels=8, hidden_channels=8, proj_channels=4,
+                       n_way=4, epochs=1, iterations_per_epoch=2)
+    saved_run = tmp_path / 'run'
+    from apnet_pyg.data import load_xlsa17
+    run(load_xlsa17(tiny_root, 'TINY', attributes=tiny.attributes), tiny,
+        saved_run, progress=False, data_root=str(tiny_root))
+    before = (saved_run / 'metrics.json').read_text()
+    summary = compare_runs([saved_run], fit_missing_baselines=True)
+    summary = summary['TINY']['runs'][0]
+    assert summary['baselines_fitted']
+    saved, data = load_run(saved_run)
+    expected = fit_baselines(data, tiny_root)
+    for name in ('ESZSL', 'SAE'):
+        assert summary['figures'][name] == {key: expected[name][key]
+                                            for key in METRICS}
+    assert (saved_run / 'metrics.json').read_text() == before  # unchanged
+    text = format_comparison({'TINY': {'simulated': True,
+                                       'runs': [summary]}})
+    assert 'Baselines fitted now on the data of' in text
+    # No published figures for a dataset outside the benchmark.
+    assert '(' not in table_rows(text)['ESZSL'][0]
