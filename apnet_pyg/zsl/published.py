@@ -4,9 +4,10 @@ the proposed split), the figures that runs are compared with
 simulator is calibrated against (:obj:`examples/calibrate_simulator.py`).
 
 Each figure is a per-class mean accuracy in %, in the order of
-:data:`apnet_pyg.zsl.metrics.METRICS`: ZSL (unseen test images among the unseen classes), GZSL
-:math:`U` and :math:`S` (unseen and seen test images among all classes) and
-their harmonic mean :math:`H`; :obj:`None` where the source gives none.
+:data:`apnet_pyg.zsl.metrics.METRICS`: ZSL (unseen test images among the
+unseen classes), GZSL :math:`U` and :math:`S` (unseen and seen test images
+among all classes) and their harmonic mean :math:`H`; :obj:`None` where
+the source gives none.
 
 * ESZSL and SAE: Xian, Lampert, Schiele & Akata, "Zero-Shot Learning - A
   Comprehensive Evaluation of the Good, the Bad and the Ugly", TPAMI 2018,
