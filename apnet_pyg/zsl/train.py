@@ -149,16 +149,17 @@ def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
 def atomic_save(obj: Any, path: Path) -> None:
     r""":func:`torch.save` to a temporary file renamed over :obj:`path`: a
     run killed while writing never leaves a corrupt file."""
-    tmp = path.with_name(path.name + '.tmp')
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    _replace_atomically(path, lambda tmp: torch.save(obj, tmp))
 
 
 def atomic_write_text(text: str, path: Path) -> None:
-    r"""Writes :obj:`text` to a temporary file renamed over :obj:`path`
-    (as :func:`atomic_save`)."""
+    r"""Writes :obj:`text` to :obj:`path` as :func:`atomic_save` does."""
+    _replace_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+def _replace_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     tmp = path.with_name(path.name + '.tmp')
-    tmp.write_text(text)
+    write(tmp)
     os.replace(tmp, path)
 
 
