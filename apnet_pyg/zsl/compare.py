@@ -17,7 +17,7 @@ methods compare on the simulator's generative model, the published ones
 are on the real features. One dataset's runs must all be simulated or all
 real.
 """
-import math
+import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -178,10 +178,7 @@ def _mean_cell(values: List[Optional[float]],
     elif len(known) == 1:
         text = f'{known[0]:.1f}'
     else:
-        mean = sum(known) / len(known)
-        spread = math.sqrt(sum((value - mean)**2 for value in known) /
-                           (len(known) - 1))
-        text = f'{mean:.1f} ± {spread:.1f}'
+        text = f'{statistics.mean(known):.1f} ± {statistics.stdev(known):.1f}'
     if known and len(known) < len(values):
         text += f" [{len(known)} run{'s' * (len(known) != 1)}]"
     if reference is not None:
