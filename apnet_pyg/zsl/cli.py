@@ -320,6 +320,7 @@ def _pipeline(args: argparse.Namespace) -> Dict:
 
 def _compare(args: argparse.Namespace) -> str:
     from apnet_pyg.zsl.compare import compare_runs, format_comparison
+    from apnet_pyg.zsl.train import atomic_write_text
     out = Path(args.out) if args.out else None
     if out is not None and out.is_dir():
         raise ValueError(f"--out '{out}' is a directory: give a markdown "
@@ -328,7 +329,7 @@ def _compare(args: argparse.Namespace) -> str:
     print(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + '\n')
+        atomic_write_text(text + '\n', out)
         print(f'wrote {out}')
     return text
 

@@ -26,8 +26,8 @@ from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import SOURCES, published
 from apnet_pyg.zsl.train import (
     TEST_SELECTED_LABEL,
-    load_run,
     read_run_metrics,
+    run_dataset,
 )
 
 CALIBRATED = 'APNet, calibrated stacking'
@@ -70,9 +70,8 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
         saved = read_run_metrics(run_dir)
         fitted = fit_missing_baselines and not saved.get('baselines')
         if fitted:
-            saved, data = load_run(run_dir)
             saved = {**saved, 'baselines': fit_baselines(
-                data, saved['data_root'])}
+                run_dataset(run_dir, saved), saved['data_root'])}
         summary = _summary(str(run_dir), saved)
         summary['baselines_fitted'] = fitted
         group = groups.setdefault(summary['dataset'], {

@@ -709,17 +709,24 @@ def load_run(run_dir: Union[str, Path],
              root: Optional[Union[str, Path]] = None,
              ) -> Tuple[Dict[str, Any], ZSLDataset]:
     r"""A finished run's :obj:`metrics.json` (:func:`read_run_metrics`) and
-    its dataset, read from :obj:`root` or else from the folder the run was
-    trained on; a clear error, naming the file, when either cannot be
-    read."""
+    its dataset (:func:`run_dataset`)."""
     saved = read_run_metrics(run_dir)
+    return saved, run_dataset(run_dir, saved, root)
+
+
+def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
+                root: Optional[Union[str, Path]] = None) -> ZSLDataset:
+    r"""The dataset of the run in :obj:`run_dir`, whose :obj:`metrics.json`
+    reads :obj:`saved`, with the attributes its model reads: from
+    :obj:`root`, or else from the folder the run was trained on; a clear
+    error, naming the file, when neither is known."""
     root = root or saved.get('data_root')
     if root is None:
         raise ValueError(f"'{Path(run_dir) / 'metrics.json'}' does not say "
                          f"where the data was read from: pass its folder as "
                          f"root (--root)")
-    return saved, load_dataset(root, saved['dataset'],
-                               TrainConfig.from_dict(saved['config']))
+    return load_dataset(root, saved['dataset'],
+                        TrainConfig.from_dict(saved['config']))
 
 
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
