@@ -12,14 +12,12 @@ classes, {0, 1} targets) on the same data. On simulated features the
 margins are SIMULATED, not benchmark results.
 """
 import argparse
-import dataclasses
 import sys
 
 import torch
 
-from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import apnet_score_fn, load_model
-from apnet_pyg.zsl.baselines import closed_form_arguments
+from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
 from apnet_pyg.zsl.cli import add_run_arguments
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
 from apnet_pyg.zsl.train import load_run
@@ -61,10 +59,7 @@ def main(argv=None):
         saved, data = load_run(args.run, args.root)
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
-    # ESZSL reads the benchmark's attributes (see apnet_pyg.zsl.baselines),
-    # the same images.
-    benchmark = dataclasses.replace(data, attributes=load_attributes(
-        args.root or saved['data_root'], data.name, 'att'))
+    benchmark = baseline_dataset(data, args.root or saved['data_root'])
     index = {name: i for i, name in enumerate(data.class_names)}
     unseen = set(data.unseen_classes.tolist())
     pairs = []

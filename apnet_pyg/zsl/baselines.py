@@ -84,14 +84,20 @@ BASELINES: Dict[str, Callable[[ZSLDataset], Dict[str, Any]]] = {
 }
 
 
+def baseline_dataset(data: ZSLDataset, root: Union[str, Path]) -> ZSLDataset:
+    r""":obj:`data` (a run's dataset, whatever attributes its model reads)
+    with the benchmark's own attributes (:obj:`att`, read from :obj:`root`),
+    which the baselines read as their authors do; the same images."""
+    return dataclasses.replace(data, attributes=load_attributes(
+        root, data.name, 'att'))
+
+
 def fit_baselines(data: ZSLDataset,
                   root: Union[str, Path]) -> Dict[str, Dict[str, Any]]:
     r"""Every baseline of :data:`BASELINES` on :obj:`data` (a run's
-    dataset, whatever attributes its model reads), given the benchmark's own
-    attributes (:obj:`att`, read from :obj:`root`) as the baselines'
-    authors do."""
-    data = dataclasses.replace(data, attributes=load_attributes(
-        root, data.name, 'att'))
+    dataset), given :obj:`root` to read the baselines' attributes from
+    (:func:`baseline_dataset`)."""
+    data = baseline_dataset(data, root)
     return {name: fit(data) for name, fit in BASELINES.items()}
 
 
