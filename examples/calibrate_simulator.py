@@ -6,6 +6,17 @@ apnet_pyg.data.simulator (see docs/simulator.md).
 
     python examples/calibrate_simulator.py --datasets AWA2 CUB --seeds 0 1 2
 
+With --search N it instead draws N settings of the simulator's options at
+random (SEARCH_SPACE), runs both baselines on each and writes one JSON line
+per setting to --search-log (a new file); --summarize LOG [LOG ...]
+tabulates such logs (how close the best settings come to the published
+figures):
+
+    python examples/calibrate_simulator.py --datasets AWA2 --seeds 0 \
+        --search 75 --search-seed 1 --search-log runs/search-1.jsonl
+    python examples/calibrate_simulator.py --datasets AWA2 --seeds 0 \
+        --summarize runs/search-1.jsonl --out search.md
+
 Features are simulated in memory (no .mat files written). Every simulated
 number is labelled as such: none is a benchmark result.
 """
@@ -24,9 +35,26 @@ from apnet_pyg.data.simulator import (SIMULATOR_VERSION, default_options,
 from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.metrics import METRICS
-from apnet_pyg.zsl.published import SOURCES, published
+from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
+TOLERANCE = 5.0  # points: "near the real figure" (issue 10)
+
+# The options --search varies and how each is drawn, in this order (the
+# order is part of the random stream). 'zero_or_uniform': 0 or a uniform
+# draw, with equal probability (a residual is an optional mechanism).
+SEARCH_SPACE = (
+    ('hidden_bias', 'uniform', (0.0, 3.0)),
+    ('attribute_strength', 'uniform', (1.5, 4.5)),
+    ('offset_spread', 'uniform', (2.0, 6.0)),
+    ('shared_strength', 'uniform', (4.0, 12.0)),
+    ('shared_weight', 'uniform', (0.6, 3.0)),
+    ('residual_strength', 'zero_or_uniform', (0.0, 6.0)),
+    ('noise_rank', 'choice', (16, 32, 64, 128)),
+    ('lowrank_noise', 'uniform', (2.0, 20.0)),
+    ('isotropic_noise', 'uniform', (18.0, 40.0)),
+    ('class_size_spread', 'uniform', (0.3, 0.64)),
+)
 
 
 def calibrate(dataset, seeds, data_root=None, **options):
@@ -72,6 +100,175 @@ def table(results, seeds):
     return '\n'.join(lines)
 
 
+def sample_options(rng):
+    """One random setting of the options in SEARCH_SPACE."""
+    options = {}
+    for key, kind, values in SEARCH_SPACE:
+        if kind == 'uniform':
+            options[key] = float(rng.uniform(*values))
+        elif kind == 'zero_or_uniform':
+            options[key] = float(rng.choice([0.0, rng.uniform(*values)]))
+        else:
+            options[key] = int(rng.choice(values))
+    return options
+
+
+def closeness(dataset, runs):
+    """The mean over seeds of every baseline's metrics, how many of them
+    are within TOLERANCE points of the published figure, and the sum of
+    the absolute differences."""
+    means, within, distance = {}, 0, 0.0
+    for name, per_seed in runs.items():
+        real = published(dataset, name)
+        means[name] = {key: float(np.mean([run[key] for run in per_seed]))
+                       for key in METRICS}
+        for key in METRICS:
+            if real[key] is not None:
+                gap = abs(means[name][key] - real[key])
+                within += gap <= TOLERANCE
+                distance += gap
+    return means, within, distance
+
+
+def search(dataset, seeds, count, search_seed, log, data_root=None):
+    """Runs both baselines on `count` random settings (stream
+    `search_seed`) and writes one JSON line per setting to `log`."""
+    if Path(log).exists():
+        # A stream always starts at its first setting: appending would
+        # repeat settings.
+        raise SystemExit(f'error: --search-log {log} exists; pass a new file')
+    rng = np.random.default_rng(search_seed)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        options = sample_options(rng)
+        start = time.perf_counter()
+        runs, _ = calibrate(dataset, seeds, data_root, **options)
+        means, within, distance = closeness(dataset, runs)
+        line = dict(opts=options, res=means, within=within, dist=distance,
+                    seeds=list(seeds), search_seed=search_seed,
+                    index=index)
+        with open(log, 'a') as file:
+            file.write(json.dumps(line) + '\n')
+        print(f'{index}: {within} figures within {TOLERANCE:g}, distance '
+              f'{distance:.1f} ({time.perf_counter() - start:.0f} s)',
+              flush=True)
+
+
+def summarize(dataset, logs, seeds, data_root=None, top=10,
+              recheck_seeds=None, recheck_top=4):
+    """Markdown: the settings of the search logs next to the dataset's
+    defaults (run here on the same seeds), best first; with
+    `recheck_seeds`, the defaults and the `recheck_top` best settings run
+    again on those seeds (is a setting's lead more than its data seed?)."""
+    per_log = {log: [json.loads(line) for line in
+                     Path(log).read_text().splitlines() if line]
+               for log in logs}
+    settings = [setting for log in logs for setting in per_log[log]]
+    if not settings:
+        raise SystemExit(f'error: no settings in {logs}')
+    if any(setting['seeds'] != list(seeds) for setting in settings):
+        raise SystemExit(f'error: --seeds {seeds} differs from the seeds of '
+                         f'the search logs; pass the same --seeds')
+    runs, _ = calibrate(dataset, seeds, data_root)
+    means, within, distance = closeness(dataset, runs)
+    default = dict(opts=default_options(dataset), res=means, within=within,
+                   dist=distance)
+    names = list(BASELINES)
+    figures = [(name, key) for name in names for key in METRICS
+               if published(dataset, name)[key] is not None]
+
+    def cells(setting):
+        return ' | '.join(
+            ' / '.join(f"{setting['res'][name][key]:.1f}" for key in METRICS)
+            for name in names)
+
+    seeds_flag = ' '.join(map(str, seeds))
+    command = ('OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
+               f'--datasets {dataset} --seeds {seeds_flag}')
+    lines = [
+        f'# Random search of the simulator options for {dataset} '
+        f'(SIMULATED features: not benchmark results)', '',
+        f'{len(settings)} settings drawn at random from the ranges below '
+        f'(the other options at their {dataset} default), each simulated '
+        f"with data seed(s) {', '.join(map(str, seeds))}; on each, ESZSL "
+        f'and SAE tuned on the validation classes as in the calibration '
+        f"({SOURCES['ESZSL']} for the real figures). 'within' counts the "
+        f'{len(figures)} published figures the simulated ones are within '
+        f'{TOLERANCE:g} points of; distance is the sum of the absolute '
+        f'differences. Produced by', '', '```bash'
+    ]
+    for log, logged in per_log.items():
+        streams = [setting['search_seed'] for setting in logged]
+        lines += [f'{command} --search {streams.count(stream)} --search-seed '
+                  f'{stream} --search-log {log}'
+                  for stream in dict.fromkeys(streams)]
+    recheck = ('' if not recheck_seeds else ' --recheck-seeds '
+               + ' '.join(map(str, recheck_seeds))
+               + f' --recheck-top {recheck_top}')
+    lines += [f"{command} --summarize {' '.join(logs)}{recheck}", '```', '',
+              '| option | drawn from |', '|---|---|']
+    for key, kind, values in SEARCH_SPACE:
+        drawn = {'uniform': 'uniform on [{}, {}]',
+                 'zero_or_uniform': '0 or uniform on [{}, {}], each with '
+                 'probability 1/2',
+                 'choice': 'one of ' + ', '.join(['{}'] * len(values))}[kind]
+        lines.append(f'| `{key}` | {drawn.format(*values)} |')
+    lines += ['', f'Settings by the number of figures within {TOLERANCE:g} '
+              f'points ({dataset} defaults: {within}):', '',
+              '| within | settings |', '|---|---|']
+    counts = [setting['within'] for setting in settings]
+    lines += [f'| {n} | {counts.count(n)} |'
+              for n in range(len(figures), -1, -1) if n in counts]
+    lines += ['', 'Per figure: the range over the settings and how many '
+              f'are within {TOLERANCE:g} points of it:', '',
+              '| method | metric | real | simulated min - max | settings '
+              'within |', '|---|---|---|---|---|']
+    for name, key in figures:
+        real = published(dataset, name)[key]
+        values = [setting['res'][name][key] for setting in settings]
+        near = sum(abs(value - real) <= TOLERANCE for value in values)
+        lines.append(f'| {name} | {COLUMNS[METRICS.index(key)]} | {real} | '
+                     f'{min(values):.1f} - {max(values):.1f} | {near} |')
+    best = sorted(settings, key=lambda s: (-s['within'], s['dist']))[:top]
+    lines += ['', f'The {dataset} defaults and the {len(best)} best settings '
+              '(most figures within, then smallest distance); ZSL / U / S / '
+              'H:', '', f"| setting | within | distance | "
+              f"{' | '.join(names)} | options |", '|---|---|---|---|---|---|']
+    real = [' / '.join('-' if value is None else f'{value:.1f}'
+                       for value in published(dataset, name).values())
+            for name in names]
+    lines.append(f"| real ({SOURCES['ESZSL']}) | - | - | {' | '.join(real)} "
+                 f"| - |")
+    lines.append(f"| {_name(default)} | {within} | {distance:.1f} | "
+                 f"{cells(default)} | `{json.dumps(default['opts'])}` |")
+    for setting in best:
+        options = {key: round(value, 2) for key, value in
+                   setting['opts'].items()}
+        lines.append(f"| {_name(setting)} | {setting['within']} | "
+                     f"{setting['dist']:.1f} | {cells(setting)} | "
+                     f"`{json.dumps(options)}` |")
+    if recheck_seeds:
+        lines += ['', f'Rechecked on data seeds '
+                  f"{', '.join(map(str, recheck_seeds))} (mean over seeds; "
+                  f'`--recheck-seeds`): the defaults and the '
+                  f'{recheck_top} best settings above, ZSL / U / S / H:', '',
+                  f"| setting | within | distance | {' | '.join(names)} |",
+                  '|---|---|---|---|---|']
+        for setting in [default] + best[:recheck_top]:
+            runs, _ = calibrate(dataset, recheck_seeds, data_root,
+                                **setting['opts'])
+            means, within, distance = closeness(dataset, runs)
+            lines.append(f"| {_name(setting)} | {within} | {distance:.1f} | "
+                         f"{cells(dict(res=means))} |")
+    return '\n'.join(lines)
+
+
+def _name(setting):
+    if 'index' not in setting:
+        return 'defaults'
+    return f"stream {setting['search_seed']} #{setting['index']}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--datasets', nargs='+', default=list(DATASETS))
@@ -82,8 +279,25 @@ def main(argv=None):
                         help='simulator options overriding every dataset\'s '
                         'defaults (values parsed as JSON)')
     parser.add_argument('--out', default=None, help='markdown file')
+    parser.add_argument('--search', type=int, default=None, metavar='N',
+                        help='draw N random settings of SEARCH_SPACE and '
+                        'write their results to --search-log')
+    parser.add_argument('--search-seed', type=int, default=0,
+                        help='random stream of --search (default: 0)')
+    parser.add_argument('--search-log', default=None,
+                        help='new JSON-lines file, one line per setting')
+    parser.add_argument('--summarize', nargs='+', default=None,
+                        metavar='LOG', help='tabulate --search logs')
+    parser.add_argument('--recheck-seeds', nargs='+', type=int, default=None,
+                        help='with --summarize: run the defaults and the '
+                        'best settings again on these data seeds')
+    parser.add_argument('--recheck-top', type=int, default=4,
+                        help='how many of the best settings to recheck '
+                        '(default: 4)')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.search is not None or args.summarize:
+        return _search_main(args)
     overrides = {}
     for item in args.set:
         key, sep, value = item.partition('=')
@@ -129,6 +343,35 @@ def main(argv=None):
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + '\n')
     return results
+
+
+
+def _search_main(args):
+    if args.search is not None and args.summarize:
+        raise SystemExit('error: pass --search or --summarize, not both')
+    if len(args.datasets) != 1 or args.set:
+        raise SystemExit('error: --search and --summarize take one dataset '
+                         'in --datasets and no --set')
+    dataset = args.datasets[0]
+    if all(value is None for name in BASELINES
+           for value in published(dataset, name).values()):
+        raise SystemExit(f'error: no published figures for {dataset} to '
+                         f'search towards (known: {sorted(PUBLISHED)})')
+    torch.set_num_threads(1)
+    if args.search is not None:
+        if args.search < 1 or not args.search_log:
+            raise SystemExit('error: --search needs N >= 1 and --search-log')
+        search(dataset, args.seeds, args.search, args.search_seed,
+               args.search_log, args.data_root)
+        return None
+    text = summarize(dataset, args.summarize, args.seeds, args.data_root,
+                     recheck_seeds=args.recheck_seeds,
+                     recheck_top=args.recheck_top)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + '\n')
+    return text
 
 
 if __name__ == '__main__':

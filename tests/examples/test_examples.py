@@ -71,6 +71,70 @@ def test_calibration_example(tiny_root, tmp_path):
         calibrate.main(['--datasets', 'TINY', '--set', 'shared_weight'])
 
 
+def test_calibration_search_example(tiny_root, tmp_path, monkeypatch):
+    calibrate = load_example('calibrate_simulator')
+    common = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
+              '0']
+    log = tmp_path / 'search.jsonl'
+    with pytest.raises(SystemExit, match='no published figures for TINY'):
+        calibrate.main(common + ['--search', '2', '--search-log', str(log)])
+    real = {'ESZSL': dict(zsl_acc=50.0, gzsl_unseen=10.0, gzsl_seen=70.0,
+                          gzsl_h=None),
+            'SAE': dict(zsl_acc=40.0, gzsl_unseen=5.0, gzsl_seen=80.0,
+                        gzsl_h=None)}
+    monkeypatch.setattr(calibrate, 'published',
+                        lambda dataset, method: real[method])
+    calibrate.main(common + ['--search', '2', '--search-seed', '3',
+                             '--search-log', str(log)])
+    settings = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [s['index'] for s in settings] == [0, 1]
+    for setting in settings:
+        assert set(setting['opts']) == {key for key, *_ in
+                                        calibrate.SEARCH_SPACE}
+        gaps = [abs(setting['res'][name][key] - value)
+                for name, figures in real.items()
+                for key, value in figures.items() if value is not None]
+        assert setting['within'] == sum(gap <= 5 for gap in gaps)
+        assert setting['dist'] == pytest.approx(sum(gaps))
+    # The same stream gives the same settings and results:
+    again = tmp_path / 'again.jsonl'
+    calibrate.main(common + ['--search', '1', '--search-seed', '3',
+                             '--search-log', str(again)])
+    assert json.loads(again.read_text()) == settings[0]
+
+    out = tmp_path / 'search.md'
+    text = calibrate.main(common + ['--summarize', str(log), '--out',
+                                    str(out)])
+    assert out.read_text() == text + '\n' and 'SIMULATED' in text
+    assert f'--search 2 --search-seed 3 --search-log {log}\n' in text
+    assert f'--summarize {log}\n' in text
+    rows = [line for line in text.splitlines()
+            if line.startswith(('| defaults', '| stream 3 #'))]
+    assert len(rows) == 3 and rows[0].startswith('| defaults |')
+    # One row per published figure (H has none here):
+    figures = [line for line in text.splitlines()
+               if line.startswith(('| ESZSL | ', '| SAE | '))]
+    assert len(figures) == 6 and not any('| H |' in line for line in figures)
+    # Rechecked on the search's own seed, the best setting gives its logged
+    # figures again:
+    text = calibrate.main(common + ['--summarize', str(log), '--recheck-seeds',
+                                    '0', '--recheck-top', '1'])
+    assert '--recheck-seeds 0 --recheck-top 1\n' in text
+    best = [line for line in text.splitlines()
+            if line.startswith('| stream 3 #')][0]
+    recheck = text.split('Rechecked on data seeds 0')[1].splitlines()
+    recheck = [line for line in recheck if line.startswith('| stream 3 #')]
+    assert len(recheck) == 1 and best.startswith(recheck[0])
+    with pytest.raises(SystemExit, match='--seeds'):
+        calibrate.main(['--datasets', 'TINY', '--data-root', str(tiny_root),
+                        '--seeds', '1', '--summarize', str(log)])
+    with pytest.raises(SystemExit, match='exists'):
+        calibrate.main(common + ['--search', '1', '--search-log', str(log)])
+    with pytest.raises(SystemExit, match='not both'):
+        calibrate.main(common + ['--search', '1', '--search-log', str(log),
+                                 '--summarize', str(log)])
+
+
 def test_eszsl_per_class_example(tiny_root, tmp_path):
     example = load_example('eszsl_per_class')
     out = tmp_path / 'per-class.md'
