@@ -160,9 +160,7 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
     defaults (run here on the same seeds), best first; with
     `recheck_seeds`, the defaults and the `recheck_top` best settings run
     again on those seeds (is a setting's lead more than its data seed?)."""
-    per_log = {log: [json.loads(line) for line in
-                     Path(log).read_text().splitlines() if line]
-               for log in logs}
+    per_log = {log: _read_log(log) for log in logs}
     settings = [setting for log in logs for setting in per_log[log]]
     if not settings:
         raise SystemExit(f'error: no settings in {logs}')
@@ -263,6 +261,25 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
     return '\n'.join(lines)
 
 
+def _read_log(log):
+    """The settings of one --search log, or a one-line error naming it."""
+    try:
+        lines = Path(log).read_text().splitlines()
+    except OSError as error:
+        raise SystemExit(f'error: --summarize {log}: cannot read it '
+                         f'({error.strerror}); pass a --search-log file')
+    settings = []
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            settings.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise SystemExit(f'error: --summarize {log}: line {number} is '
+                             f'not JSON; pass a file written by --search')
+    return settings
+
+
 def _name(setting):
     if 'index' not in setting:
         return 'defaults'
@@ -345,7 +362,6 @@ def main(argv=None):
     return results
 
 
-
 def _search_main(args):
     if args.search is not None and args.summarize:
         raise SystemExit('error: pass --search or --summarize, not both')
@@ -357,6 +373,11 @@ def _search_main(args):
            for value in published(dataset, name).values()):
         raise SystemExit(f'error: no published figures for {dataset} to '
                          f'search towards (known: {sorted(PUBLISHED)})')
+    if args.recheck_seeds is not None and not args.summarize:
+        raise SystemExit('error: --recheck-seeds goes with --summarize')
+    if args.recheck_top < 1:
+        raise SystemExit(f'error: --recheck-top must be at least 1 (got '
+                         f'{args.recheck_top})')
     torch.set_num_threads(1)
     if args.search is not None:
         if args.search < 1 or not args.search_log:

@@ -133,6 +133,20 @@ def test_calibration_search_example(tiny_root, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match='not both'):
         calibrate.main(common + ['--search', '1', '--search-log', str(log),
                                  '--summarize', str(log)])
+    with pytest.raises(SystemExit, match='--recheck-top must be at least 1'):
+        calibrate.main(common + ['--summarize', str(log), '--recheck-top',
+                                 '0'])
+    with pytest.raises(SystemExit, match='--recheck-seeds goes with'):
+        calibrate.main(common + ['--search', '1', '--search-log',
+                                 str(tmp_path / 'new.jsonl'),
+                                 '--recheck-seeds', '0'])
+    with pytest.raises(SystemExit, match='missing.jsonl: cannot read it'):
+        calibrate.main(common + ['--summarize',
+                                 str(tmp_path / 'missing.jsonl')])
+    broken = tmp_path / 'broken.jsonl'
+    broken.write_text(log.read_text() + '{not json\n')
+    with pytest.raises(SystemExit, match='broken.jsonl: line 3 is not JSON'):
+        calibrate.main(common + ['--summarize', str(broken)])
 
 
 def test_eszsl_per_class_example(tiny_root, tmp_path):
