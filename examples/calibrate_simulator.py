@@ -130,6 +130,15 @@ def closeness(dataset, runs):
     return means, within, distance
 
 
+def score_setting(dataset, seeds, data_root=None, **options):
+    """Both baselines on one setting of the options (the defaults for the
+    rest), as a search log's line: its options, the mean metrics, and
+    their closeness to the published figures."""
+    runs, _ = calibrate(dataset, seeds, data_root, **options)
+    means, within, distance = closeness(dataset, runs)
+    return dict(opts=options, res=means, within=within, dist=distance)
+
+
 def search(dataset, seeds, count, search_seed, log, data_root=None):
     """Runs both baselines on `count` random settings (stream
     `search_seed`) and writes one JSON line per setting to `log`."""
@@ -140,18 +149,15 @@ def search(dataset, seeds, count, search_seed, log, data_root=None):
     rng = np.random.default_rng(search_seed)
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     for index in range(count):
-        options = sample_options(rng)
         start = time.perf_counter()
-        runs, _ = calibrate(dataset, seeds, data_root, **options)
-        means, within, distance = closeness(dataset, runs)
-        line = dict(opts=options, res=means, within=within, dist=distance,
-                    seeds=list(seeds), search_seed=search_seed,
-                    index=index)
+        line = dict(score_setting(dataset, seeds, data_root,
+                                  **sample_options(rng)),
+                    seeds=list(seeds), search_seed=search_seed, index=index)
         with open(log, 'a') as file:
             file.write(json.dumps(line) + '\n')
-        print(f'{index}: {within} figures within {TOLERANCE:g}, distance '
-              f'{distance:.1f} ({time.perf_counter() - start:.0f} s)',
-              flush=True)
+        print(f"{index}: {line['within']} figures within {TOLERANCE:g}, "
+              f"distance {line['dist']:.1f} "
+              f'({time.perf_counter() - start:.0f} s)', flush=True)
 
 
 def summarize(dataset, logs, seeds, data_root=None, top=10,
@@ -167,18 +173,20 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
     if any(setting['seeds'] != list(seeds) for setting in settings):
         raise SystemExit(f'error: --seeds {seeds} differs from the seeds of '
                          f'the search logs; pass the same --seeds')
-    runs, _ = calibrate(dataset, seeds, data_root)
-    means, within, distance = closeness(dataset, runs)
-    default = dict(opts=default_options(dataset), res=means, within=within,
-                   dist=distance)
+    default = dict(score_setting(dataset, seeds, data_root),
+                   opts=default_options(dataset))
     names = list(BASELINES)
     figures = [(name, key) for name in names for key in METRICS
                if published(dataset, name)[key] is not None]
 
-    def cells(setting):
-        return ' | '.join(
+    def row(setting):
+        """A table row's first cells: name, within, distance, and each
+        baseline's ZSL / U / S / H."""
+        cells = ' | '.join(
             ' / '.join(f"{setting['res'][name][key]:.1f}" for key in METRICS)
             for name in names)
+        return (f"| {_name(setting)} | {setting['within']} | "
+                f"{setting['dist']:.1f} | {cells} |")
 
     seeds_flag = ' '.join(map(str, seeds))
     command = ('OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
@@ -212,7 +220,7 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
                  'choice': 'one of ' + ', '.join(['{}'] * len(values))}[kind]
         lines.append(f'| `{key}` | {drawn.format(*values)} |')
     lines += ['', f'Settings by the number of figures within {TOLERANCE:g} '
-              f'points ({dataset} defaults: {within}):', '',
+              f"points ({dataset} defaults: {default['within']}):", '',
               '| within | settings |', '|---|---|']
     counts = [setting['within'] for setting in settings]
     lines += [f'| {n} | {counts.count(n)} |'
@@ -237,14 +245,11 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
             for name in names]
     lines.append(f"| real ({SOURCES['ESZSL']}) | - | - | {' | '.join(real)} "
                  f"| - |")
-    lines.append(f"| {_name(default)} | {within} | {distance:.1f} | "
-                 f"{cells(default)} | `{json.dumps(default['opts'])}` |")
+    lines.append(f"{row(default)} `{json.dumps(default['opts'])}` |")
     for setting in best:
         options = {key: round(value, 2) for key, value in
                    setting['opts'].items()}
-        lines.append(f"| {_name(setting)} | {setting['within']} | "
-                     f"{setting['dist']:.1f} | {cells(setting)} | "
-                     f"`{json.dumps(options)}` |")
+        lines.append(f'{row(setting)} `{json.dumps(options)}` |')
     if recheck_seeds:
         lines += ['', f'Rechecked on data seeds '
                   f"{', '.join(map(str, recheck_seeds))} (mean over seeds; "
@@ -253,11 +258,9 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
                   f"| setting | within | distance | {' | '.join(names)} |",
                   '|---|---|---|---|---|']
         for setting in [default] + best[:recheck_top]:
-            runs, _ = calibrate(dataset, recheck_seeds, data_root,
-                                **setting['opts'])
-            means, within, distance = closeness(dataset, runs)
-            lines.append(f"| {_name(setting)} | {within} | {distance:.1f} | "
-                         f"{cells(dict(res=means))} |")
+            rechecked = score_setting(dataset, recheck_seeds, data_root,
+                                      **setting['opts'])
+            lines.append(row({**setting, **rechecked}))
     return '\n'.join(lines)
 
 
@@ -355,10 +358,7 @@ def main(argv=None):
     lines += [f'- {dataset}: `{json.dumps(opts)}`'
               for dataset, opts in options.items()]
     text = '\n'.join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + '\n')
+    _report(text, args.out)
     return results
 
 
@@ -388,11 +388,16 @@ def _search_main(args):
     text = summarize(dataset, args.summarize, args.seeds, args.data_root,
                      recheck_seeds=args.recheck_seeds,
                      recheck_top=args.recheck_top)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + '\n')
+    _report(text, args.out)
     return text
+
+
+def _report(text, out):
+    """Prints the markdown and, with --out, writes it there."""
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + '\n')
 
 
 if __name__ == '__main__':
