@@ -111,13 +111,18 @@ def _percent(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
     return 100.0 * per_class_accuracy(prediction, target, classes)
 
 
+def _zsl_predictions(score_fn: ScoreFn, image_index: Tensor,
+                     classes: Tensor) -> Tensor:
+    # The class of highest score among 'classes' of every image.
+    return classes[score_fn(image_index, classes).argmax(dim=1)]
+
+
 def zsl_accuracy(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
                  classes: Tensor) -> float:
     r"""Per-class mean accuracy (%) of :obj:`image_index` classified among
     :obj:`classes`."""
-    scores = score_fn(image_index, classes)
-    return _percent(classes[scores.argmax(dim=1)], labels[image_index],
-                    classes)
+    return _percent(_zsl_predictions(score_fn, image_index, classes),
+                    labels[image_index], classes)
 
 
 def zsl_per_class(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
@@ -128,8 +133,7 @@ def zsl_per_class(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
     :obj:`'accuracy'` (%) among :obj:`classes`, and :obj:`'taken_by'`, the
     class that takes most of its misclassified images (:obj:`None` when
     none is). Their mean accuracy is :func:`zsl_accuracy`."""
-    scores = score_fn(image_index, classes)
-    prediction = classes[scores.argmax(dim=1)]
+    prediction = _zsl_predictions(score_fn, image_index, classes)
     target = labels[image_index]
     rows = []
     for c in classes.tolist():

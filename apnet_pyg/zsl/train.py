@@ -26,6 +26,9 @@ exactly. :func:`run` is the protocol:
 Runs are deterministic for a seed on CPU: the model's initialisation, the
 k-means seeding, the seen-validation split and the episode sampler each
 draw from their own generator, and a checkpoint stores all their states.
+Bit for bit only at one thread count on one processor model: the order of
+floating-point reductions, and the kernels the math library picks for the
+processor, change the last bits, and training amplifies them.
 """
 import json
 import math
