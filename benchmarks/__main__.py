@@ -9,7 +9,7 @@ import importlib
 import sys
 from typing import List, Optional
 
-from benchmarks import common
+from apnet_pyg.zsl.environment import available_cores
 
 #: Suite name -> module.
 SUITES = {
@@ -66,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         runs = [argv]
     for suite_argv in runs:
         args = parser.parse_args(suite_argv)
-        args.threads = args.threads or common.available_cores()
+        args.threads = args.threads or available_cores()
         args.command = ' '.join(['python -m benchmarks'] + suite_argv)
         importlib.import_module(SUITES[args.suite]).run(args)
 

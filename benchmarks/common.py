@@ -38,6 +38,8 @@ from typing import (
 import psutil
 import torch
 
+from apnet_pyg.zsl.environment import describe_environment
+
 MB = float(1 << 20)
 GB = float(1 << 30)
 
@@ -54,44 +56,21 @@ def log(text: str) -> None:
 # ---------------------------------------------------------------------------
 # The machine
 # ---------------------------------------------------------------------------
-def cpu_model() -> str:
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def gpu_name(device: str) -> str:
-    if torch.device(device).type == 'cuda':
-        return torch.cuda.get_device_name(torch.device(device))
-    return 'none'
-
-
-def available_cores() -> int:
-    r"""The cores this process may run on."""
-    if hasattr(os, 'sched_getaffinity'):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def describe_machine(device: str, threads: int) -> Dict[str, str]:
-    r"""The facts a reader needs to compare two result files."""
-    import torch_geometric
-
+def describe_machine(device: str) -> Dict[str, str]:
+    r"""The facts a reader needs to compare two result files: those of
+    :func:`~apnet_pyg.zsl.environment.describe_environment` (the thread
+    count torch runs with now), the memory and the OS."""
+    env = describe_environment(device)
     return {
-        'cpu': cpu_model(),
-        'cores': str(available_cores()),
+        'cpu': env['cpu'],
+        'cores': env['cores'],
         'ram_gb': f'{psutil.virtual_memory().total / GB:.1f}',
-        'gpu': gpu_name(device),
+        'gpu': env['gpu'],
         'device': device,
-        'threads': str(threads),
-        'python': platform.python_version(),
-        'torch': torch.__version__,
-        'torch_geometric': torch_geometric.__version__,
+        'threads': env['threads'],
+        'python': env['python'],
+        'torch': env['torch'],
+        'torch_geometric': env['torch_geometric'],
         'os': platform.platform(),
     }
 
@@ -125,7 +104,7 @@ def prepare_run(device: str, threads: int, quick: bool,
     if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
         raise SystemExit(f'--device {device}: no CUDA device here')
     torch.set_num_threads(threads)
-    machine = describe_machine(device, threads)
+    machine = describe_machine(device)
     slug = machine_name or machine_slug(machine)
     out_dir = out or osp.join(RESULTS_ROOT, slug, 'quick' if quick else '')
     os.makedirs(out_dir, exist_ok=True)

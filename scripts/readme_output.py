@@ -119,16 +119,8 @@ def check() -> list:
 
 
 def machine() -> str:
-    import os
-    import platform
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            cpu = next(line.split(':', 1)[1].strip() for line in f
-                       if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
-    return f'{os.cpu_count()} cores of an {cpu}'
+    from apnet_pyg.zsl.environment import available_cores, cpu_model
+    return f'{available_cores()} cores of an {cpu_model()}'
 
 
 def update() -> None:

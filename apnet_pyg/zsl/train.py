@@ -51,6 +51,7 @@ from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
+from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
     class_graph_edges,
@@ -575,6 +576,8 @@ def run(
         'history': history,
         'config': config.to_dict(),
         'device': str(device),
+        # Bit-for-bit repeatable only on the same processor and threads.
+        'environment': describe_environment(device),
         'wall_seconds': time.perf_counter() - start,
         # The process's high-water mark (data loading included), Linux: KB.
         'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /

@@ -6,6 +6,7 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
+from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
                                  load_run)
@@ -33,6 +34,8 @@ def test_run_end_to_end(tiny, tmp_path):
     assert saved['config'] == TINY.to_dict()
     assert saved['data_root'] == 'x'
     assert 'test_selected' not in saved  # opt-in only
+    # Where it ran: a run repeats bit for bit only there.
+    assert saved['environment'] == describe_environment('cpu')
 
     # Each row's epoch is the best of its validation metric (earliest on
     # ties), and the final phase ran to the latest of them.
