@@ -44,8 +44,8 @@ def per_class(data, signed_targets=False):
     """ESZSL on one simulated dataset: per unseen class, its GZSL accuracy,
     its ZSL accuracy and the class that takes most of its images in GZSL;
     and the chosen lam."""
-    v, _, lam = fit_eszsl_validated(**closed_form_arguments(data),
-                                    signed_targets=signed_targets)
+    v, _, lam, _ = fit_eszsl_validated(**closed_form_arguments(data),
+                                       signed_targets=signed_targets)
     everyone = torch.arange(data.attributes.size(0))
     rows = {}
     for c in data.unseen_classes.tolist():

@@ -10,7 +10,10 @@ For every dataset among the runs, two tables:
   (:mod:`apnet_pyg.zsl.published`);
 * per run, APNet against ESZSL on the same data: the difference of their
   ZSL accuracies and the ratio of their :math:`H` (raw and calibrated),
-  under the same comparison of the published figures.
+  under the same comparison of the published figures;
+* where the runs' baselines record it, the same per run on the validation
+  classes: APNet's validation ZSL accuracy at its ZSL row's epoch and the
+  baselines' at their chosen hyper-parameters (no test image involved).
 
 Runs on simulated features are labelled so: their figures say how the
 methods compare on the simulator's generative model, the published ones
@@ -21,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from apnet_pyg.zsl.baselines import fit_baselines
+from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import SOURCES, published
 from apnet_pyg.zsl.train import (
@@ -93,15 +96,21 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
     if saved.get('test_selected'):  # --report-test-selected
         figures[TEST_SELECTED] = {key: saved['test_selected'].get(key)
                                   for key in METRICS}
+    validation = {}  # method: validation ZSL accuracy, where recorded
+    selection = saved.get('model_selection')
+    if isinstance(selection, dict):
+        validation['APNet'] = selection['zsl'].get(VALIDATION_ACCURACY)
     for name, baseline in (saved.get('baselines') or {}).items():
         figures[name] = {key: baseline.get(key) for key in METRICS}
+        validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
     return {'run': run_dir, 'dataset': saved['dataset'],
             'simulated': bool(saved.get('simulated')),
             'seed': saved['config']['seed'],
             'selection': saved.get('selection', 'validation'),
             'data_seed': simulation.get('seed'),
-            'config': saved['config'], 'figures': figures}
+            'config': saved['config'], 'figures': figures,
+            'validation': validation}
 
 
 def format_comparison(groups: Dict[str, Dict[str, Any]]) -> str:
@@ -159,6 +168,7 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
     lines.append(f"| published ({SOURCES['APNet']}; {SOURCES['ESZSL']}) "
                  f"| | | {_difference(paper['zsl_acc'], eszsl['zsl_acc'])} "
                  f"| {_ratio(paper['gzsl_h'], eszsl['gzsl_h'])} | |")
+    lines += _validation_table(runs)
     if fitted:
         lines += ['', f"Baselines fitted now on the data of "
                   f"{', '.join(fitted)} (not saved in the run)."]
@@ -167,6 +177,35 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
                   f"--baselines, or compare with --baselines, to compare "
                   f"with ESZSL."]
     return '\n'.join(lines)
+
+
+def _validation_table(runs: List[Dict[str, Any]]) -> List[str]:
+    # Only where a baseline records its validation accuracy (runs trained
+    # before it did have none).
+    baselines = list(dict.fromkeys(
+        name for run in runs for name, value in run['validation'].items()
+        if name != 'APNet' and value is not None))
+    if not baselines:
+        return []
+    fractions = sorted({run['config']['seen_val_fraction'] for run in runs
+                        if run['validation'].get('APNet') is not None},
+                       reverse=True)
+    kept = ' or '.join(f'{100 * (1 - f):.0f}%' for f in fractions) or '-'
+    lines = ['', f"On the validation classes (valclasses1; no test image), "
+             f"ZSL accuracy: APNet at its ZSL row's epoch, trained on {kept} "
+             f"of the trainclasses1 images; the baselines at their chosen "
+             f"hyper-parameters, fitted on all of them.", '',
+             '| run | APNet | ' + ' | '.join(baselines) +
+             ' | APNet - ESZSL |',
+             '|---|---|' + '---|' * len(baselines) + '---|']
+    for run in runs:
+        values = run['validation']
+        cells = ['-' if values.get(name) is None else
+                 f'{values[name]:.1f}' for name in ['APNet'] + baselines]
+        lines.append(f"| {run['run']} | {' | '.join(cells)} | "
+                     f"{_difference(values.get('APNet'), values.get('ESZSL'))}"
+                     f" |")
+    return lines
 
 
 def _mean_cell(values: List[Optional[float]],

@@ -143,10 +143,11 @@ def gram_eigh(x: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
-               classes: Tensor) -> Any:
+               classes: Tensor) -> Tuple[Any, float]:
     r"""Model selection of the closed-form baselines: the key of the first
     candidate, in the order given, whose predictions reach the highest
-    per-class accuracy on :obj:`target` among :obj:`classes`.
+    per-class accuracy on :obj:`target` among :obj:`classes`, and that
+    accuracy (%).
 
     Args:
         predictions (Iterable): :obj:`(key, predicted classes)` pairs.
@@ -161,7 +162,7 @@ def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
             best, best_accuracy = key, accuracy
     if best is None:
         raise ValueError("No candidate to choose from (empty grid)")
-    return best
+    return best, 100.0 * best_accuracy
 
 
 def class_sums(features: Tensor, labels: Tensor, num_classes: int,
@@ -234,7 +235,7 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                         grid: Sequence[float] = tuple(10.0**p
                                                       for p in range(-3, 4)),
                         signed_targets: bool = False
-                        ) -> Tuple[Tensor, float, float]:
+                        ) -> Tuple[Tensor, float, float, float]:
     r"""ESZSL with :math:`(\gamma, \lambda)` chosen on validation
     classes: fitted on :obj:`train_images` (of :obj:`train_classes`), scored
     by per-class ZSL accuracy on :obj:`val_images` among
@@ -242,8 +243,8 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
     :obj:`refit_images` (e.g. all seen classes' images).
 
     Returns:
-        (Tensor, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
-        :math:`\lambda`.
+        (Tensor, float, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
+        :math:`\lambda` and the validation accuracy (%) of the chosen pair.
     """
     side = _FeatureSide(features[train_images], labels[train_images],
                         attributes.size(0), train_classes, signed_targets)
@@ -255,8 +256,8 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                 yield (gamma, lam), predict_eszsl(v, features[val_images],
                                                   attributes, val_classes)
 
-    best = first_best(predictions(), labels[val_images], val_classes)
-    gamma, lam = best
+    (gamma, lam), accuracy = first_best(predictions(), labels[val_images],
+                                        val_classes)
     v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
                   refit_classes, gamma, lam, signed_targets)
-    return v, gamma, lam
+    return v, gamma, lam, accuracy

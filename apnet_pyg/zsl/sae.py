@@ -200,7 +200,7 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                       refit_classes: Tensor, refit_images: Tensor,
                       grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
                       spaces: Sequence[str] = SPACES
-                      ) -> Tuple[Tensor, float, str]:
+                      ) -> Tuple[Tensor, float, str, float]:
     r"""SAE with :math:`\lambda` and the prediction space chosen on
     validation classes: fitted on :obj:`train_images` (of
     :obj:`train_classes`), scored by per-class ZSL accuracy on
@@ -210,8 +210,8 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
     images).
 
     Returns:
-        (Tensor, float, str): :math:`\mathbf{W}`, :math:`\lambda` and the
-        space.
+        (Tensor, float, str, float): :math:`\mathbf{W}`, :math:`\lambda`,
+        the space and the validation accuracy (%) of the chosen pair.
     """
     for space in spaces:
         if space not in SPACES:
@@ -220,12 +220,11 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
     system = _SylvesterSystem(features[train_images], labels[train_images],
                               attributes, train_classes)
     encoders = {lam: system.solve(lam).to(features.dtype) for lam in grid}
-    best = first_best(
+    (lam, space), accuracy = first_best(
         (((lam, space), predict_sae(encoders[lam], features[val_images],
                                     attributes, val_classes, space))
          for space in spaces for lam in grid), labels[val_images],
         val_classes)
-    lam, space = best
     w = fit_sae(features[refit_images], labels[refit_images], attributes,
                 refit_classes, lam)
-    return w, lam, space
+    return w, lam, space, accuracy

@@ -42,8 +42,9 @@ def protocol(data, predict):
 
 def test_eszsl_metrics(tiny):
     metrics = eszsl_metrics(tiny)
-    v, gamma, lam = fit_eszsl_validated(*split(tiny))
+    v, gamma, lam, accuracy = fit_eszsl_validated(*split(tiny))
     assert (metrics['gamma'], metrics['lam']) == (gamma, lam)
+    assert metrics['val_zsl_acc'] == accuracy
     expected = protocol(tiny, lambda images, classes: predict_eszsl(
         v, tiny.features[images], tiny.attributes, classes))
     for key, value in expected.items():
@@ -53,8 +54,9 @@ def test_eszsl_metrics(tiny):
 
 def test_sae_metrics(tiny):
     metrics = sae_metrics(tiny)
-    w, lam, space = fit_sae_validated(*split(tiny))
+    w, lam, space, accuracy = fit_sae_validated(*split(tiny))
     assert (metrics['lam'], metrics['space']) == (lam, space)
+    assert metrics['val_zsl_acc'] == accuracy
     assert space in ('semantic', 'feature')
     expected = protocol(tiny, lambda images, classes: predict_sae(
         w, tiny.features[images], tiny.attributes, classes, space))

@@ -119,6 +119,42 @@ def test_compare_labels_test_selected_and_unselected_rows(tmp_path):
     assert str(runs[0]) not in text.split('Note:')[1].split('\n')[0]
 
 
+def test_compare_validation_accuracies(tmp_path):
+    def selected(accuracy):
+        return {'model_selection': {'zsl': {'epoch': 3,
+                                            'val_zsl_acc': accuracy}}}
+
+    def recorded(figures, accuracy):
+        return {**figures, 'val_zsl_acc': accuracy}
+
+    runs = [
+        write_run(tmp_path / 'a', extra=selected(72.1), baselines={
+            'ESZSL': recorded(baseline(62, 2, 88, 5), 74.0),
+            'SAE': recorded(baseline(42, 2, 84, 4), 65.4)}),
+        # Baselines fitted before they recorded it:
+        write_run(tmp_path / 'b', data_seed=1, extra=selected(63.6),
+                  seen_val_fraction=0.25,
+                  baselines={'ESZSL': baseline(63, 2, 90, 5)}),
+        # Trained without model selection, so no APNet figure:
+        write_run(tmp_path / 'c', data_seed=2, seen_val_fraction=0.5,
+                  extra={'selection': 'none', 'model_selection': 'none'},
+                  baselines={'ESZSL': recorded(baseline(63, 2, 86, 5),
+                                               74.7)}),
+    ]
+    text = format_comparison(compare_runs(runs))
+    _, validation = text.split('On the validation classes')
+    assert 'trained on 75% or 80% of the trainclasses1 images' in validation
+    rows = table_rows(validation)
+    assert rows['run'] == ['APNet', 'ESZSL', 'SAE', 'APNet - ESZSL']
+    assert rows[str(runs[0])] == ['72.1', '74.0', '65.4',
+                                  f'{72.1 - 74.0:+.1f}']
+    assert rows[str(runs[1])] == ['63.6', '-', '-', '-']
+    assert rows[str(runs[2])] == ['-', '74.7', '-', '-']
+    # Without any recorded baseline accuracy there is no such table.
+    assert 'On the validation classes' not in format_comparison(
+        compare_runs([runs[1]]))
+
+
 def test_compare_refuses_mixed_or_repeated_runs(tmp_path):
     simulated = write_run(tmp_path / 'sim')
     real = write_run(tmp_path / 'real', simulated=False)

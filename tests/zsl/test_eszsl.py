@@ -91,9 +91,9 @@ def test_validated_fit_equals_brute_force_grid():
     val_images = torch.nonzero((labels >= 4) & (labels < 6)).view(-1)
     seen_images = torch.nonzero(labels < 6).view(-1)
     grid = [1e-2, 1.0, 1e2]
-    v, gamma, lam = fit_eszsl_validated(features, labels, attributes, train,
-                                        train_images, val, val_images, seen,
-                                        seen_images, grid)
+    v, gamma, lam, accuracy = fit_eszsl_validated(
+        features, labels, attributes, train, train_images, val, val_images,
+        seen, seen_images, grid)
 
     def validation(g, lam_):
         w = fit_eszsl(features[train_images], labels[train_images],
@@ -103,6 +103,7 @@ def test_validated_fit_equals_brute_force_grid():
 
     best = max(validation(g, lam_) for g in grid for lam_ in grid)
     assert validation(gamma, lam) == best
+    assert accuracy == 100 * best
     # The first pair in grid order that reaches the best accuracy wins:
     first = next((g, lam_) for g in grid for lam_ in grid
                  if validation(g, lam_) == best)

@@ -125,8 +125,9 @@ def linear_data(seed=3):
 def test_validated_fit_equals_brute_force_grid():
     features, labels, attributes, split = linear_data()
     grid = [1e-2, 0.3, 10.0, 300.0]
-    w, lam, space = fit_sae_validated(features, labels, attributes,
-                                      grid=grid, **split)
+    w, lam, space, accuracy = fit_sae_validated(features, labels,
+                                                attributes, grid=grid,
+                                                **split)
     val_images, val_classes = split['val_images'], split['val_classes']
 
     def validation(lam_, space_):
@@ -142,12 +143,13 @@ def test_validated_fit_equals_brute_force_grid():
     accuracies = [validation(*pair) for pair in pairs]
     # The first pair in (space, lambda) order reaching the best accuracy:
     assert (lam, space) == pairs[int(np.argmax(accuracies))]
+    assert accuracy == 100 * max(accuracies)
     assert torch.allclose(w, fit_sae(features[split['refit_images']],
                                      labels[split['refit_images']],
                                      attributes, split['refit_classes'],
                                      lam))
     # One space only:
-    _, _, only = fit_sae_validated(features, labels, attributes, grid=grid,
+    _, _, only, _ = fit_sae_validated(features, labels, attributes, grid=grid,
                                    spaces=('feature', ), **split)
     assert only == 'feature'
 
@@ -155,7 +157,8 @@ def test_validated_fit_equals_brute_force_grid():
 def test_validation_never_reads_test_images():
     features, labels, attributes, split = linear_data()
     test = torch.nonzero(labels >= 6).view(-1)
-    w, lam, space = fit_sae_validated(features, labels, attributes, **split)
+    w, lam, space, _ = fit_sae_validated(features, labels, attributes,
+                                         **split)
     # Scramble the labels and features of the unseen (test) images: the
     # choice and the encoder must not change.
     gen = torch.Generator().manual_seed(0)
@@ -164,8 +167,8 @@ def test_validation_never_reads_test_images():
     labels2[test[:3]] = 0  # even labels of seen classes
     features2[test] = torch.randn(test.numel(), features.size(1),
                                   generator=gen, dtype=features.dtype)
-    w2, lam2, space2 = fit_sae_validated(features2, labels2, attributes,
-                                         **split)
+    w2, lam2, space2, _ = fit_sae_validated(features2, labels2, attributes,
+                                            **split)
     assert (lam2, space2) == (lam, space)
     assert torch.equal(w2, w)
 
