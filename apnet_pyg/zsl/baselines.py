@@ -53,7 +53,7 @@ def closed_form_arguments(data: ZSLDataset) -> Dict[str, Any]:
 
 #: The key of a baseline's validation accuracy in its metrics: per-class
 #: ZSL accuracy (%) of the chosen hyper-parameters on the validation
-#: classes (APNet's selection records the same key).
+#: classes.
 VALIDATION_ACCURACY = 'val_zsl_acc'
 
 

@@ -28,6 +28,7 @@ from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import SOURCES, published
 from apnet_pyg.zsl.train import (
+    ROWS,
     TEST_SELECTED_LABEL,
     read_run_metrics,
     run_dataset,
@@ -99,7 +100,7 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
     validation = {}  # method: validation ZSL accuracy, where recorded
     selection = saved.get('model_selection')
     if isinstance(selection, dict):
-        validation['APNet'] = selection['zsl'].get(VALIDATION_ACCURACY)
+        validation['APNet'] = selection['zsl'].get(ROWS['zsl'])
     for name, baseline in (saved.get('baselines') or {}).items():
         figures[name] = {key: baseline.get(key) for key in METRICS}
         validation[name] = baseline.get(VALIDATION_ACCURACY)

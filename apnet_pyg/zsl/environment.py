@@ -13,6 +13,7 @@ import platform
 from typing import Dict, Union
 
 import torch
+import torch_geometric
 
 
 def cpu_model() -> str:
@@ -40,8 +41,6 @@ def describe_environment(
     r"""What decides whether two runs can agree bit for bit: the processor,
     the cores and torch threads, the GPU (for a CUDA :obj:`device`) and the
     versions of Python, torch and PyG."""
-    import torch_geometric
-
     device = torch.device(device)
     return {
         'cpu': cpu_model(),
