@@ -21,7 +21,13 @@ from apnet_pyg.zsl.evaluate import (
     zsl_per_class,
 )
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
-from apnet_pyg.zsl.train import build_model, load_model, run, train_model
+from apnet_pyg.zsl.train import (
+    build_model,
+    load_model,
+    run,
+    select_on_validation,
+    train_model,
+)
 
 __all__ = [
     'TrainConfig',
@@ -43,6 +49,7 @@ __all__ = [
     'build_model',
     'train_model',
     'run',
+    'select_on_validation',
     'load_model',
     'compare_runs',
     'format_comparison',

@@ -12,7 +12,9 @@ Subcommands:
   graph's edges (as in the paper's Figure 2);
 * :obj:`pipeline`: :obj:`simulate` + :obj:`train` + table, the offline demo;
 * :obj:`compare`: finished runs next to the published figures
-  (:mod:`apnet_pyg.zsl.compare`).
+  (:mod:`apnet_pyg.zsl.compare`);
+* :obj:`tune`: APNet's hyper-parameters chosen on the validation task, as
+  the baselines' are (:mod:`apnet_pyg.zsl.tune`).
 """
 import argparse
 import dataclasses
@@ -159,8 +161,8 @@ def _config_flag_type(option: dataclasses.Field):
     return kind
 
 
-def _add_train_arguments(parser: argparse.ArgumentParser,
-                         recipe: str, baselines: bool) -> None:
+def _add_config_arguments(parser: argparse.ArgumentParser,
+                          recipe: str) -> None:
     parser.add_argument('--recipe', choices=sorted(RECIPES), default=recipe,
                         help=f'training schedule (default: {recipe})')
     parser.add_argument('--variant', choices=list(VARIANTS),
@@ -184,6 +186,11 @@ def _add_train_arguments(parser: argparse.ArgumentParser,
             options.add_argument(flag, type=_config_flag_type(option),
                                  choices=option.metadata['choices'],
                                  default=argparse.SUPPRESS, help=help_text)
+
+
+def _add_train_arguments(parser: argparse.ArgumentParser,
+                         recipe: str, baselines: bool) -> None:
+    _add_config_arguments(parser, recipe)
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     parser.add_argument('--resume', action='store_true',
                         help='continue an interrupted run in --out')
@@ -227,6 +234,21 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
     print(f'wrote {Path(args.out) / "metrics.json"} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
+
+
+def _tune(args: argparse.Namespace) -> Dict:
+    from apnet_pyg.zsl.train import load_dataset
+    from apnet_pyg.zsl.tune import format_tuning, parse_grid, tune
+    grid = parse_grid(args.grid)
+    base = _config(args)  # Everything checked before the data is read.
+    _device(args.device)
+    summary = tune(lambda config: load_dataset(args.root, args.dataset,
+                                               config),
+                   base, grid, args.out, device=args.device,
+                   progress=not args.no_progress)
+    print(format_tuning(summary))
+    print(f"wrote {Path(args.out) / 'tuning.json'}")
+    return summary
 
 
 def format_baselines(results: Dict) -> str:
@@ -341,6 +363,7 @@ COMMANDS = {
     'plot': _plot,
     'pipeline': _pipeline,
     'compare': _compare,
+    'tune': _tune,
 }
 
 
@@ -414,6 +437,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_arguments(pipeline, recipe='fast', baselines=True)
     _add_simulate_arguments(pipeline)
 
+    tune = commands.add_parser(
+        'tune', help="APNet's hyper-parameters chosen on the validation "
+        "task (no test image read)")
+    tune.add_argument('--dataset', required=True, help=dataset_help)
+    tune.add_argument('--root', required=True,
+                      help='folder holding <DATASET>/res101.mat')
+    tune.add_argument('--out', required=True,
+                      help='folder of the settings\' selections (a tuning '
+                      'there continues where it stopped)')
+    tune.add_argument('--grid', nargs='+', required=True,
+                      metavar='KEY=V1,V2',
+                      help='training options and the values to try (every '
+                      'combination), e.g. lr=1e-5,2e-5 weight-decay=1e-4,1e-3')
+    _add_config_arguments(tune, recipe='paper')
+    tune.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
+    tune.add_argument('--no-progress', action='store_true',
+                      help='print nothing while training')
+
     compare = commands.add_parser(
         'compare', help='finished runs next to the published figures')
     compare.add_argument('--runs', nargs='+', required=True, metavar='RUN',
@@ -432,6 +473,9 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
     out = getattr(args, 'out', None)
     if args.command == 'pipeline' and out is not None:
         out = str(Path(out) / 'run')
+    if args.command == 'tune':
+        return ('interrupted: the same command continues the tuning where '
+                'it stopped')
     if args.command not in ('train', 'pipeline') or out is None:
         return 'interrupted'
     checkpoints = [Path(out) / name for name in ('checkpoint.pt',

@@ -463,6 +463,56 @@ def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
     return selection
 
 
+def select_on_validation(
+    data: ZSLDataset,
+    config: TrainConfig,
+    out: Union[str, Path],
+    device: Union[str, torch.device] = 'cpu',
+    resume: bool = False,
+    progress: bool = True,
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    r"""The selection phase of :func:`run` (step 1 of the module
+    docstring): trains on the validation task built from the seen classes,
+    validates after every epoch and returns the selection (each row's
+    epoch and validation metrics, the calibration constant and the
+    validation task's sizes) with the phase's history. Reads no test
+    image. Its checkpoint is :obj:`out/selection.pt`, from which
+    :obj:`resume` continues."""
+    out = Path(out)
+    split = seen_validation_split(data, config.seen_val_fraction,
+                                  config.seed)
+    validation_n_way = min(config.n_way, split.train_classes.numel())
+    if config.training == 'episodic' and validation_n_way < config.n_way:
+        warnings.warn(
+            f"the validation task of {data.name} trains on "
+            f"{validation_n_way} classes (trainclasses1): its episodes "
+            f"are {validation_n_way}-way, the final training's "
+            f"{config.n_way}-way", ValidationEpisodeWarning)
+    model = build_model(config, data, split.train_classes)
+
+    def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
+        return validate(data, split, apnet_score_fn(model, data))
+
+    checkpoint = out / 'selection.pt'
+    history = train_model(model, data, split.train_images,
+                          split.train_classes, config, device=device,
+                          checkpoint=checkpoint,
+                          resume=resume and checkpoint.exists(),
+                          on_epoch_end=validate_epoch, progress=progress,
+                          description='selection')
+    selection = select_epochs(history)
+    selection['validation_task'] = {
+        'train_classes': 'trainclasses1',
+        'val_classes': 'valclasses1',
+        'n_way': validation_n_way,
+        'seen_val_fraction': config.seen_val_fraction,
+        'train_images': split.train_images.numel(),
+        'seen_val_images': split.seen_val_images.numel(),
+        'unseen_val_images': split.unseen_val_images.numel(),
+    }
+    return selection, history
+
+
 def model_file(epoch: int) -> str:
     return f'model-epoch{epoch}.pt'
 
@@ -492,38 +542,8 @@ def run(
 
     selection = None
     if config.model_selection == 'validation':
-        split = seen_validation_split(data, config.seen_val_fraction,
-                                      config.seed)
-        validation_n_way = min(config.n_way, split.train_classes.numel())
-        if config.training == 'episodic' and \
-                validation_n_way < config.n_way:
-            warnings.warn(
-                f"the validation task of {data.name} trains on "
-                f"{validation_n_way} classes (trainclasses1): its episodes "
-                f"are {validation_n_way}-way, the final training's "
-                f"{config.n_way}-way", ValidationEpisodeWarning)
-        model = build_model(config, data, split.train_classes)
-
-        def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
-            return validate(data, split, apnet_score_fn(model, data))
-
-        history = train_model(model, data, split.train_images,
-                              split.train_classes, config, device=device,
-                              checkpoint=out / 'selection.pt',
-                              resume=resume and
-                              (out / 'selection.pt').exists(),
-                              on_epoch_end=validate_epoch,
-                              progress=progress, description='selection')
-        selection = select_epochs(history)
-        selection['validation_task'] = {
-            'train_classes': 'trainclasses1',
-            'val_classes': 'valclasses1',
-            'n_way': validation_n_way,
-            'seen_val_fraction': config.seen_val_fraction,
-            'train_images': split.train_images.numel(),
-            'seen_val_images': split.seen_val_images.numel(),
-            'unseen_val_images': split.unseen_val_images.numel(),
-        }
+        selection, _ = select_on_validation(data, config, out, device,
+                                            resume, progress)
         row_epochs = {row: selection[row]['epoch'] for row in ROWS}
         calibration = selection['gzsl_calibrated']['calibration']
     else:

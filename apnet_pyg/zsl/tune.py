@@ -1,0 +1,249 @@
+r"""APNet's hyper-parameters chosen on the validation task, as the
+closed-form baselines' are.
+
+ESZSL and SAE pick their regularisers on the validation classes
+(:mod:`apnet_pyg.zsl.baselines`); :func:`tune` gives APNet the same
+treatment: every setting of a grid of :class:`TrainConfig` fields runs the
+selection phase of a run (:func:`apnet_pyg.zsl.train.select_on_validation`:
+train on :obj:`trainclasses1` minus the held-out images, validate on them
+and on :obj:`valclasses1` after every epoch), and each row of the result
+table (ZSL, GZSL, calibrated GZSL) gets the setting of best validation
+metric at its best epoch. No test image is read; what the winners do on the
+test classes is for :obj:`apnet-zsl train` with the winning flags to say.
+
+Each setting's selection is saved in :obj:`OUT/<setting>/selection.json`,
+so that a tuning that was interrupted continues where it stopped; the
+summary is :obj:`OUT/tuning.json`.
+"""
+import dataclasses
+import itertools
+import json
+import time
+import typing
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.zsl.config import TrainConfig
+from apnet_pyg.zsl.train import (ROWS, atomic_write_text, check_config_fits,
+                                 select_on_validation)
+
+#: Fields a grid may not vary: they change the validation task itself (so
+#: that settings would be compared on different data) or do not act on the
+#: selection phase.
+FIXED_FIELDS = ('seen_val_fraction', 'model_selection',
+                'report_test_selected')
+
+SELECTION_FILE = 'selection.json'
+SUMMARY_FILE = 'tuning.json'
+
+
+def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
+    r"""A grid from :obj:`KEY=V1,V2,...` items (:obj:`KEY` a
+    :class:`TrainConfig` field, with :obj:`-` or :obj:`_`; values parsed
+    with the field's type, :obj:`none` for an optional one); a one-line
+    error naming the item otherwise."""
+    fields = {option.name: option for option in dataclasses.fields(
+        TrainConfig)}
+    kinds = typing.get_type_hints(TrainConfig)
+    grid: Dict[str, List[Any]] = {}
+    for item in items:
+        key, equals, text = item.partition('=')
+        name = key.strip().replace('-', '_')
+        if not equals or not text.strip():
+            raise ValueError(f"--grid '{item}': write KEY=VALUE[,VALUE...], "
+                             f"e.g. lr=1e-5,2e-5")
+        if name not in fields:
+            raise ValueError(f"--grid '{item}': '{key}' is not a training "
+                             f"option (see apnet-zsl train --help)")
+        if name in FIXED_FIELDS:
+            raise ValueError(f"--grid '{item}': '{key}' cannot be tuned (it "
+                             f"changes the validation task or does not act "
+                             f"on it)")
+        if name in grid:
+            raise ValueError(f"--grid '{item}': '{key}' is given twice")
+        values = [_parse_value(name, kinds[name], value.strip(), item)
+                  for value in text.split(',')]
+        if len(set(map(repr, values))) < len(values):
+            raise ValueError(f"--grid '{item}': a value is repeated")
+        grid[name] = values
+    if not grid:
+        raise ValueError("--grid: give at least one KEY=VALUE[,VALUE...]")
+    return grid
+
+
+def _parse_value(name: str, kind: Any, text: str, item: str) -> Any:
+    try:
+        if kind == Optional[int]:
+            return None if text.lower() == 'none' else int(text)
+        return kind(text)
+    except ValueError:
+        what = {int: 'an integer', float: 'a number',
+                Optional[int]: "an integer or 'none'"}[kind]
+        raise ValueError(f"--grid '{item}': '{text}' is not {what} (the type "
+                         f"of '{name}')") from None
+
+
+def grid_settings(base: TrainConfig, grid: Dict[str, List[Any]]
+                  ) -> List[Tuple[Dict[str, Any], TrainConfig]]:
+    r"""Every setting of :obj:`grid` (in the order of its keys and values)
+    with its configuration, :obj:`base` with the setting's values; each is
+    checked before anything is trained."""
+    keys = list(grid)
+    settings = []
+    for values in itertools.product(*(grid[key] for key in keys)):
+        setting = dict(zip(keys, values))
+        try:
+            settings.append((setting, base.replace(**setting)))
+        except ValueError as error:
+            raise ValueError(f"--grid setting {setting_name(setting)}: "
+                             f"{error}") from None
+    return settings
+
+
+def setting_name(setting: Dict[str, Any]) -> str:
+    r"""The setting as :obj:`key=value,key=value` (its folder's name)."""
+    return ','.join(f'{key}={value}' for key, value in setting.items())
+
+
+def tune(
+    load_data: Callable[[TrainConfig], ZSLDataset],
+    base: TrainConfig,
+    grid: Dict[str, List[Any]],
+    out: Union[str, Path],
+    device: Union[str, torch.device] = 'cpu',
+    progress: bool = True,
+) -> Dict[str, Any]:
+    r"""Runs the selection phase for every setting of :obj:`grid` on top of
+    :obj:`base` and returns (and writes to :obj:`out/tuning.json`) each
+    setting's selection and, per row of :data:`~apnet_pyg.zsl.train.ROWS`,
+    the winning setting: best validation metric, the earliest setting in
+    grid order on ties.
+
+    Args:
+        load_data (callable): The dataset for a configuration (its
+            :obj:`attributes` decide what the model reads), e.g.
+            :obj:`lambda config: load_dataset(root, 'AWA2', config)`.
+        base (TrainConfig): The configuration the grid modifies.
+        grid (dict): Field name to the values to try (:func:`parse_grid`).
+        out (str or Path): Folder of the settings' selections.
+        device (str or torch.device, optional): (default: :obj:`"cpu"`)
+        progress (bool, optional): Print one line per epoch and setting.
+            (default: :obj:`True`)
+    """
+    if base.model_selection != 'validation':
+        raise ValueError(f"tuning selects on the validation task: drop "
+                         f"model_selection='{base.model_selection}'")
+    out = Path(out)
+    settings = grid_settings(base, grid)
+    datasets: Dict[str, ZSLDataset] = {}
+    results = []
+    for number, (setting, config) in enumerate(settings, start=1):
+        if config.attributes not in datasets:
+            datasets[config.attributes] = load_data(config)
+        data = datasets[config.attributes]
+        check_config_fits(config, data)
+        folder = out / setting_name(setting)
+        if progress:
+            print(f'setting {number}/{len(settings)}: '
+                  f'{setting_name(setting)}', flush=True)
+        result = _finished_setting(folder, config, data)
+        if result is None:
+            start = time.perf_counter()
+            folder.mkdir(parents=True, exist_ok=True)
+            selection, history = select_on_validation(
+                data, config, folder, device,
+                resume=(folder / 'selection.pt').exists(),
+                progress=progress)
+            result = {'setting': setting, 'config': config.to_dict(),
+                      'simulation': data.simulation,
+                      'selection': selection, 'history': history,
+                      'wall_seconds': time.perf_counter() - start}
+            atomic_write_text(json.dumps(result, indent=2),
+                              folder / SELECTION_FILE)
+            (folder / 'selection.pt').unlink()
+        elif progress:
+            print(f'reusing the finished selection in {folder}', flush=True)
+        results.append(result)
+
+    summary = {
+        'dataset': next(iter(datasets.values())).name,
+        'simulated': next(iter(datasets.values())).simulated,
+        'base': base.to_dict(),
+        'grid': grid,
+        'settings': [{'setting': r['setting'],
+                      **{row: r['selection'][row] for row in ROWS}}
+                     for r in results],
+        'best': best_settings(results),
+    }
+    atomic_write_text(json.dumps(summary, indent=2), out / SUMMARY_FILE)
+    return summary
+
+
+def best_settings(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    r"""Per row, the setting of best validation metric (the earliest on
+    ties), its epoch and metric."""
+    best = {}
+    for row, metric in ROWS.items():
+        index = max(range(len(results)),
+                    key=lambda i: (results[i]['selection'][row][metric], -i))
+        selected = results[index]['selection'][row]
+        best[row] = {'setting': results[index]['setting'],
+                     'epoch': selected['epoch'], metric: selected[metric]}
+        if row == 'gzsl_calibrated':
+            best[row]['calibration'] = selected['calibration']
+    return best
+
+
+def _finished_setting(folder: Path, config: TrainConfig,
+                      data: ZSLDataset) -> Optional[Dict[str, Any]]:
+    r"""The saved selection of this setting in :obj:`folder` if it was made
+    with the same configuration on the same data, else :obj:`None` (and a
+    selection of something else there is an error, not overwritten)."""
+    path = folder / SELECTION_FILE
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+        same = saved['config'] == config.to_dict() and \
+            saved['simulation'] == data.simulation
+    except (ValueError, KeyError, TypeError):
+        same = False
+    if not same:
+        raise FileExistsError(f"'{path}' holds the selection of another "
+                              f"configuration or dataset: choose another "
+                              f"--out or delete '{folder}'")
+    return saved
+
+
+def format_tuning(summary: Dict[str, Any]) -> str:
+    r"""The tuning as markdown: a row per setting with its validation
+    metrics (epoch), the winners marked, labelled simulated when the
+    features were."""
+    tag = ' (SIMULATED features: not a benchmark result)' \
+        if summary['simulated'] else ''
+    keys = list(summary['grid'])
+    best = summary['best']
+    lines = [f"{summary['dataset']}{tag}: APNet's hyper-parameters chosen "
+             f"on the validation task (trainclasses1 minus the held-out "
+             f"images; valclasses1); no test image read. * marks each "
+             f"column's best.", '',
+             '| ' + ' | '.join(keys) + ' | val ZSL acc (epoch) | '
+             'val H (epoch) | val calibrated H (epoch) |',
+             '|---' * (len(keys) + 3) + '|']
+    for entry in summary['settings']:
+        cells = [str(entry['setting'][key]) for key in keys]
+        for row, metric in ROWS.items():
+            mark = '*' if entry['setting'] == best[row]['setting'] else ''
+            cells.append(f"{entry[row][metric]:.1f}{mark} "
+                         f"({entry[row]['epoch']})")
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    lines += ['', "Train a row's winner on all seen classes and test it: "
+              "apnet-zsl train with tune's flags and"]
+    for row in ROWS:
+        flags = ' '.join(f"--{key.replace('_', '-')} {value}"
+                         for key, value in best[row]['setting'].items())
+        lines.append(f'- {row}: {flags}')
+    return '\n'.join(lines)
