@@ -27,6 +27,7 @@ import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.zsl.config import TrainConfig
+from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, atomic_write_text, check_config_fits,
                                  select_on_validation)
 
@@ -160,6 +161,7 @@ def tune(
             result = {'setting': setting, 'config': config.to_dict(),
                       'simulation': data.simulation,
                       'selection': selection, 'history': history,
+                      'environment': describe_environment(device),
                       'wall_seconds': time.perf_counter() - start}
             atomic_write_text(json.dumps(result, indent=2),
                               folder / SELECTION_FILE)
@@ -177,6 +179,9 @@ def tune(
                       **{row: r['selection'][row] for row in ROWS}}
                      for r in results],
         'best': best_settings(results),
+        # Where this summary was made; each setting's selection.json says
+        # where it ran (bit for bit only on one processor and thread count).
+        'environment': describe_environment(device),
     }
     atomic_write_text(json.dumps(summary, indent=2), out / SUMMARY_FILE)
     return summary

@@ -7,6 +7,7 @@ import apnet_pyg.zsl.train as train_module
 from apnet_pyg.zsl import run
 from apnet_pyg.zsl import tune as tune_module
 from apnet_pyg.zsl.cli import main
+from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import ROWS, load_dataset
 from apnet_pyg.zsl.tune import (format_tuning, grid_settings, parse_grid,
                                 tune)
@@ -72,6 +73,7 @@ def test_tune_selects_each_row_on_validation(tiny, tmp_path):
         (tmp_path / 'tune' / 'tuning.json').read_text())
     assert [entry['setting'] for entry in summary['settings']] == [
         {'lr': 1e-3}, {'lr': 3e-3}]
+    assert summary['environment'] == describe_environment('cpu')
     # Each setting's selection is the one a run of that configuration
     # makes before its final training.
     for entry in summary['settings']:
