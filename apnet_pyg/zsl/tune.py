@@ -138,6 +138,9 @@ def tune(
         raise ValueError(f"tuning selects on the validation task: drop "
                          f"model_selection='{base.model_selection}'")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"the tuning folder '{out}' is a file: "
+                                 f"choose another --out")
     settings = grid_settings(base, grid)
     datasets: Dict[str, ZSLDataset] = {}
     results = []

@@ -141,13 +141,17 @@ def test_tune_continues_where_it_stopped(tiny, tmp_path, monkeypatch):
     assert again == whole
 
 
-def test_tune_refuses_another_configuration_and_no_selection(tiny,
-                                                             tmp_path):
+def test_tune_refuses_another_configuration_a_file_and_no_selection(
+        tiny, tmp_path):
     tune(lambda config: tiny, BASE, {'lr': [1e-3]}, tmp_path,
          progress=False)
     with pytest.raises(FileExistsError, match='another configuration'):
         tune(lambda config: tiny, BASE.replace(epochs=1), {'lr': [1e-3]},
              tmp_path, progress=False)
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(NotADirectoryError, match="'.*file' is a file"):
+        tune(lambda config: tiny, BASE, GRID, tmp_path / 'file',
+             progress=False)
     with pytest.raises(ValueError, match="drop model_selection='none'"):
         tune(lambda config: tiny, BASE.replace(model_selection='none'),
              GRID, tmp_path / 'none', progress=False)
