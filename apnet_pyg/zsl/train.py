@@ -4,7 +4,8 @@ r"""Training of APNet on an xlsa17 dataset, and the whole protocol of a run.
 checkpoint after every epoch from which :obj:`resume=True` continues
 exactly. :func:`run` is the protocol:
 
-1. **Selection** (:obj:`model_selection="validation"`) on a validation task
+1. **Selection** (:obj:`model_selection="validation"`;
+   :func:`select_on_validation`) on a validation task
    built from the seen classes only (:func:`~apnet_pyg.data.splits.
    seen_validation_split`): train on :obj:`trainclasses1` minus a held-out
    share of its images; after every epoch, validate ZSL on

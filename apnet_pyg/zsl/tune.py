@@ -142,13 +142,15 @@ def tune(
         raise NotADirectoryError(f"the tuning folder '{out}' is a file: "
                                  f"choose another --out")
     settings = grid_settings(base, grid)
+    # Every setting checked against its data before anything is trained.
     datasets: Dict[str, ZSLDataset] = {}
-    results = []
-    for number, (setting, config) in enumerate(settings, start=1):
+    for _, config in settings:
         if config.attributes not in datasets:
             datasets[config.attributes] = load_data(config)
+        check_config_fits(config, datasets[config.attributes])
+    results = []
+    for number, (setting, config) in enumerate(settings, start=1):
         data = datasets[config.attributes]
-        check_config_fits(config, data)
         folder = out / setting_name(setting)
         if progress:
             print(f'setting {number}/{len(settings)}: '
@@ -162,7 +164,7 @@ def tune(
                 resume=(folder / 'selection.pt').exists(),
                 progress=progress)
             result = {'setting': setting, 'config': config.to_dict(),
-                      'simulation': data.simulation,
+                      'dataset': data.name, 'simulation': data.simulation,
                       'selection': selection, 'history': history,
                       'environment': describe_environment(device),
                       'wall_seconds': time.perf_counter() - start}
@@ -216,6 +218,7 @@ def _finished_setting(folder: Path, config: TrainConfig,
     try:
         saved = json.loads(path.read_text())
         same = saved['config'] == config.to_dict() and \
+            saved['dataset'] == data.name and \
             saved['simulation'] == data.simulation
     except (ValueError, KeyError, TypeError):
         same = False

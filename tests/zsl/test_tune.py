@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -148,6 +149,15 @@ def test_tune_refuses_another_configuration_a_file_and_no_selection(
     with pytest.raises(FileExistsError, match='another configuration'):
         tune(lambda config: tiny, BASE.replace(epochs=1), {'lr': [1e-3]},
              tmp_path, progress=False)
+    with pytest.raises(FileExistsError, match='another configuration or '
+                       'dataset'):
+        tune(lambda config: dataclasses.replace(tiny, name='OTHER'), BASE,
+             {'lr': [1e-3]}, tmp_path, progress=False)
+    # A setting that cannot run stops the tuning before any training.
+    with pytest.raises(ValueError, match='n_way=20 exceeds'):
+        tune(lambda config: tiny, BASE, {'n_way': [4, 20]},
+             tmp_path / 'n_way', progress=False)
+    assert not (tmp_path / 'n_way').exists()
     (tmp_path / 'file').write_text('')
     with pytest.raises(NotADirectoryError, match="'.*file' is a file"):
         tune(lambda config: tiny, BASE, GRID, tmp_path / 'file',
