@@ -21,7 +21,6 @@ import dataclasses
 import json
 import sys
 import time
-import typing
 import warnings
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -35,7 +34,8 @@ from apnet_pyg.data.simulator import (
     simulate_xlsa17,
 )
 from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR
-from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
+from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
+                                  option_parser)
 
 ROW_TITLES = {
     'zsl': 'ZSL (epoch of best validation ZSL accuracy)',
@@ -150,17 +150,6 @@ def _check_simulated_data(folder: Path, args: argparse.Namespace) -> None:
                          f"delete '{folder}'")
 
 
-def _optional_int(text: str) -> Optional[int]:
-    return None if text.lower() == 'none' else int(text)
-
-
-def _config_flag_type(option: dataclasses.Field):
-    kind = typing.get_type_hints(TrainConfig)[option.name]
-    if kind == Optional[int]:
-        return _optional_int
-    return kind
-
-
 def _add_config_arguments(parser: argparse.ArgumentParser,
                           recipe: str) -> None:
     parser.add_argument('--recipe', choices=sorted(RECIPES), default=recipe,
@@ -183,7 +172,7 @@ def _add_config_arguments(parser: argparse.ArgumentParser,
         else:
             # SUPPRESS: a flag not given is absent, so that an explicit
             # 'none' (None) still overrides the recipe.
-            options.add_argument(flag, type=_config_flag_type(option),
+            options.add_argument(flag, type=option_parser(option.name),
                                  choices=option.metadata['choices'],
                                  default=argparse.SUPPRESS, help=help_text)
 

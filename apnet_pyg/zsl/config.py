@@ -20,7 +20,7 @@ import math
 import numbers
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES
@@ -201,6 +201,21 @@ class TrainConfig:
 
 
 _FIELD_TYPES = typing.get_type_hints(TrainConfig)
+
+
+def _optional_int(text: str) -> Optional[int]:
+    return None if text.lower() == 'none' else int(text)
+
+
+def option_parser(name: str) -> Callable[[str], Any]:
+    r"""How the value of option :obj:`name` is read from text (a command-line
+    flag, a tuning grid): with the option's type, :obj:`'none'` for an
+    optional integer; raises :obj:`ValueError` on text of another type. The
+    boolean option is a switch, never read from text."""
+    kind = _FIELD_TYPES[name]
+    if kind is bool:
+        raise TypeError(f"'{name}' is a switch: it is not read from text")
+    return _optional_int if kind == Optional[int] else kind
 
 
 def _check_type(name: str, value: Any, kind: Any) -> None:

@@ -19,14 +19,13 @@ import dataclasses
 import itertools
 import json
 import time
-import typing
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
-from apnet_pyg.zsl.config import TrainConfig
+from apnet_pyg.zsl.config import TrainConfig, option_parser
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, atomic_write_text, check_config_fits,
                                  select_on_validation)
@@ -46,9 +45,7 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
     :class:`TrainConfig` field, with :obj:`-` or :obj:`_`; values parsed
     with the field's type, :obj:`none` for an optional one); a one-line
     error naming the item otherwise."""
-    fields = {option.name: option for option in dataclasses.fields(
-        TrainConfig)}
-    kinds = typing.get_type_hints(TrainConfig)
+    fields = {option.name for option in dataclasses.fields(TrainConfig)}
     grid: Dict[str, List[Any]] = {}
     for item in items:
         key, equals, text = item.partition('=')
@@ -65,7 +62,7 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
                              f"on it)")
         if name in grid:
             raise ValueError(f"--grid '{item}': '{key}' is given twice")
-        values = [_parse_value(name, kinds[name], value.strip(), item)
+        values = [_parse_value(name, value.strip(), item)
                   for value in text.split(',')]
         if len(set(map(repr, values))) < len(values):
             raise ValueError(f"--grid '{item}': a value is repeated")
@@ -75,14 +72,14 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
     return grid
 
 
-def _parse_value(name: str, kind: Any, text: str, item: str) -> Any:
+def _parse_value(name: str, text: str, item: str) -> Any:
+    parse = option_parser(name)
     try:
-        if kind == Optional[int]:
-            return None if text.lower() == 'none' else int(text)
-        return kind(text)
+        return parse(text)
     except ValueError:
-        what = {int: 'an integer', float: 'a number',
-                Optional[int]: "an integer or 'none'"}[kind]
+        # Text options never fail; the rest are the optional integers.
+        what = {int: 'an integer', float: 'a number'}.get(
+            parse, "an integer or 'none'")
         raise ValueError(f"--grid '{item}': '{text}' is not {what} (the type "
                          f"of '{name}')") from None
 

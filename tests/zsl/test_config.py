@@ -3,6 +3,7 @@ import dataclasses
 import pytest
 
 from apnet_pyg.zsl import FAST, PAPER, VARIANTS, TrainConfig
+from apnet_pyg.zsl.config import option_parser
 
 
 def test_paper_recipe():
@@ -57,3 +58,16 @@ def test_bad_config(changes, message):
 def test_unknown_keys():
     with pytest.raises(ValueError, match="Unknown configuration keys: 'foo'"):
         TrainConfig.from_dict({'foo': 1})
+
+
+def test_option_parser_reads_each_type_from_text():
+    assert option_parser('lr')('2e-5') == 2e-5
+    assert option_parser('epochs')('20') == 20
+    assert option_parser('lr_decay_epoch')('None') is None
+    assert option_parser('lr_decay_epoch')('3') == 3
+    assert option_parser('graph')('wordnet') == 'wordnet'
+    with pytest.raises(ValueError):
+        option_parser('epochs')('1.5')
+    with pytest.raises(TypeError, match="'report_test_selected' is a "
+                       "switch"):
+        option_parser('report_test_selected')
