@@ -445,15 +445,20 @@ def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
                          f"classes of {data.name}: use n_way <= {seen}")
 
 
+def first_best_index(values: Sequence[float]) -> int:
+    r"""The position of the largest of :obj:`values`, the earliest on ties:
+    the rule by which validation chooses epochs (:func:`select_epochs`) and
+    settings (:func:`apnet_pyg.zsl.tune.best_settings`)."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
+
 def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
     r"""The validation-selected epoch of every row of :data:`ROWS` (the
     earliest on ties), with its validation metrics, from the history of a
     selection phase."""
     selection = {}
     for row, metric in ROWS.items():
-        best = max(range(len(history)), key=lambda i: (history[i][metric],
-                                                       -i))
-        record = history[best]
+        record = history[first_best_index([h[metric] for h in history])]
         selection[row] = {
             'epoch': record['epoch'],
             **{key: value for key, value in record.items()

@@ -28,7 +28,7 @@ from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.zsl.config import TrainConfig, option_parser
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, atomic_write_text, check_config_fits,
-                                 select_on_validation)
+                                 first_best_index, select_on_validation)
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the
@@ -194,8 +194,8 @@ def best_settings(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     ties), its epoch and metric."""
     best = {}
     for row, metric in ROWS.items():
-        index = max(range(len(results)),
-                    key=lambda i: (results[i]['selection'][row][metric], -i))
+        index = first_best_index([result['selection'][row][metric]
+                                  for result in results])
         selected = results[index]['selection'][row]
         best[row] = {'setting': results[index]['setting'],
                      'epoch': selected['epoch'], metric: selected[metric]}
