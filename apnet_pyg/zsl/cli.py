@@ -227,7 +227,8 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
 
 def _tune(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.train import load_dataset
-    from apnet_pyg.zsl.tune import format_tuning, parse_grid, tune
+    from apnet_pyg.zsl.tune import (SUMMARY_FILE, format_tuning, parse_grid,
+                                    tune)
     grid = parse_grid(args.grid)
     base = _config(args)  # Everything checked before the data is read.
     _device(args.device)
@@ -236,7 +237,7 @@ def _tune(args: argparse.Namespace) -> Dict:
                    base, grid, args.out, device=args.device,
                    progress=not args.no_progress)
     print(format_tuning(summary))
-    print(f"wrote {Path(args.out) / 'tuning.json'}")
+    print(f"wrote {Path(args.out) / SUMMARY_FILE}")
     return summary
 
 
