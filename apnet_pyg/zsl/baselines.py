@@ -29,8 +29,9 @@ from apnet_pyg.zsl.sae import fit_sae_validated, predict_sae
 
 
 def closed_form_arguments(data: ZSLDataset) -> Dict[str, Any]:
-    r"""The keyword arguments of :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated`
-    and :func:`~apnet_pyg.zsl.sae.fit_sae_validated` for :obj:`data`: fit on
+    r"""The keyword arguments of
+    :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated` and
+    :func:`~apnet_pyg.zsl.sae.fit_sae_validated` for :obj:`data`: fit on
     the training classes, validate on the validation classes, refit on all
     seen classes' :obj:`trainval_loc` images."""
     if data.features is None:

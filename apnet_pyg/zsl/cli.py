@@ -249,7 +249,8 @@ def format_baselines(results: Dict) -> str:
              '| ZSL acc | S | U | H |', '|---|---|---|---|---|']
     for name, metrics in results.items():
         lines.append(f"| {name} ({hyper_parameters(metrics)}) | "
-                     f"{metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} | "
+                     f"{metrics['zsl_acc']:.1f} | "
+                     f"{metrics['gzsl_seen']:.1f} | "
                      f"{metrics['gzsl_unseen']:.1f} | "
                      f"{metrics['gzsl_h']:.1f} |")
     return '\n'.join(lines)
