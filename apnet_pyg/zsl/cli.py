@@ -469,8 +469,9 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
                 'it stopped')
     if args.command not in ('train', 'pipeline') or out is None:
         return 'interrupted'
+    from apnet_pyg.zsl.train import SELECTION_CHECKPOINT
     checkpoints = [Path(out) / name for name in ('checkpoint.pt',
-                                                 'selection.pt')]
+                                                 SELECTION_CHECKPOINT)]
     last = next((path for path in checkpoints if path.is_file()), None)
     if last is None:
         return 'interrupted before the first checkpoint: start again'

@@ -391,7 +391,9 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
     return state
 
 
-RUN_FILES = ('metrics.json', 'selection.pt', 'checkpoint.pt')
+#: The selection phase's checkpoint (:func:`select_on_validation`).
+SELECTION_CHECKPOINT = 'selection.pt'
+RUN_FILES = ('metrics.json', SELECTION_CHECKPOINT, 'checkpoint.pt')
 
 
 def check_run_dir(out: Union[str, Path], resume: bool,
@@ -499,7 +501,7 @@ def select_on_validation(
     def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
         return validate(data, split, apnet_score_fn(model, data))
 
-    checkpoint = out / 'selection.pt'
+    checkpoint = out / SELECTION_CHECKPOINT
     history = train_model(model, data, split.train_images,
                           split.train_classes, config, device=device,
                           checkpoint=checkpoint,

@@ -27,7 +27,8 @@ import torch
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.zsl.config import TrainConfig, option_parser
 from apnet_pyg.zsl.environment import describe_environment
-from apnet_pyg.zsl.train import (ROWS, atomic_write_text, check_config_fits,
+from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
+                                 atomic_write_text, check_config_fits,
                                  first_best_index, select_on_validation)
 
 #: Fields a grid may not vary: they change the validation task itself (so
@@ -156,9 +157,9 @@ def tune(
         if result is None:
             start = time.perf_counter()
             folder.mkdir(parents=True, exist_ok=True)
+            # Resumes from an interrupted setting's checkpoint, if any.
             selection, history = select_on_validation(
-                data, config, folder, device,
-                resume=(folder / 'selection.pt').exists(),
+                data, config, folder, device, resume=True,
                 progress=progress)
             result = {'setting': setting, 'config': config.to_dict(),
                       'dataset': data.name, 'simulation': data.simulation,
@@ -167,14 +168,15 @@ def tune(
                       'wall_seconds': time.perf_counter() - start}
             atomic_write_text(json.dumps(result, indent=2),
                               folder / SELECTION_FILE)
-            (folder / 'selection.pt').unlink()
+            (folder / SELECTION_CHECKPOINT).unlink()
         elif progress:
             print(f'reusing the finished selection in {folder}', flush=True)
         results.append(result)
 
+    data = next(iter(datasets.values()))
     summary = {
-        'dataset': next(iter(datasets.values())).name,
-        'simulated': next(iter(datasets.values())).simulated,
+        'dataset': data.name,
+        'simulated': data.simulated,
         'base': base.to_dict(),
         'grid': grid,
         'settings': [{'setting': r['setting'],
