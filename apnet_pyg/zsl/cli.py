@@ -469,8 +469,8 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
                 'it stopped')
     if args.command not in ('train', 'pipeline') or out is None:
         return 'interrupted'
-    from apnet_pyg.zsl.train import SELECTION_CHECKPOINT
-    checkpoints = [Path(out) / name for name in ('checkpoint.pt',
+    from apnet_pyg.zsl.train import FINAL_CHECKPOINT, SELECTION_CHECKPOINT
+    checkpoints = [Path(out) / name for name in (FINAL_CHECKPOINT,
                                                  SELECTION_CHECKPOINT)]
     last = next((path for path in checkpoints if path.is_file()), None)
     if last is None:
@@ -482,9 +482,21 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
         f'{again}'
 
 
-def _one_line_warning(message, category, filename, lineno, file=None,
-                      line=None) -> None:
-    print(f'warning: {message}', file=sys.stderr)
+class _OneLineWarnings:
+    r"""Shows each distinct warning once, as one line: a tuning's settings
+    would repeat the same validation-task warning (every
+    :obj:`catch_warnings` block in between, ours or a library's, resets
+    Python's once-per-location registry)."""
+
+    def __init__(self) -> None:
+        self.shown = set()
+
+    def __call__(self, message, category, filename, lineno, file=None,
+                 line=None) -> None:
+        text = f'warning: {message}'
+        if text not in self.shown:
+            self.shown.add(text)
+            print(text, file=sys.stderr)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -495,7 +507,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with warnings.catch_warnings():
             if not args.debug:
-                warnings.showwarning = _one_line_warning
+                warnings.showwarning = _OneLineWarnings()
             COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print(_interrupted(args, argv), file=sys.stderr)

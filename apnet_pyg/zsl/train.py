@@ -393,7 +393,9 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
 
 #: The selection phase's checkpoint (:func:`select_on_validation`).
 SELECTION_CHECKPOINT = 'selection.pt'
-RUN_FILES = ('metrics.json', SELECTION_CHECKPOINT, 'checkpoint.pt')
+#: The final phase's checkpoint (training on all seen classes).
+FINAL_CHECKPOINT = 'checkpoint.pt'
+RUN_FILES = ('metrics.json', SELECTION_CHECKPOINT, FINAL_CHECKPOINT)
 
 
 def check_run_dir(out: Union[str, Path], resume: bool,
@@ -411,9 +413,9 @@ def check_run_dir(out: Union[str, Path], resume: bool,
             raise FileExistsError(f"'{out}' holds a finished run "
                                   f"(metrics.json): nothing to resume")
         if not present:
-            raise FileNotFoundError(f"nothing to resume in '{out}' (no "
-                                    f"selection.pt or checkpoint.pt): start "
-                                    f"without --resume")
+            raise FileNotFoundError(
+                f"nothing to resume in '{out}' (no {SELECTION_CHECKPOINT} "
+                f"or {FINAL_CHECKPOINT}): start without --resume")
     elif present and not overwrite:
         what = 'a finished run' if 'metrics.json' in present else \
             'an interrupted run (continue it with --resume)'
@@ -582,8 +584,8 @@ def run(
     initial_edges = class_graph_edges(model, data)
     history = train_model(model, data, data.trainval_loc, data.seen_classes,
                           config, epochs=epochs, device=device,
-                          checkpoint=out / 'checkpoint.pt',
-                          resume=resume and (out / 'checkpoint.pt').exists(),
+                          checkpoint=out / FINAL_CHECKPOINT,
+                          resume=resume and (out / FINAL_CHECKPOINT).exists(),
                           on_epoch_end=evaluate_epoch, progress=progress,
                           description='final')
 
