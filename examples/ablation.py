@@ -22,6 +22,7 @@ from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.train import METRICS_FILE
 
 GRAPHS = ['none', 'wordnet', 'learned']
 HEADER = ('| variant | meta-training | graph | val ZSL acc (epoch) | '
@@ -56,7 +57,7 @@ def finished_run(run_dir, config, data):
     """The metrics of a finished run of the same configuration on the same
     data in :obj:`run_dir` (so that an interrupted table resumes), else
     :obj:`None`."""
-    path = Path(run_dir) / 'metrics.json'
+    path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return None
     metrics = json.loads(path.read_text())

@@ -130,7 +130,8 @@ def update() -> None:
     wall = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f'the command failed:\n{result.stderr}')
-    metrics = json.loads((RUN_DIR / 'metrics.json').read_text())
+    from apnet_pyg.zsl.train import METRICS_FILE
+    metrics = json.loads((RUN_DIR / METRICS_FILE).read_text())
     record = {key: value for key, value in metrics.items()
               if key != 'history'}
     record.update(

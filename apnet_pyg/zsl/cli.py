@@ -202,8 +202,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import (atomic_write_text, check_run_dir,
-                                     load_dataset, run)
+    from apnet_pyg.zsl.train import (METRICS_FILE, atomic_write_text,
+                                     check_run_dir, load_dataset, run)
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
     _device(args.device)
@@ -219,8 +219,8 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
         metrics['baselines'] = fit_baselines(data, root)
         print(format_baselines(metrics['baselines']))
         atomic_write_text(json.dumps(metrics, indent=2),
-                          Path(args.out) / 'metrics.json')
-    print(f'wrote {Path(args.out) / "metrics.json"} and the models '
+                          Path(args.out) / METRICS_FILE)
+    print(f'wrote {Path(args.out) / METRICS_FILE} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
 

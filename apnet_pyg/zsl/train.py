@@ -391,11 +391,13 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
     return state
 
 
+#: A finished run's record: its rows, epochs, history and configuration.
+METRICS_FILE = 'metrics.json'
 #: The selection phase's checkpoint (:func:`select_on_validation`).
 SELECTION_CHECKPOINT = 'selection.pt'
 #: The final phase's checkpoint (training on all seen classes).
 FINAL_CHECKPOINT = 'checkpoint.pt'
-RUN_FILES = ('metrics.json', SELECTION_CHECKPOINT, FINAL_CHECKPOINT)
+RUN_FILES = (METRICS_FILE, SELECTION_CHECKPOINT, FINAL_CHECKPOINT)
 
 
 def check_run_dir(out: Union[str, Path], resume: bool,
@@ -409,15 +411,15 @@ def check_run_dir(out: Union[str, Path], resume: bool,
                                  f"choose another --out")
     present = [name for name in RUN_FILES if (out / name).exists()]
     if resume:
-        if 'metrics.json' in present:
+        if METRICS_FILE in present:
             raise FileExistsError(f"'{out}' holds a finished run "
-                                  f"(metrics.json): nothing to resume")
+                                  f"({METRICS_FILE}): nothing to resume")
         if not present:
             raise FileNotFoundError(
                 f"nothing to resume in '{out}' (no {SELECTION_CHECKPOINT} "
                 f"or {FINAL_CHECKPOINT}): start without --resume")
     elif present and not overwrite:
-        what = 'a finished run' if 'metrics.json' in present else \
+        what = 'a finished run' if METRICS_FILE in present else \
             'an interrupted run (continue it with --resume)'
         raise FileExistsError(f"'{out}' holds {what}: choose another --out, "
                               f"or pass --overwrite to start over")
@@ -613,7 +615,7 @@ def run(
         'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
         1024,
     }
-    atomic_write_text(json.dumps(result, indent=2), out / 'metrics.json')
+    atomic_write_text(json.dumps(result, indent=2), out / METRICS_FILE)
     return result
 
 
@@ -758,7 +760,7 @@ def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
     error, naming the file, when neither is known."""
     root = root or saved.get('data_root')
     if root is None:
-        raise ValueError(f"'{Path(run_dir) / 'metrics.json'}' does not say "
+        raise ValueError(f"'{Path(run_dir) / METRICS_FILE}' does not say "
                          f"where the data was read from: pass its folder as "
                          f"root (--root)")
     return load_dataset(root, saved['dataset'],
@@ -768,9 +770,9 @@ def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
     r"""The path and parsed content of a run's :obj:`metrics.json` (its
     fields unchecked); a clear error when it is missing or not JSON."""
-    metrics_path = Path(run_dir) / 'metrics.json'
+    metrics_path = Path(run_dir) / METRICS_FILE
     if not metrics_path.is_file():
-        raise FileNotFoundError(f"No metrics.json in '{run_dir}': is it a "
+        raise FileNotFoundError(f"No {METRICS_FILE} in '{run_dir}': is it a "
                                 f"finished 'apnet-zsl train' run?")
     try:
         return metrics_path, json.loads(metrics_path.read_text())
@@ -779,7 +781,7 @@ def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
 
 
 def _not_a_run(metrics_path: Path, error: BaseException) -> ValueError:
-    return ValueError(f"'{metrics_path}' is not the metrics.json of an "
+    return ValueError(f"'{metrics_path}' is not the {METRICS_FILE} of an "
                       f"apnet-zsl run ({type(error).__name__}: "
                       f"{_one_line(error)}); {_TRAIN_AGAIN}")
 
