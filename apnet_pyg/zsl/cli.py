@@ -214,13 +214,13 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
                   data_root=str(Path(root).resolve()),
                   overwrite=args.overwrite)
     print(format_table(metrics))
+    metrics_path = Path(args.out) / METRICS_FILE
     if args.baselines:
         from apnet_pyg.zsl.baselines import fit_baselines
         metrics['baselines'] = fit_baselines(data, root)
         print(format_baselines(metrics['baselines']))
-        atomic_write_text(json.dumps(metrics, indent=2),
-                          Path(args.out) / METRICS_FILE)
-    print(f'wrote {Path(args.out) / METRICS_FILE} and the models '
+        atomic_write_text(json.dumps(metrics, indent=2), metrics_path)
+    print(f'wrote {metrics_path} and the models '
           f'{", ".join(sorted(set(metrics["models"].values())))}')
     return metrics
 
