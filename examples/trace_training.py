@@ -19,7 +19,6 @@ SIMULATED; the trace's are training-episode accuracies, no test result.
 """
 import argparse
 import csv
-import dataclasses
 import json
 import math
 import statistics
@@ -28,11 +27,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import add_run_arguments
-from apnet_pyg.zsl.train import (load_run, make_optimizer, make_sampler,
-                                 make_scheduler)
+from apnet_pyg.zsl.train import (make_optimizer, make_sampler,
+                                 make_scheduler, read_run_metrics,
+                                 run_dataset)
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -136,13 +135,11 @@ def main(argv=None):
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     try:
-        saved, data = load_run(args.run, args.root)
+        saved = read_run_metrics(args.run)
         config = TrainConfig.from_dict(
             {**saved['config'], **parse_overrides(args.set)})
-        if config.attributes != saved['config']['attributes']:
-            data = dataclasses.replace(data, attributes=load_attributes(
-                args.root or saved['data_root'], data.name,
-                config.attributes))
+        # The overridden configuration's attributes (--set attributes=...).
+        data = run_dataset(args.run, saved, args.root, config)
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
     records = trace(data, config, args.episodes, args.adam_eps)

@@ -753,18 +753,21 @@ def load_run(run_dir: Union[str, Path],
 
 
 def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
-                root: Optional[Union[str, Path]] = None) -> ZSLDataset:
+                root: Optional[Union[str, Path]] = None,
+                config: Optional[TrainConfig] = None) -> ZSLDataset:
     r"""The dataset of the run in :obj:`run_dir`, whose :obj:`metrics.json`
-    reads :obj:`saved`, with the attributes its model reads: from
-    :obj:`root`, or else from the folder the run was trained on; a clear
-    error, naming the file, when neither is known."""
+    reads :obj:`saved`, with the attributes its model reads (or those
+    :obj:`config` reads, for a variant of the run): from :obj:`root`, or
+    else from the folder the run was trained on; a clear error, naming the
+    file, when neither is known."""
     root = root or saved.get('data_root')
     if root is None:
         raise ValueError(f"'{Path(run_dir) / METRICS_FILE}' does not say "
                          f"where the data was read from: pass its folder as "
                          f"root (--root)")
-    return load_dataset(root, saved['dataset'],
-                        TrainConfig.from_dict(saved['config']))
+    if config is None:
+        config = TrainConfig.from_dict(saved['config'])
+    return load_dataset(root, saved['dataset'], config)
 
 
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:

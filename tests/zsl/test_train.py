@@ -9,7 +9,7 @@ from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
-                                 load_run)
+                                 load_run, run_dataset)
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
                    num_centroids=2, n_way=4, lr=1e-3, epochs=3,
@@ -195,6 +195,13 @@ def test_load_run(tiny_root, tiny, tmp_path):
     saved, data = load_run(tmp_path, tiny_root)
     assert saved['dataset'] == 'TINY'
     assert torch.equal(data.attributes, tiny.attributes)  # the run's kind
+    # A variant's configuration reads its own kind, from the recorded root.
+    saved['data_root'] = str(tiny_root)
+    variant = run_dataset(tmp_path, saved,
+                          config=TINY.replace(attributes='att'))
+    assert torch.equal(variant.attributes, load_xlsa17(
+        tiny_root, 'TINY', attributes='att').attributes)
+    assert not torch.equal(variant.attributes, tiny.attributes)
     (tmp_path / 'metrics.json').write_text('{}')
     with pytest.raises(ValueError, match='is not the metrics.json'):
         load_run(tmp_path, tiny_root)
