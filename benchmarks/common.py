@@ -63,6 +63,8 @@ def describe_machine(device: str) -> Dict[str, str]:
     env = describe_environment(device)
     return {
         'cpu': env['cpu'],
+        'cpu_id': env['cpu_id'],
+        'cpu_capability': env['cpu_capability'],
         'cores': env['cores'],
         'ram_gb': f'{psutil.virtual_memory().total / GB:.1f}',
         'gpu': env['gpu'],

@@ -1,10 +1,14 @@
 import builtins
+import io
 import platform
 
 import torch
 import torch_geometric
 
-from apnet_pyg.zsl.environment import (available_cores, cpu_model,
+import numpy as np
+
+from apnet_pyg.zsl.environment import (available_cores, cpu_capability,
+                                       cpu_id, cpu_model,
                                        describe_environment)
 
 
@@ -25,19 +29,57 @@ def test_describe_environment_follows_the_thread_count():
     assert one['torch'] == torch.__version__
     assert one['torch_geometric'] == torch_geometric.__version__
     assert one['python'] == platform.python_version()
+    assert one['numpy'] == np.__version__
+    assert one['cpu_id'] == cpu_id()
+    assert one['cpu_capability'] == cpu_capability()
     assert all(isinstance(value, str) for value in one.values())
 
 
-def test_cpu_model_without_proc_cpuinfo(monkeypatch):
+def fake_cpuinfo(monkeypatch, text):
+    r"""Makes :obj:`/proc/cpuinfo` read :obj:`text` (missing if None)."""
     real_open = builtins.open
 
-    def no_cpuinfo(path, *args, **kwargs):
+    def cpuinfo(path, *args, **kwargs):
         if str(path) == '/proc/cpuinfo':
-            raise FileNotFoundError(path)
+            if text is None:
+                raise FileNotFoundError(path)
+            return io.StringIO(text)
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, 'open', no_cpuinfo)
+    monkeypatch.setattr(builtins, 'open', cpuinfo)
+
+
+def test_cpu_model_without_proc_cpuinfo(monkeypatch):
+    fake_cpuinfo(monkeypatch, None)
     assert cpu_model() == (platform.processor() or platform.machine())
+    assert cpu_id() == ''
+
+
+def test_cpu_id_tells_processors_of_one_name_apart(monkeypatch):
+    # Two processors behind one masked name, as a virtual machine shows
+    # them; the second processor of a listing is not read.
+    def listing(family, model, stepping):
+        return (f'processor\t: 0\nvendor_id\t: AuthenticAMD\n'
+                f'cpu family\t: {family}\nmodel\t\t: {model}\n'
+                f'model name\t: AMD EPYC\nstepping\t: {stepping}\n\n'
+                f'processor\t: 1\ncpu family\t: 99\nmodel\t\t: 99\n'
+                f'stepping\t: 99\n')
+
+    fake_cpuinfo(monkeypatch, listing(25, 17, 1))
+    older = (cpu_model(), cpu_id())
+    fake_cpuinfo(monkeypatch, listing(26, 2, 1))
+    newer = (cpu_model(), cpu_id())
+    assert older == ('AMD EPYC', 'family 25 model 17 stepping 1')
+    assert newer == ('AMD EPYC', 'family 26 model 2 stepping 1')
+    fake_cpuinfo(monkeypatch, 'processor\t: 0\nmodel name\t: Some CPU\n')
+    assert cpu_id() == ''
+
+
+def test_cpu_capability_is_torchs(monkeypatch):
+    assert cpu_capability() == torch.backends.cpu.get_cpu_capability()
+    assert cpu_capability()
+    monkeypatch.delattr(torch.backends.cpu, 'get_cpu_capability')
+    assert cpu_capability() == ''
 
 
 def test_describe_environment_names_the_gpu(monkeypatch):
