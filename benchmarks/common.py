@@ -60,19 +60,11 @@ def describe_machine(device: str) -> Dict[str, str]:
     r"""The facts a reader needs to compare two result files: those of
     :func:`~apnet_pyg.zsl.environment.describe_environment` (the thread
     count torch runs with now), the memory and the OS."""
-    env = describe_environment(device)
+    # Everything describe_environment records, so the two never disagree.
     return {
-        'cpu': env['cpu'],
-        'cpu_id': env['cpu_id'],
-        'cpu_capability': env['cpu_capability'],
-        'cores': env['cores'],
+        **describe_environment(device),
         'ram_gb': f'{psutil.virtual_memory().total / GB:.1f}',
-        'gpu': env['gpu'],
         'device': device,
-        'threads': env['threads'],
-        'python': env['python'],
-        'torch': env['torch'],
-        'torch_geometric': env['torch_geometric'],
         'os': platform.platform(),
     }
 

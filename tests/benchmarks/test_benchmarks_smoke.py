@@ -166,3 +166,13 @@ def test_propagation_help_lists_its_options(capsys):
                  '--min-runs', '--quiet-wait', '--quiet-wait-total',
                  '--min-time', '--device', '--quick', '--out'):
         assert flag in text
+
+
+def test_machine_record_holds_the_run_environment():
+    from benchmarks.common import describe_machine
+    from apnet_pyg.zsl.environment import describe_environment
+
+    machine = describe_machine('cpu')
+    assert machine.items() >= describe_environment('cpu').items()
+    assert machine['device'] == 'cpu' and float(machine['ram_gb']) > 0
+    assert machine['os']

@@ -2,10 +2,9 @@ import builtins
 import io
 import platform
 
+import numpy as np
 import torch
 import torch_geometric
-
-import numpy as np
 
 from apnet_pyg.zsl.environment import (available_cores, cpu_capability,
                                        cpu_id, cpu_model,
