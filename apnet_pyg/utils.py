@@ -21,11 +21,13 @@ Model parts and graph builders, which run once per input rather than in a
 training loop, use :func:`check_node_features` with its value check.
 
 Constructor and builder arguments (numbers, sizes) are checked with
-:func:`check_number` and :func:`check_int`, once per call.
+:func:`check_number` and :func:`check_int`, once per call. Output folders
+are created with :func:`make_output_folder`, whose error names the folder.
 """
 import math
 import numbers
-from typing import Any, Optional, Tuple
+from pathlib import Path
+from typing import Any, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -259,3 +261,21 @@ def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
         raise ValueError(f"'{name}' must be strictly positive (got a "
                          f"minimum of {float(weight.min())}); drop an "
                          f"edge instead of giving it weight zero")
+
+
+def make_output_folder(folder: Union[str, Path]) -> Path:
+    r"""Creates :obj:`folder` and its parents if they do not exist and
+    returns it; where that fails (a parent is a file, a read-only place),
+    the error names the folder and says what to do, instead of the
+    system's bare "[Errno 2] No such file or directory"."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"the output folder '{folder}' is a file: "
+                                 f"choose another folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise type(error)(f"cannot create the output folder '{folder}' "
+                          f"({error.strerror or error}): choose a folder "
+                          f"you can write to") from error
+    return folder

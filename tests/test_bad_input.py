@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_torch_csr_tensor
 
 from apnet_pyg.data import EpisodeSampler, MinibatchSampler, load_xlsa17
+from apnet_pyg.data.simulator import simulate_dataset, simulate_xlsa17
 from apnet_pyg.data.splits import hold_out_per_class, seen_validation_split
 from apnet_pyg.data.wordnet_mappings import (
     dataset_wordnet_mapping,
@@ -65,8 +66,16 @@ from apnet_pyg.zsl import (
     run,
     train_model,
 )
+from apnet_pyg.zsl.baselines import eszsl_metrics, sae_metrics
 from apnet_pyg.zsl.cli import main
+from apnet_pyg.zsl.eszsl import (
+    attribute_map,
+    fit_eszsl,
+    fit_eszsl_validated,
+    predict_eszsl,
+)
 from apnet_pyg.zsl.evaluate import GZSLScores, best_calibration, zsl_accuracy
+from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 from apnet_pyg.zsl.train import (
     TrainingDiverged,
     build_model,
@@ -1006,8 +1015,158 @@ case('wordnet_coverage/unknown', lambda c: wordnet_coverage('nope'),
 case('read_mapping_rows/None', lambda c: read_mapping_rows(None), ValueError,
      r"'dataset' must be a string")
 
-# simulator and baselines: added after their rewrite lands (simulate_xlsa17,
-# apnet-zsl simulate and the simulator flags, ESZSL, SAE).
+# ---------------------------------------------------------------------------
+# The simulator and the closed-form baselines
+# ---------------------------------------------------------------------------
+def simulate_toy(c: Ctx, **arguments) -> Any:
+    r"""Simulates the toy dataset (its class side) in memory."""
+    return simulate_dataset('TOY', c.toy(), **arguments)
+
+
+for option, value, message in [
+        ('isotropic_noise', -1.0, r"'isotropic_noise' must be finite and "
+         r">= 0 \(got -1.0\)"),
+        ('isotropic_noise', math.nan, r"'isotropic_noise' must be finite"),
+        ('isotropic_noise', '2', r"'isotropic_noise' must be a real number "
+         r"\(got str '2'\)"),
+        ('isotropic_noise', True, r"'isotropic_noise' must be a real number "
+         r"\(got bool True\)"),
+        ('noise_rank', 0, r"'noise_rank' must be a positive integer"),
+        ('hidden_dim', 2.5, r"'hidden_dim' must be a positive integer "
+         r"\(got 2.5\)"),
+        ('shared_temperature', 0.0, r"'shared_temperature' must be > 0 "
+         r"\(got 0.0\)"),
+]:
+    case(f'simulate_dataset/{option}={value!r}',
+         lambda c, option=option, value=value: simulate_toy(
+             c, **{option: value}), ValueError, message)
+case('simulate_dataset/unknown-option', lambda c: simulate_toy(c, noise=1.0),
+     TypeError, r"Unknown simulator options: \['noise'\]")
+for seed, message in [(-1, r"'seed' must be at least 0 \(got -1\)"),
+                      (1.5, r"'seed' must be an integer \(got float 1.5\)"),
+                      ('0', r"'seed' must be an integer \(got str '0'\)")]:
+    case(f'simulate_dataset/seed={seed!r}',
+         lambda c, seed=seed: simulate_toy(c, seed=seed), ValueError, message)
+case('simulate_dataset/attributes=nope',
+     lambda c: simulate_toy(c, attributes='nope'), ValueError,
+     r"'attributes' must be one of att, original_att, percent")
+case('simulate_xlsa17/out-under-a-file',
+     lambda c: simulate_xlsa17('TOY', write(c.tmp / 'f', 'x'),
+                               data_root=c.toy()), NotADirectoryError,
+     r"cannot create the output folder '.*TOY' \(Not a directory\): "
+     r"choose a folder you can write to")
+case('simulate_xlsa17/over-real-features',
+     lambda c: simulate_xlsa17('TOY', c.toy(), data_root=c.toy()),
+     FileExistsError, r"'.*res101.mat' exists and is not simulated")
+
+# Small closed-form problems: 12 images of classes 0-2 among 5 classes.
+BASE_X = torch.randn(12, 6, generator=g)
+BASE_Y = torch.arange(3).repeat(4)
+BASE_S = torch.randn(5, 4, generator=g)
+BASE_C = torch.arange(3)
+ALL_12 = torch.arange(12)
+
+
+def validated(fit: Callable, **changes) -> Any:
+    r""":obj:`fit` (ESZSL's or SAE's validated fit) on the small problem,
+    trained, validated and refitted on the same images."""
+    arguments = dict(features=BASE_X, labels=BASE_Y, attributes=BASE_S,
+                     train_classes=BASE_C, train_images=ALL_12,
+                     val_classes=BASE_C, val_images=ALL_12,
+                     refit_classes=BASE_C, refit_images=ALL_12)
+    return fit(**{**arguments, **changes})
+
+
+for name, fit in [('fit_eszsl', fit_eszsl), ('fit_sae', fit_sae)]:
+    case(f'{name}/labels-float',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y.float(), BASE_S, BASE_C),
+         ValueError, r"'labels' must be a tensor of integer class indices "
+         r"\(got torch.float32\)")
+    case(f'{name}/labels-outside-attributes',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y + 3, BASE_S, BASE_C + 3),
+         ValueError, r"'classes' holds class 5, outside the 5 classes of "
+         r"'attributes' \(rows 0 to 4\)")
+    case(f'{name}/classes-negative',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y, BASE_S, torch.tensor(
+             [0, 1, 2, -1])), ValueError, r"'classes' holds class -1")
+    case(f'{name}/classes-empty',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y, BASE_S, BASE_C[:0]),
+         ValueError, r"'classes' is empty: give at least one class")
+    case(f'{name}/labels-not-in-classes',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y, BASE_S, BASE_C[:2]),
+         ValueError, r"'labels' contains classes that are not in 'classes'")
+    case(f'{name}/labels-wrong-length',
+         lambda c, fit=fit: fit(BASE_X, BASE_Y[:5], BASE_S, BASE_C),
+         ValueError, r"'features' must be \[n, d\] and 'labels' \[n\]")
+    case(f'{name}/features-nan',
+         lambda c, fit=fit: fit(BASE_X * math.nan, BASE_Y, BASE_S, BASE_C),
+         ValueError, r"'features' contains NaN or infinite values")
+for ridge, value, message in [
+        ('gamma', 0.0, r"'gamma' must be > 0 \(got 0\)"),
+        ('lam', -1.0, r"'lam' must be > 0 \(got -1\)"),
+        ('gamma', math.inf, r"'gamma' must be finite \(got inf\)"),
+        ('lam', '1', r"'lam' must be a real number \(got str '1'\)")]:
+    case(f'fit_eszsl/{ridge}={value!r}',
+         lambda c, ridge=ridge, value=value: fit_eszsl(
+             BASE_X, BASE_Y, BASE_S, BASE_C, **{ridge: value}), ValueError,
+         message)
+case('fit_sae/lam=0', lambda c: fit_sae(BASE_X, BASE_Y, BASE_S, BASE_C,
+                                        lam=0.0),
+     ValueError, r"'lam' must be > 0 \(got 0\)")
+case('fit_sae/lam=nan', lambda c: fit_sae(BASE_X, BASE_Y, BASE_S, BASE_C,
+                                          lam=math.nan),
+     ValueError, r"'lam' must be finite \(got nan\)")
+case('fit_sae/solver=lstsq', lambda c: fit_sae(BASE_X, BASE_Y, BASE_S, BASE_C,
+                                               solver='lstsq'),
+     ValueError, r"'solver' must be one of \('eigh', 'sylvester'\)")
+case('attribute_map/lam=0', lambda c: attribute_map(BASE_S, BASE_C, 0.0),
+     ValueError, r"'lam' must be > 0 \(got 0\)")
+for name, fit in [('fit_eszsl_validated', fit_eszsl_validated),
+                  ('fit_sae_validated', fit_sae_validated)]:
+    case(f'{name}/grid-empty', lambda c, fit=fit: validated(fit, grid=()),
+         ValueError, r"'grid' is empty: give at least one value")
+    case(f'{name}/grid-holds-0',
+         lambda c, fit=fit: validated(fit, grid=(1.0, 0.0)), ValueError,
+         r"'grid' must hold finite numbers > 0 \(got 0.0\)")
+case('fit_sae_validated/spaces-unknown',
+     lambda c: validated(fit_sae_validated, spaces=('visual', )), ValueError,
+     r"'spaces' must hold entries of \('semantic', 'feature'\) "
+     r"\(got 'visual'\)")
+V_FIT = fit_eszsl(BASE_X, BASE_Y, BASE_S, BASE_C)
+W_FIT = fit_sae(BASE_X, BASE_Y, BASE_S, BASE_C)
+for name, predict, weight in [('predict_eszsl', predict_eszsl, V_FIT),
+                              ('predict_sae', predict_sae, W_FIT)]:
+    letter = 'v' if predict is predict_eszsl else 'w'
+    case(f'{name}/features-other-width',
+         lambda c, predict=predict, weight=weight: predict(
+             weight, BASE_X[:, :3], BASE_S, BASE_C), ValueError,
+         rf"'{letter}' \(\d, \d\) was fitted on 6-d features and 4 "
+         rf"attributes; got 3-d 'features' and 4 'attributes'")
+    case(f'{name}/attributes-other-width',
+         lambda c, predict=predict, weight=weight: predict(
+             weight, BASE_X, BASE_S[:, :2], BASE_C), ValueError,
+         rf"'{letter}' .* got 6-d 'features' and 2 'attributes'")
+    case(f'{name}/classes-outside-attributes',
+         lambda c, predict=predict, weight=weight: predict(
+             weight, BASE_X, BASE_S, torch.tensor([4, 9])), ValueError,
+         r"'classes' holds class 9, outside the 5 classes of 'attributes'")
+    case(f'{name}/classes-empty',
+         lambda c, predict=predict, weight=weight: predict(
+             weight, BASE_X, BASE_S, BASE_C[:0]), ValueError,
+         r"'classes' is empty: give at least one class")
+    case(f'{name}/classes-float',
+         lambda c, predict=predict, weight=weight: predict(
+             weight, BASE_X, BASE_S, BASE_C.float()), ValueError,
+         r"'classes' must be a tensor of integer class indices")
+case('predict_sae/space=visual',
+     lambda c: predict_sae(W_FIT, BASE_X, BASE_S, BASE_C, space='visual'),
+     ValueError, r"'space' must be one of \('semantic', 'feature'\)")
+case('eszsl_metrics/no-features',
+     lambda c: eszsl_metrics(c.class_side), ValueError,
+     r"'data' \(TINY\) has no image features: load it with "
+     r"load_features=True")
+case('sae_metrics/no-features', lambda c: sae_metrics(c.class_side),
+     ValueError, r"'data' \(TINY\) has no image features")
 
 # ---------------------------------------------------------------------------
 # Models
@@ -1395,6 +1554,23 @@ cli('cli/train--root-a-file', lambda c: c.train(root=write(c.tmp / 'r',
     r"The data root '.*r' is a file: pass the folder holding <DATASET>/")
 cli('cli/train--out-a-file', lambda c: c.train(out=write(c.tmp / 'o', 'x')),
     r"the run directory '.*o' is a file: choose another --out")
+cli('cli/train--out-under-a-file',
+    lambda c: c.train(out=write(c.tmp / 'o', 'x') / 'run'),
+    r"cannot create the output folder '.*run' \(Not a directory\): choose "
+    r"a folder you can write to")
+cli('cli/tune--out-under-a-file',
+    lambda c: ['tune', '--dataset', 'TINY', '--root', str(c.tiny_root),
+               '--out', str(write(c.tmp / 'o', 'x') / 'grid'), '--grid',
+               'lr=1e-3'] + SMALL_FLAGS[:-3],
+    r"cannot create the output folder '.*lr=0.001' \(Not a directory\)")
+cli('cli/simulate--out-under-a-file',
+    lambda c: ['simulate', '--dataset', 'TOY', '--data-root', str(c.toy()),
+               '--out', str(write(c.tmp / 'o', 'x'))],
+    r"cannot create the output folder '.*TOY' \(Not a directory\)")
+cli('cli/compare--out-under-a-file',
+    lambda c: ['compare', '--runs', str(c.run), '--out',
+               str(write(c.tmp / 'o', 'x') / 'table.md')],
+    r"the output folder '.*o' is a file: choose another folder")
 cli('cli/train--resume-nothing', lambda c: c.train('--resume'),
     r"nothing to resume in '.*run'.*start without --resume")
 cli('cli/train-into-finished-run', lambda c: c.train(out=c.run_copy()),

@@ -41,6 +41,7 @@ from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, FEATURE_DIM,
                                    FEATURES_FILE, SIMULATED_SIDECAR,
                                    SPLITS_FILE, ZSLDataset, dataset_dir,
                                    load_xlsa17, packaged_root)
+from apnet_pyg.utils import check_int, check_number, make_output_folder
 
 SIMULATOR_VERSION = 2
 
@@ -124,7 +125,7 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
     labels = data.labels.numpy()
     image_files = _image_files(np.array(data.class_names, dtype=object),
                                labels)
-    target.mkdir(parents=True, exist_ok=True)
+    make_output_folder(target)
     if source.resolve() != target.resolve():
         for filename in (SPLITS_FILE, *CLASS_LIST_FILES.values()):
             if (source / filename).is_file():
@@ -148,6 +149,7 @@ def simulate_dataset(dataset: str,
     if unknown:
         raise TypeError(f"Unknown simulator options: {sorted(unknown)} "
                         f"(known: {sorted(DEFAULT_OPTIONS)})")
+    seed = check_int(seed, 'seed', minimum=0)
     source = dataset_dir(data_root if data_root is not None else
                          packaged_root(), dataset)
     opts = {**default_options(source.name), **options}
@@ -329,15 +331,19 @@ def sample_features(prototypes: np.ndarray, labels: np.ndarray,
 
 
 def _check_options(opts: Dict[str, Any]) -> None:
+    for key, value in opts.items():
+        # Not a string nor a bool (NumPy would take True for 1.0).
+        check_number(value, key)
+        if value < 0:
+            raise ValueError(f"'{key}' must be finite and >= 0 (got {value})")
     for key in ('hidden_dim', 'noise_rank', 'shared_neighbours'):
+        # Whole floats pass: --set KEY=VALUE options arrive as floats.
         if int(opts[key]) != opts[key] or opts[key] < 1:
             raise ValueError(f"'{key}' must be a positive integer "
                              f"(got {opts[key]})")
-    for key, value in opts.items():
-        if not np.isfinite(value) or value < 0:
-            raise ValueError(f"'{key}' must be finite and >= 0 (got {value})")
     if opts['shared_temperature'] <= 0:
-        raise ValueError("'shared_temperature' must be > 0")
+        raise ValueError(f"'shared_temperature' must be > 0 (got "
+                         f"{opts['shared_temperature']})")
 
 
 def _allocate(total: int, weights: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from apnet_pyg.data.simulator import (
     simulate_xlsa17,
 )
 from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR
+from apnet_pyg.utils import make_output_folder
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
 
@@ -341,7 +342,7 @@ def _compare(args: argparse.Namespace) -> str:
     text = format_comparison(compare_runs(args.runs, args.baselines))
     print(text)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_output_folder(out.parent)
         atomic_write_text(text + '\n', out)
         print(f'wrote {out}')
     return text

@@ -32,6 +32,8 @@ from typing import Any, Iterable, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from apnet_pyg.utils import check_finite, check_number
+
 
 def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
               classes: Tensor, gamma: float = 1.0, lam: float = 1.0,
@@ -57,9 +59,10 @@ def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
         Tensor: :math:`\mathbf{V}`, shape :obj:`[d, a]`, dtype of
         :obj:`features`.
     """
-    system = _FeatureSide(features, labels, attributes.size(0), classes,
+    system = _FeatureSide(features, labels, attributes, classes,
                           signed_targets)
-    return system.solve(attributes, gamma, lam).to(features.dtype)
+    return system.solve(attributes, check_ridge(gamma, 'gamma'),
+                        check_ridge(lam, 'lam')).to(features.dtype)
 
 
 class _FeatureSide:
@@ -68,11 +71,11 @@ class _FeatureSide:
     :math:`\mathbf{X}\mathbf{X}^{\top}` (:func:`gram_eigh`) and
     :math:`\mathbf{X}\mathbf{Y}`, so that a grid of :math:`(\gamma,
     \lambda)` costs one decomposition."""
-    def __init__(self, features: Tensor, labels: Tensor, num_classes: int,
+    def __init__(self, features: Tensor, labels: Tensor, attributes: Tensor,
                  classes: Tensor, signed_targets: bool):
         # float64: X X^T + gamma I is badly conditioned for small gamma.
         x = features.double()
-        self.classes, class_sum, _ = class_sums(x, labels, num_classes,
+        self.classes, class_sum, _ = class_sums(x, labels, attributes,
                                                 classes)
         self.eigenvalues, self.eigenvectors = gram_eigh(x)
         # X Y without forming Y: per-class feature sums (minus the rest if
@@ -107,6 +110,8 @@ def attribute_map(attributes: Tensor, classes: Tensor, lam: float) -> Tensor:
         - attributes: :obj:`[C, a]`; classes: :obj:`[z]`; output:
           :obj:`[z, a]`.
     """
+    check_ridge(lam, 'lam')
+    classes = check_classes(classes, attributes)
     s = attributes[classes].double().t()  # [a, z]
     gram = s @ s.t()
     gram.diagonal().add_(lam)
@@ -165,7 +170,7 @@ def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
     return best, 100.0 * best_accuracy
 
 
-def class_sums(features: Tensor, labels: Tensor, num_classes: int,
+def class_sums(features: Tensor, labels: Tensor, attributes: Tensor,
                classes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     r"""Per-class sums and counts of the rows of :obj:`features`, the
     label side of the closed-form baselines (ESZSL's
@@ -175,8 +180,8 @@ def class_sums(features: Tensor, labels: Tensor, num_classes: int,
         features (Tensor): Shape :obj:`[n, d]`.
         labels (Tensor): Class index of each row, all in :obj:`classes`.
             Shape :obj:`[n]`.
-        num_classes (int): Number of classes :obj:`C` (labels are in
-            :obj:`[0, C)`).
+        attributes (Tensor): Attributes of all :obj:`C` classes (labels
+            and :obj:`classes` are in :obj:`[0, C)`). Shape :obj:`[C, a]`.
         classes (Tensor): The :obj:`z` classes summed over.
 
     Returns:
@@ -189,10 +194,13 @@ def class_sums(features: Tensor, labels: Tensor, num_classes: int,
         raise ValueError(f"'features' must be [n, d] and 'labels' [n] "
                          f"(got {tuple(features.shape)} and "
                          f"{tuple(labels.shape)})")
-    classes = classes.view(-1).long()
-    position = torch.full((num_classes, ), -1, dtype=torch.long)
+    # A NaN would otherwise surface as a failed eigendecomposition.
+    check_finite(features, 'features')
+    classes = check_classes(classes, attributes)
+    labels = check_classes(labels, attributes, 'labels', allow_empty=True)
+    position = torch.full((attributes.size(0), ), -1, dtype=torch.long)
     position[classes] = torch.arange(classes.numel())
-    slot = position[labels.long()]
+    slot = position[labels]
     if bool((slot < 0).any()):
         raise ValueError("'labels' contains classes that are not in "
                          "'classes'")
@@ -210,8 +218,10 @@ def eszsl_scores(v: Tensor, features: Tensor, attributes: Tensor,
         - v: :obj:`[d, a]`; features: :obj:`[n, d]`; attributes:
           :obj:`[C, a]`; classes: :obj:`[z]`; output: :obj:`[n, z]`.
     """
+    check_map_shapes(v, 'v', features, attributes)
+    classes = check_classes(classes, attributes)
     return features @ v.to(features.dtype) @ \
-        attributes[classes.view(-1).long()].to(features.dtype).t()
+        attributes[classes].to(features.dtype).t()
 
 
 def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
@@ -224,7 +234,7 @@ def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
         Tensor: Predicted class indices (values of :obj:`classes`).
         Shape :obj:`[n]`.
     """
-    classes = classes.view(-1).long()
+    classes = check_classes(classes, attributes)
     return classes[eszsl_scores(v, features, attributes, classes).argmax(1)]
 
 
@@ -246,8 +256,9 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         (Tensor, float, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
         :math:`\lambda` and the validation accuracy (%) of the chosen pair.
     """
+    check_grid(grid)
     side = _FeatureSide(features[train_images], labels[train_images],
-                        attributes.size(0), train_classes, signed_targets)
+                        attributes, train_classes, signed_targets)
 
     def predictions():
         for gamma in grid:
@@ -261,3 +272,72 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
     v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
                   refit_classes, gamma, lam, signed_targets)
     return v, gamma, lam, accuracy
+
+
+def check_ridge(value: Any, name: str) -> float:
+    r"""Checks that a ridge weight of the closed forms (:math:`\gamma`,
+    :math:`\lambda`) is a finite number :math:`> 0`, and returns it as a
+    float: at :math:`0` the systems can be singular, and below it the closed
+    forms are no longer minima."""
+    value = check_number(value, name)
+    if not value > 0:
+        raise ValueError(f"'{name}' must be > 0 (got {value:g})")
+    return value
+
+
+def check_grid(grid: Sequence[float]) -> None:
+    r"""Checks a grid of ridge weights to choose from: not empty, every
+    value a finite number :math:`> 0` (:func:`check_ridge`)."""
+    if len(grid) == 0:
+        raise ValueError("'grid' is empty: give at least one value")
+    for value in grid:
+        try:
+            check_ridge(value, 'grid')
+        except ValueError:
+            raise ValueError(f"'grid' must hold finite numbers > 0 (got "
+                             f"{value!r})") from None
+
+
+def check_classes(classes: Tensor, attributes: Tensor, name: str = 'classes',
+                  allow_empty: bool = False) -> Tensor:
+    r"""Checks that :obj:`classes` holds integer indices of rows of
+    :obj:`attributes` (a negative index would silently read another class)
+    and returns them flattened as int64."""
+    if not isinstance(classes, Tensor) or classes.is_floating_point() or \
+            classes.is_complex() or classes.dtype == torch.bool:
+        what = classes.dtype if isinstance(classes, Tensor) else \
+            type(classes).__name__
+        raise ValueError(f"'{name}' must be a tensor of integer class "
+                         f"indices (got {what})")
+    classes = classes.view(-1).long()
+    if classes.numel() == 0:
+        if allow_empty:
+            return classes
+        raise ValueError(f"'{name}' is empty: give at least one class")
+    num_classes = attributes.size(0)
+    if int(classes.min()) < 0 or int(classes.max()) >= num_classes:
+        outside = classes[(classes < 0) | (classes >= num_classes)]
+        raise ValueError(f"'{name}' holds class {int(outside[0])}, outside "
+                         f"the {num_classes} classes of 'attributes' (rows "
+                         f"0 to {num_classes - 1})")
+    return classes
+
+
+def check_map_shapes(weight: Tensor, name: str, features: Tensor,
+                     attributes: Tensor, feature_dim: int = 0) -> None:
+    r"""Checks that a fitted map :obj:`weight` of the closed forms
+    (:obj:`[d, a]` for ESZSL's :math:`\mathbf{V}`, :obj:`[a, d]` for SAE's
+    :math:`\mathbf{W}`: :obj:`feature_dim` is the dimension of :math:`d`)
+    fits :obj:`features` :obj:`[n, d]` and :obj:`attributes`
+    :obj:`[C, a]`."""
+    if weight.dim() != 2 or features.dim() != 2 or attributes.dim() != 2:
+        raise ValueError(f"'{name}', 'features' and 'attributes' must be "
+                         f"2-dimensional (got {tuple(weight.shape)}, "
+                         f"{tuple(features.shape)} and "
+                         f"{tuple(attributes.shape)})")
+    d, a = weight.size(feature_dim), weight.size(1 - feature_dim)
+    if features.size(1) != d or attributes.size(1) != a:
+        raise ValueError(f"'{name}' {tuple(weight.shape)} was fitted on "
+                         f"{d}-d features and {a} attributes; got "
+                         f"{features.size(1)}-d 'features' and "
+                         f"{attributes.size(1)} 'attributes'")

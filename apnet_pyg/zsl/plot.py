@@ -8,6 +8,7 @@ import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
+from apnet_pyg.utils import make_output_folder
 
 
 def check_plot_output(out: Union[str, Path]) -> None:
@@ -84,7 +85,7 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     axis.set_xticks([])
     axis.set_yticks([])
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_output_folder(out.parent)
     figure.savefig(out, dpi=120, bbox_inches='tight')
     plt.close(figure)
     return out

@@ -52,7 +52,9 @@ from typing import Sequence, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.zsl.eszsl import class_sums, first_best, gram_eigh
+from apnet_pyg.zsl.eszsl import (check_classes, check_grid,
+                                 check_map_shapes, check_ridge, class_sums,
+                                 first_best, gram_eigh)
 
 SPACES = ('semantic', 'feature')
 SOLVERS = ('eigh', 'sylvester')
@@ -105,15 +107,15 @@ class _SylvesterSystem:
         _check_shapes(features, attributes)
         # float64: X X^T of unit vectors is badly conditioned.
         self.x = torch.nn.functional.normalize(features.double(), dim=1)
-        classes, sums, counts = class_sums(self.x, labels,
-                                           attributes.size(0), classes)
+        classes, sums, counts = class_sums(self.x, labels, attributes,
+                                           classes)
         s = attributes[classes].double()  # [z, k]
         self.ss = s.t() @ (counts.double()[:, None] * s)  # S S^T, [k, k]
         self.sx = s.t() @ sums  # S X^T, [k, d]
         self._eigen = None
 
     def solve(self, lam: float) -> Tensor:
-        _check_lam(lam)
+        lam = check_ridge(lam, 'lam')
         if self._eigen is None:
             alpha, u = torch.linalg.eigh(self.ss)
             # X X^T: only the eigenvectors spanning the images' rows; the
@@ -132,7 +134,7 @@ class _SylvesterSystem:
 
     def solve_sylvester(self, lam: float) -> Tensor:
         from scipy.linalg import solve_sylvester
-        _check_lam(lam)
+        lam = check_ridge(lam, 'lam')
         w = solve_sylvester(self.ss.numpy(),
                             lam * (self.x.t() @ self.x).numpy(),
                             (1 + lam) * self.sx.numpy())
@@ -152,11 +154,6 @@ def _check_shapes(features: Tensor, attributes: Tensor) -> None:
                          f"{tuple(attributes.shape)})")
 
 
-def _check_lam(lam: float) -> None:
-    if not lam > 0:
-        raise ValueError(f"'lam' must be > 0 (got {lam})")
-
-
 def sae_scores(w: Tensor, features: Tensor, attributes: Tensor,
                classes: Tensor, space: str = 'semantic') -> Tensor:
     r"""Returns the cosine similarity of every image with every candidate
@@ -171,9 +168,11 @@ def sae_scores(w: Tensor, features: Tensor, attributes: Tensor,
     """
     if space not in SPACES:
         raise ValueError(f"'space' must be one of {SPACES} (got '{space}')")
+    check_map_shapes(w, 'w', features, attributes, feature_dim=1)
+    classes = check_classes(classes, attributes)
     normalize = torch.nn.functional.normalize
     w = normalize(w.to(features.dtype), dim=1)
-    s = attributes[classes.view(-1).long()].to(features.dtype)
+    s = attributes[classes].to(features.dtype)
     if space == 'semantic':
         return normalize(features @ w.t(), dim=1) @ normalize(s, dim=1).t()
     return normalize(features, dim=1) @ normalize(s @ w, dim=1).t()
@@ -189,7 +188,7 @@ def predict_sae(w: Tensor, features: Tensor, attributes: Tensor,
         Tensor: Predicted class indices (values of :obj:`classes`).
         Shape :obj:`[n]`.
     """
-    classes = classes.view(-1).long()
+    classes = check_classes(classes, attributes)
     return classes[sae_scores(w, features, attributes, classes,
                               space).argmax(1)]
 
@@ -217,6 +216,7 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         if space not in SPACES:
             raise ValueError(f"'spaces' must hold entries of {SPACES} "
                              f"(got '{space}')")
+    check_grid(grid)
     system = _SylvesterSystem(features[train_images], labels[train_images],
                               attributes, train_classes)
     encoders = {lam: system.solve(lam).to(features.dtype) for lam in grid}

@@ -50,6 +50,7 @@ from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
 from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
+from apnet_pyg.utils import make_output_folder
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.environment import describe_environment
@@ -549,7 +550,7 @@ def run(
     start = time.perf_counter()
     out = check_run_dir(out, resume, overwrite)
     check_config_fits(config, data)
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_folder(out)
     (out / 'config.json').write_text(json.dumps(config.to_dict(), indent=2))
 
     selection = None

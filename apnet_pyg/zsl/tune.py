@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.utils import make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, option_parser
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
@@ -156,7 +157,7 @@ def tune(
         result = _finished_setting(folder, config, data)
         if result is None:
             start = time.perf_counter()
-            folder.mkdir(parents=True, exist_ok=True)
+            make_output_folder(folder)
             # Resumes from an interrupted setting's checkpoint, if any.
             selection, history = select_on_validation(
                 data, config, folder, device, resume=True,
