@@ -74,7 +74,12 @@ from apnet_pyg.zsl.eszsl import (
     fit_eszsl_validated,
     predict_eszsl,
 )
-from apnet_pyg.zsl.evaluate import GZSLScores, best_calibration, zsl_accuracy
+from apnet_pyg.zsl.evaluate import (
+    GZSLScores,
+    best_calibration,
+    evaluate_predictions,
+    zsl_accuracy,
+)
 from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 from apnet_pyg.zsl.train import (
     TrainingDiverged,
@@ -1358,6 +1363,20 @@ case('zsl_accuracy/no-images',
          lambda images, classes: torch.zeros(images.numel(), classes.numel()),
          LABELS, torch.tensor([], dtype=int), torch.tensor([2, 3])),
      ValueError, r"None of 'classes' has a sample in 'target'")
+for what, predict, message in [
+        ('outside-the-candidates',
+         lambda images, classes: torch.full((images.numel(), ), 99),
+         r"'predict_classes' returned 99, not one of the \d+ candidate "
+         r"classes it was given"),
+        ('one-per-call', lambda images, classes: classes[:1],
+         r"'predict_classes' must return one class per image \(\d+; got 1 "
+         r"predictions\)"),
+        ('None', lambda images, classes: None,
+         r"'predict_classes' must return one class per image \(\d+; got "
+         r"NoneType\)")]:
+    case(f'evaluate_predictions/{what}',
+         lambda c, predict=predict: evaluate_predictions(c.data, predict),
+         ValueError, message)
 case('train_model/no-features',
      lambda c: train_model(None, c.class_side, torch.arange(4),
                            torch.arange(4), SMALL), ValueError,

@@ -301,8 +301,21 @@ def evaluate_predictions(
     GZSL :math:`S`, :math:`U`, :math:`H` (%), uncalibrated."""
     def one_hot_scores(image_index: Tensor, classes: Tensor) -> Tensor:
         predicted = predict_classes(image_index, classes)
-        position = (predicted.view(-1, 1) == classes.view(1, -1)).float()
-        return position
+        if not isinstance(predicted, Tensor) or \
+                predicted.numel() != image_index.numel():
+            got = f'{predicted.numel()} predictions' if isinstance(
+                predicted, Tensor) else type(predicted).__name__
+            raise ValueError(f"'predict_classes' must return one class per "
+                             f"image ({image_index.numel()}; got {got})")
+        position = predicted.view(-1, 1) == classes.view(1, -1)
+        # A row of zeros would otherwise count as a vote for classes[0].
+        outside = ~position.any(1)
+        if bool(outside.any()):
+            raise ValueError(f"'predict_classes' returned "
+                             f"{predicted.view(-1)[outside][0].item()}, not "
+                             f"one of the {classes.numel()} candidate "
+                             f"classes it was given")
+        return position.float()
 
     return evaluate_scores(data, one_hot_scores)
 
