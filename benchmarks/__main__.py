@@ -9,6 +9,7 @@ import importlib
 import sys
 from typing import List, Optional
 
+from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.environment import available_cores
 
 #: Suite name -> module.
@@ -72,4 +73,4 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

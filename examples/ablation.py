@@ -16,12 +16,14 @@ import argparse
 import dataclasses
 import itertools
 import json
+import sys
 from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.train import METRICS_FILE
 
 GRAPHS = ['none', 'wordnet', 'learned']
@@ -151,4 +153,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

@@ -34,6 +34,7 @@ from apnet_pyg.data.simulator import (SIMULATOR_VERSION, default_options,
                                       simulate_dataset)
 from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 
@@ -323,7 +324,11 @@ def main(argv=None):
         key, sep, value = item.partition('=')
         if not sep:
             raise SystemExit(f"error: --set expects KEY=VALUE (got '{item}')")
-        overrides[key] = json.loads(value)
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raise SystemExit(f"error: --set '{item}': '{value}' is not a "
+                             f"number") from None
     torch.set_num_threads(1)
 
     results, options, statistics = {}, {}, {}
@@ -401,4 +406,4 @@ def _report(text, out):
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

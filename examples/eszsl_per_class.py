@@ -28,6 +28,7 @@ import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
 from apnet_pyg.zsl.baselines import closed_form_arguments
+from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
                                  fit_eszsl_validated)
 
@@ -151,4 +152,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

@@ -18,7 +18,7 @@ import torch
 
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
-from apnet_pyg.zsl.cli import add_run_arguments
+from apnet_pyg.zsl.cli import add_run_arguments, run_script
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
 from apnet_pyg.zsl.train import load_run
 
@@ -98,4 +98,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

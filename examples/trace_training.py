@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from apnet_pyg.zsl import TrainConfig, build_model
-from apnet_pyg.zsl.cli import add_run_arguments
+from apnet_pyg.zsl.cli import add_run_arguments, run_script
 from apnet_pyg.zsl.train import (make_optimizer, make_sampler,
                                  make_scheduler, read_run_metrics,
                                  run_dataset)
@@ -153,4 +153,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(run_script(main))

@@ -130,6 +130,9 @@ def test_calibration_search_example(tiny_root, tmp_path, monkeypatch):
                         '--seeds', '1', '--summarize', str(log)])
     with pytest.raises(SystemExit, match='exists'):
         calibrate.main(common + ['--search', '1', '--search-log', str(log)])
+    with pytest.raises(SystemExit, match="--set 'isotropic_noise=abc': "
+                       "'abc' is not a number"):
+        calibrate.main(common + ['--set', 'isotropic_noise=abc'])
     with pytest.raises(SystemExit, match='not both'):
         calibrate.main(common + ['--search', '1', '--search-log', str(log),
                                  '--summarize', str(log)])

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +178,38 @@ def test_python_module_entry_point():
     result = subprocess.run([sys.executable, '-m', 'apnet_pyg.zsl', '--help'],
                             capture_output=True, text=True, check=True)
     assert 'simulate' in result.stdout and 'pipeline' in result.stdout
+
+
+def test_run_script_prints_one_line_and_debug_shows_the_traceback(capsys):
+    from apnet_pyg.zsl.cli import run_script
+    seen = []
+
+    def script(argv):
+        seen.append(argv)
+        if '--type' in argv:
+            raise TypeError('bad\ntype')
+        raise ValueError("'x' must be\n positive")
+
+    assert run_script(script, ['--a']) == 1
+    assert seen == [['--a']]
+    assert capsys.readouterr().err == "error: 'x' must be positive\n"
+    assert run_script(script, ['--type']) == 1
+    assert capsys.readouterr().err == ('error: TypeError: bad type (--debug '
+                                       'shows the traceback)\n')
+    # --debug is not passed on; usage errors and successes pass through:
+    with pytest.raises(ValueError):
+        run_script(script, ['--a', '--debug'])
+    assert seen[-1] == ['--a']
+    with pytest.raises(SystemExit):
+        run_script(lambda argv: sys.exit('usage'), [])
+    assert run_script(lambda argv: None, []) == 0
+
+
+def test_example_scripts_print_one_line_errors():
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[2] / 'examples' /
+                             'eszsl_per_class.py'), '--dataset', 'NOPE'],
+        capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: No dataset folder 'NOPE'")
+    assert 'Traceback' not in result.stderr
