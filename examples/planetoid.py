@@ -276,4 +276,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except FileNotFoundError as error:  # A wrong --raw; the message says so.
+        sys.exit(f'error: {error}')
