@@ -1085,8 +1085,8 @@ def validated(fit: Callable, **changes) -> Any:
 for name, fit in [('fit_eszsl', fit_eszsl), ('fit_sae', fit_sae)]:
     case(f'{name}/labels-float',
          lambda c, fit=fit: fit(BASE_X, BASE_Y.float(), BASE_S, BASE_C),
-         ValueError, r"'labels' must be a tensor of integer class indices "
-         r"\(got torch.float32\)")
+         ValueError, r"'labels' must hold integer indices \(got dtype "
+         r"torch.float32\)")
     case(f'{name}/labels-outside-attributes',
          lambda c, fit=fit: fit(BASE_X, BASE_Y + 3, BASE_S, BASE_C + 3),
          ValueError, r"'classes' holds class 5, outside the 5 classes of "
@@ -1162,7 +1162,7 @@ for name, predict, weight in [('predict_eszsl', predict_eszsl, V_FIT),
     case(f'{name}/classes-float',
          lambda c, predict=predict, weight=weight: predict(
              weight, BASE_X, BASE_S, BASE_C.float()), ValueError,
-         r"'classes' must be a tensor of integer class indices")
+         r"'classes' must hold integer indices \(got dtype torch.float32\)")
 case('predict_sae/space=visual',
      lambda c: predict_sae(W_FIT, BASE_X, BASE_S, BASE_C, space='visual'),
      ValueError, r"'space' must be one of \('semantic', 'feature'\)")

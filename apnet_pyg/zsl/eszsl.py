@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.utils import check_finite, check_number
+from apnet_pyg.utils import as_index_tensor, check_finite, check_number
 
 
 def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
@@ -298,18 +298,13 @@ def check_grid(grid: Sequence[float]) -> None:
                              f"{value!r})") from None
 
 
-def check_classes(classes: Tensor, attributes: Tensor, name: str = 'classes',
+def check_classes(classes: Any, attributes: Tensor, name: str = 'classes',
                   allow_empty: bool = False) -> Tensor:
-    r"""Checks that :obj:`classes` holds integer indices of rows of
-    :obj:`attributes` (a negative index would silently read another class)
-    and returns them flattened as int64."""
-    if not isinstance(classes, Tensor) or classes.is_floating_point() or \
-            classes.is_complex() or classes.dtype == torch.bool:
-        what = classes.dtype if isinstance(classes, Tensor) else \
-            type(classes).__name__
-        raise ValueError(f"'{name}' must be a tensor of integer class "
-                         f"indices (got {what})")
-    classes = classes.view(-1).long()
+    r"""Checks that :obj:`classes` holds integer indices
+    (:func:`~apnet_pyg.utils.as_index_tensor`) of rows of :obj:`attributes`
+    (a negative index would silently read another class) and returns them
+    flattened as int64."""
+    classes = as_index_tensor(classes, name)
     if classes.numel() == 0:
         if allow_empty:
             return classes
