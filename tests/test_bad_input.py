@@ -848,6 +848,30 @@ case('load_xlsa17/train-val-overlap',
      lambda c: toy_load(c.toy(lists={'valclasses1.txt': NAMES[1:3]})),
      ValueError, r"'trainclasses1.txt' and 'valclasses1.txt' in '.*' "
      r"overlap")
+case('load_xlsa17/class-list-empty',
+     lambda c: toy_load(c.toy(lists={'testclasses.txt': []})), ValueError,
+     r"'.*testclasses.txt' lists no classes")
+case('load_xlsa17/class-in-no-list',
+     lambda c: toy_load(c.toy(lists={'trainvalclasses.txt': NAMES[:2],
+                                     'trainclasses1.txt': NAMES[:1],
+                                     'valclasses1.txt': NAMES[1:2]})),
+     ValueError, r"1 classes of 'allclasses_names' are neither seen nor "
+     r"unseen in '.*TOY'.*killer\+whale")
+case('load_xlsa17/seen-class-in-no-validation-list',
+     lambda c: toy_load(c.toy(lists={'trainclasses1.txt': NAMES[:1],
+                                     'valclasses1.txt': NAMES[1:2]})),
+     ValueError, r"1 seen classes are in neither 'trainclasses1.txt' nor "
+     r"'valclasses1.txt'.*killer\+whale")
+case('load_xlsa17/train_loc-holds-test_unseen-images',
+     lambda c: toy_load(c.toy(splits={'train_loc': index_list([1, 2, 10])})),
+     ValueError, r"'train_loc' and 'test_unseen_loc' in '.*' share 1 images "
+     r"\(e.g. 1-based \[10\]\)")
+case('load_xlsa17/train_loc-val_loc-overlap',
+     lambda c: toy_load(c.toy(splits={'val_loc': index_list([5, 6, 1])})),
+     ValueError, r"'train_loc' and 'val_loc' in '.*' share 1 images")
+case('load_xlsa17/val_loc-empty',
+     lambda c: toy_load(c.toy(splits={'val_loc': index_list([])})),
+     ValueError, r"'val_loc' in '.*att_splits.mat' is empty")
 case('load_xlsa17/labels-of-the-other-side',
      lambda c: toy_load(c.toy(features={'labels': np.array(
          [1, 1, 2, 2, 3, 3, 1, 2, 3, 4, 4, 1.0]).reshape(-1, 1)})),

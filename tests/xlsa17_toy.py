@@ -68,3 +68,60 @@ def write_dataset(root, name='TOY', splits=None, features=None, lists=None,
         if names is not None:
             (folder / filename).write_text('\n'.join(names) + '\n')
     return folder
+
+
+def write_mat_v73(path, variables):
+    r"""Writes :obj:`variables` as MATLAB's `save -v7.3` does: an HDF5 file
+    behind a 512-byte MATLAB header, arrays stored transposed with their
+    MATLAB_class, cell arrays as object references into `#refs#`, char
+    arrays as uint16 codes, empty arrays as their dimensions with
+    MATLAB_empty."""
+    import h5py
+
+    classes = {'f': 'double', 'u': 'uint16', 'i': 'int32', 'U': 'char',
+               'O': 'cell'}
+
+    def store(group, name, value):
+        value = np.asarray(value)
+        kind = value.dtype.kind
+        if kind == 'f' and value.dtype == np.float32:
+            matlab_class = 'single'
+        else:
+            matlab_class = classes[kind]
+        if kind == 'U':  # MATLAB char: a rows x length matrix of codes
+            value = np.array([[ord(c) for c in row] for row in
+                              value.reshape(-1)], dtype=np.uint16)
+        if value.size == 0:
+            node = group.create_dataset(
+                name, data=np.array(value.shape, dtype=np.uint64))
+            node.attrs['MATLAB_empty'] = np.uint8(1)
+        elif kind == 'O':
+            refs = np.empty(value.shape, dtype=h5py.ref_dtype)
+            for index in np.ndindex(value.shape):
+                cell = f'{name}_{"_".join(map(str, index))}'
+                refs[index] = store(file.require_group('#refs#'), cell,
+                                    value[index]).ref
+            node = group.create_dataset(name, data=refs.T)
+        else:
+            node = group.create_dataset(name, data=value.T)
+        node.attrs['MATLAB_class'] = np.bytes_(matlab_class)
+        return node
+
+    with h5py.File(path, 'w', userblock_size=512) as file:
+        for name, value in variables.items():
+            store(file, name, value)
+    # The header scipy's matfile_version reads: 116 bytes of text, 8 of
+    # subsystem offset, version 0x0200 and the endian indicator.
+    header = b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ')
+    header += b'\x00' * 8 + b'\x00\x02' + b'IM'
+    with open(path, 'r+b') as file:
+        file.write(header)
+
+
+def convert_to_v73(folder, filename):
+    r"""Rewrites :obj:`folder/filename` (a v5 .mat file) in v7.3."""
+    path = folder / filename
+    variables = {key: value for key, value in scipy.io.loadmat(path).items()
+                 if not key.startswith('__')}
+    path.unlink()
+    write_mat_v73(path, variables)

@@ -81,8 +81,12 @@ class ZSLDataset:
         trainval_loc, test_seen_loc, test_unseen_loc (Tensor): Image indices
             of the three benchmark splits, int64 in :obj:`[0, N)`.
         train_loc, val_loc (Tensor, optional): Image indices of the
-            benchmark's validation split (:obj:`None` when absent). They do
-            not always partition :obj:`trainval_loc`.
+            benchmark's validation split (:obj:`None` when absent). In the
+            benchmark's AWA1, AWA2, CUB and SUN files they also hold
+            :obj:`test_seen_loc` images (AWA2: 4,031 and 1,851), so a model
+            trained on them has seen test images; this package's validation
+            uses the class lists and :obj:`trainval_loc` instead
+            (:func:`apnet_pyg.data.seen_validation_split`).
         seen_classes, unseen_classes (Tensor): Sorted class indices of the
             seen (trainval) and unseen (test) classes.
         train_classes, val_classes (Tensor, optional): Sorted class indices
@@ -343,6 +347,16 @@ def _read_class_roles(folder: Path, class_names: List[str],
             f"Seen and unseen classes overlap in '{folder}' "
             f"({CLASS_LIST_FILES['seen']} vs {CLASS_LIST_FILES['unseen']}): "
             f"{_names(overlap, class_names)}")
+    # Every class is seen or unseen (so in every benchmark file); a class
+    # in neither would silently get no images.
+    orphans = np.setdiff1d(np.arange(len(class_names)),
+                           np.union1d(seen, unseen))
+    if orphans.size:
+        raise ValueError(
+            f"{orphans.size} classes of 'allclasses_names' are neither seen "
+            f"nor unseen in '{folder}' ({CLASS_LIST_FILES['seen']}, "
+            f"{CLASS_LIST_FILES['unseen']}): "
+            f"{_names(orphans[:5], class_names)}")
     train, val = lists['train'], lists['val']
     for role, cls in (('train', train), ('val', val)):
         if cls is not None and np.setdiff1d(cls, seen).size:
@@ -350,12 +364,21 @@ def _read_class_roles(folder: Path, class_names: List[str],
                 f"'{folder / CLASS_LIST_FILES[role]}' lists classes that are "
                 f"not seen classes: "
                 f"{_names(np.setdiff1d(cls, seen), class_names)}")
-    if train is not None and val is not None and \
-            np.intersect1d(train, val).size:
-        raise ValueError(
-            f"'{CLASS_LIST_FILES['train']}' and '{CLASS_LIST_FILES['val']}' "
-            f"in '{folder}' overlap: "
-            f"{_names(np.intersect1d(train, val), class_names)}")
+    if train is not None and val is not None:
+        if np.intersect1d(train, val).size:
+            raise ValueError(
+                f"'{CLASS_LIST_FILES['train']}' and "
+                f"'{CLASS_LIST_FILES['val']}' in '{folder}' overlap: "
+                f"{_names(np.intersect1d(train, val), class_names)}")
+        # They split the seen classes (as in every benchmark dataset); a
+        # seen class in neither would be left out of validation.
+        left_out = np.setdiff1d(seen, np.union1d(train, val))
+        if left_out.size:
+            raise ValueError(
+                f"{left_out.size} seen classes are in neither "
+                f"'{CLASS_LIST_FILES['train']}' nor "
+                f"'{CLASS_LIST_FILES['val']}' in '{folder}': "
+                f"{_names(left_out[:5], class_names)}")
     return {'seen': seen, 'unseen': unseen, 'train': train, 'val': val}
 
 
@@ -453,15 +476,24 @@ def _read_mat_v73(path: Path,
             for index in np.ndindex(refs.shape):
                 cells[index] = convert(file, file[refs[index]])
             return cells.T
-        data = node[()]
+        data = np.asarray(node[()])
+        if node.attrs.get('MATLAB_empty', 0):
+            # An empty array is stored as its dimensions.
+            return np.zeros(tuple(int(d) for d in data.ravel()))
         if node.attrs.get('MATLAB_class') in (b'char', 'char'):
-            return ''.join(map(chr, np.asarray(data).T.ravel()))
-        return np.asarray(data).T  # h5py sees MATLAB arrays transposed
+            # One string per row, as scipy.io.loadmat reads a char matrix.
+            rows = np.atleast_2d(data.T)
+            return np.array([''.join(map(chr, row)) for row in rows])
+        return data.T  # h5py sees MATLAB arrays transposed
 
-    with h5py.File(path, 'r') as file:
-        return {key: convert(file, file[key]) for key in file.keys()
-                if not key.startswith('#') and
-                (variable_names is None or key in variable_names)}
+    try:
+        with h5py.File(path, 'r') as file:
+            return {key: convert(file, file[key]) for key in file.keys()
+                    if not key.startswith('#') and
+                    (variable_names is None or key in variable_names)}
+    except OSError as error:  # a truncated or corrupt HDF5 file
+        raise ValueError(f"Cannot read '{path}' with h5py: {error}; the "
+                         f"file is damaged, download it again") from None
 
 
 def _check_is_file(path: Path) -> None:
@@ -511,14 +543,21 @@ def _index_list(value: Any, key: str, path: Path,
                          f"{index[bad][:3].tolist()})")
     if np.unique(index).size != index.size:
         raise ValueError(f"'{key}' in '{path}' contains duplicate indices")
+    if not index.size:
+        raise ValueError(f"'{key}' in '{path}' is empty: every split of the "
+                         f"benchmark lists images")
     return index - 1
 
 
 def _check_disjoint(locs: Dict[str, Optional[np.ndarray]],
                     path: Path) -> None:
-    names = ('trainval', 'test_seen', 'test_unseen')
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
+    # train_loc and val_loc overlap test_seen_loc in the benchmark's own
+    # files (see ZSLDataset), so only these pairs must be disjoint.
+    pairs = (('trainval', 'test_seen'), ('trainval', 'test_unseen'),
+             ('test_seen', 'test_unseen'), ('train', 'val'),
+             ('train', 'test_unseen'), ('val', 'test_unseen'))
+    for a, b in pairs:
+        if locs[a] is not None and locs[b] is not None:
             shared = np.intersect1d(locs[a], locs[b])
             if shared.size:
                 raise ValueError(f"'{a}_loc' and '{b}_loc' in '{path}' share "
@@ -575,6 +614,9 @@ def _read_class_list(path: Path,
                          f"not in 'allclasses_names': {unknown[:5]}")
     if len(set(names)) != len(names):
         raise ValueError(f"'{path}' lists a class more than once")
+    if not names:
+        raise ValueError(f"'{path}' lists no classes: restore it from the "
+                         f"benchmark or delete it")
     return np.array([name_to_index[name] for name in names], dtype=np.int64)
 
 

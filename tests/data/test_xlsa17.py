@@ -1,3 +1,6 @@
+import dataclasses
+import sys
+
 import numpy as np
 import pytest
 import scipy.io
@@ -13,6 +16,7 @@ from xlsa17_toy import (
     TEST_UNSEEN,
     TRAINVAL,
     VAL,
+    convert_to_v73,
     index_list,
     names_cell,
     write_dataset,
@@ -242,21 +246,64 @@ def test_features_not_finite(tmp_path, value):
         load_xlsa17(tmp_path, 'TOY')
 
 
-def test_matlab_v73_file(tmp_path):
-    pytest.importorskip('scipy')
-    try:
-        import h5py  # noqa: F401
-        pytest.skip('h5py installed: v7.3 files are readable')
-    except ImportError:
-        pass
+def test_matlab_v73_without_h5py(tmp_path, monkeypatch):
     folder = write_dataset(tmp_path)
-    # A v7.3 header: 116 bytes of text, 8 of subsystem offset, version 0x0200
-    # and the endian indicator; an HDF5 file follows at byte 512.
-    header = b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ')
-    header += b'\x00' * 8 + b'\x00\x02' + b'IM'
-    (folder / 'res101.mat').write_bytes(header.ljust(512, b'\x00') +
-                                        b'\x89HDF\r\n\x1a\n')
+    convert_to_v73(folder, 'res101.mat')
+    monkeypatch.setitem(sys.modules, 'h5py', None)  # import h5py fails
     with pytest.raises(ValueError, match='v7.3 \\(HDF5\\).*h5py'):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def _same_dataset(a, b):
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, torch.Tensor):
+            assert x.dtype == y.dtype and torch.equal(x, y), field.name
+        else:
+            assert x == y, field.name
+
+
+@pytest.mark.parametrize('attributes', ['att', 'original_att'])
+def test_matlab_v73_reads_as_v5(tmp_path, attributes):
+    pytest.importorskip('h5py')
+    folder = write_dataset(tmp_path)
+    v5 = load_xlsa17(tmp_path, 'TOY', attributes=attributes)
+    for filename in ('att_splits.mat', 'res101.mat'):
+        convert_to_v73(folder, filename)
+    assert open(folder / 'res101.mat', 'rb').read(19) == b'MATLAB 7.3 MAT-file'
+    _same_dataset(load_xlsa17(tmp_path, 'TOY', attributes=attributes), v5)
+
+
+def test_matlab_v73_char_matrix_names(tmp_path):
+    # A C x L char matrix (padded rows) instead of a cell array of names.
+    pytest.importorskip('h5py')
+    width = max(map(len, NAMES))
+    folder = write_dataset(tmp_path, splits={
+        'allclasses_names': np.array([name.ljust(width) for name in NAMES])})
+    assert load_xlsa17(tmp_path, 'TOY').class_names == NAMES
+    convert_to_v73(folder, 'att_splits.mat')
+    assert load_xlsa17(tmp_path, 'TOY').class_names == NAMES
+
+
+@pytest.mark.parametrize('version', ['v5', 'v7.3'])
+def test_empty_index_list(tmp_path, version):
+    # MATLAB stores an empty v7.3 array as its dimensions: read as empty.
+    folder = write_dataset(tmp_path, splits={'val_loc': index_list([])})
+    if version == 'v7.3':
+        pytest.importorskip('h5py')
+        convert_to_v73(folder, 'att_splits.mat')
+    with pytest.raises(ValueError, match="'val_loc' in .* is empty"):
+        load_xlsa17(tmp_path, 'TOY')
+
+
+def test_matlab_v73_truncated(tmp_path):
+    pytest.importorskip('h5py')
+    folder = write_dataset(tmp_path)
+    convert_to_v73(folder, 'res101.mat')
+    path = folder / 'res101.mat'
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    with pytest.raises(ValueError, match="Cannot read '.*res101.mat' with "
+                       "h5py: .*damaged, download it again"):
         load_xlsa17(tmp_path, 'TOY')
 
 
