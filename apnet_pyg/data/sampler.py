@@ -71,6 +71,9 @@ def _group_by_class(labels: Tensor, classes: Tensor, pool: Optional[Tensor],
                          int(pool.max()) >= labels.numel()):
         raise ValueError(f"'pool' must hold image indices in "
                          f"[0, {labels.numel()})")
+    if pool.unique().numel() != pool.numel():
+        # A repeated image would be drawn twice in one episode or pass.
+        raise ValueError("'pool' contains duplicate image indices")
     size = max(int(classes.max()), int(labels.max()) if labels.numel()
                else 0) + 1
     if int(classes.min()) < 0:
@@ -293,6 +296,10 @@ class MinibatchSampler(_RandomSampler):
         r"""The next mini-batch of an endless sequence of passes over the
         images (a new order each pass). Its position is part of
         :meth:`state_dict`, so a resumed run continues mid-pass exactly."""
+        if len(self) == 0:
+            raise ValueError(f"No complete batch to sample: "
+                             f"{self._images.numel()} images, batch_size "
+                             f"{self.batch_size} and drop_last=True")
         if self._pass_order is None or self._next_batch >= len(self):
             self._pass_order, self._next_batch = self._order(), 0
         batch = self._batch(self._pass_order, self._next_batch)

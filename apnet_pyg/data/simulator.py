@@ -130,10 +130,15 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
         for filename in (SPLITS_FILE, *CLASS_LIST_FILES.values()):
             if (source / filename).is_file():
                 shutil.copyfile(source / filename, target / filename)
+    # The sidecar before the features (features without it would pass for
+    # real ones), and no earlier simulated features beside a new sidecar.
+    (target / FEATURES_FILE).unlink(missing_ok=True)
+    sidecar = target / SIMULATED_SIDECAR
+    partial = sidecar.with_name(sidecar.name + '.partial')
+    partial.write_text(json.dumps(data.simulation, indent=2))
+    os.replace(partial, sidecar)
     _write_features(target / FEATURES_FILE, data.features.numpy(), labels,
                     image_files, compress)
-    (target / SIMULATED_SIDECAR).write_text(
-        json.dumps(data.simulation, indent=2))
     return target
 
 
@@ -337,10 +342,12 @@ def _check_options(opts: Dict[str, Any]) -> None:
         if value < 0:
             raise ValueError(f"'{key}' must be finite and >= 0 (got {value})")
     for key in ('hidden_dim', 'noise_rank', 'shared_neighbours'):
-        # Whole floats pass: --set KEY=VALUE options arrive as floats.
+        # Whole floats pass (--set KEY=VALUE options arrive as floats) and
+        # become ints: they are used as sizes.
         if int(opts[key]) != opts[key] or opts[key] < 1:
             raise ValueError(f"'{key}' must be a positive integer "
                              f"(got {opts[key]})")
+        opts[key] = int(opts[key])
     if opts['shared_temperature'] <= 0:
         raise ValueError(f"'shared_temperature' must be > 0 (got "
                          f"{opts['shared_temperature']})")

@@ -64,6 +64,9 @@ def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
                                int(images.max()) >= labels.numel()):
         raise ValueError(f"'images' must hold indices into 'labels', in "
                          f"[0, {labels.numel()})")
+    if images.unique().numel() != images.numel():
+        # A repeated image could land on both sides of the split.
+        raise ValueError("'images' contains duplicate image indices")
     if labels.numel() > 0 and int(labels.min()) < 0:
         raise ValueError("'labels' contains negative class indices")
     order = torch.randperm(images.numel(), generator=generator)

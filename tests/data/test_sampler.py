@@ -112,6 +112,11 @@ def test_bad_arguments():
         EpisodeSampler(LABELS, torch.tensor([1, 2]), pool=torch.tensor([99]))
     with pytest.raises(TypeError, match='endless'):
         len(EpisodeSampler(LABELS, torch.tensor([1, 2])))
+    with pytest.raises(ValueError, match="'pool' contains duplicate"):
+        EpisodeSampler(LABELS, torch.tensor([1, 2]), pool=POOL[[0, 0, 1]])
+    with pytest.raises(ValueError, match="'pool' contains duplicate"):
+        MinibatchSampler(LABELS, torch.tensor([1, 2]), 4,
+                         pool=POOL[[0, 0, 1]])
 
 
 def test_minibatches_cover_each_image_once():
@@ -127,6 +132,12 @@ def test_minibatches_cover_each_image_once():
         assert torch.equal(classes[target], LABELS[image_index])
     assert len(MinibatchSampler(LABELS, classes, 4, pool=POOL,
                                 drop_last=True)) == expected.numel() // 4
+    # Fewer images than one batch: no pass, so nothing to sample.
+    too_few = MinibatchSampler(LABELS, classes, expected.numel() + 1,
+                               pool=POOL, drop_last=True)
+    assert len(too_few) == 0 and list(too_few) == []
+    with pytest.raises(ValueError, match='No complete batch to sample'):
+        too_few.sample()
 
 
 def test_minibatches_deterministic():

@@ -268,3 +268,36 @@ def test_dataset_defaults(tmp_path):
                              data_root=tmp_path / 'real', shared_weight=0.25)
     sidecar = json.loads((folder / 'SIMULATED.json').read_text())
     assert sidecar['options'] == {**cub, 'shared_weight': 0.25}
+
+
+def test_whole_float_options_equal_ints(tmp_path):
+    write_class_side(tmp_path / 'real')
+    sizes = dict(hidden_dim=16, noise_rank=4, shared_neighbours=2)
+    as_ints = simulate_dataset('TOY', tmp_path / 'real', **sizes)
+    as_floats = simulate_dataset('TOY', tmp_path / 'real',
+                                 **{k: float(v) for k, v in sizes.items()})
+    assert torch.equal(as_floats.features, as_ints.features)
+    assert as_floats.simulation['options'] == as_ints.simulation['options']
+
+
+def test_failed_write_leaves_no_unmarked_features(tmp_path, monkeypatch):
+    import apnet_pyg.data.simulator as simulator
+    write_class_side(tmp_path / 'real')
+    simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real')
+
+    def fail(*args):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(simulator, '_write_features', fail)
+    with pytest.raises(OSError, match='No space'):
+        simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
+                        seed=1)
+    # The earlier features are gone, not left beside the new sidecar; the
+    # folder is never features without a sidecar.
+    folder = tmp_path / 'sim' / 'TOY'
+    assert not (folder / 'res101.mat').exists()
+    assert json.loads((folder / 'SIMULATED.json').read_text())['seed'] == 1
+    monkeypatch.undo()
+    simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
+                    seed=1)
+    assert load_xlsa17(tmp_path / 'sim', 'TOY').simulated

@@ -24,6 +24,9 @@ def test_hold_out_per_class():
     assert not torch.equal(other[1], held)
     with pytest.raises(ValueError, match="'fraction' must lie in"):
         hold_out_per_class(images, labels, 1.0, torch.Generator())
+    with pytest.raises(ValueError, match="'images' contains duplicate"):
+        hold_out_per_class(images[[0, 0, 1, 2]], labels, 0.2,
+                           torch.Generator())
 
 
 def test_seen_validation_split(tiny_root):
