@@ -162,7 +162,8 @@ def check_same_device(tensor: Tensor, name: str, reference: Tensor,
 
 
 def check_edge_index(edge_index: Tensor) -> None:
-    r"""Checks that :obj:`edge_index` is an integer tensor of shape
+    r"""Checks that :obj:`edge_index` is an int64 or int32 tensor (the
+    index dtypes of PyG and torch's sparse kernels) of shape
     :obj:`[2, num_edges]` (metadata only)."""
     if not isinstance(edge_index, Tensor):
         raise ValueError(f"'edge_index' must be a torch.Tensor "
@@ -170,9 +171,8 @@ def check_edge_index(edge_index: Tensor) -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'edge_index' must have shape [2, num_edges] "
                          f"(got {tuple(edge_index.shape)})")
-    if edge_index.is_floating_point() or edge_index.is_complex() or \
-            edge_index.dtype == torch.bool:
-        raise ValueError(f"'edge_index' must hold integer indices "
+    if edge_index.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"'edge_index' must hold int64 or int32 indices "
                          f"(got dtype {edge_index.dtype})")
 
 

@@ -375,9 +375,18 @@ case('APNetConv/edge_index-3-rows',
      lambda c: conv()(X, torch.cat([EDGES, EDGES[:1]])), ValueError,
      r"'edge_index' must have shape \[2, num_edges\]")
 case('APNetConv/edge_index-float', lambda c: conv()(X, EDGES.float()),
-     ValueError, r"'edge_index' must hold integer indices")
+     ValueError, r"'edge_index' must hold int64 or int32 indices")
 case('APNetConv/edge_index-bool', lambda c: conv()(X, EDGES.bool()),
-     ValueError, r"'edge_index' must hold integer indices")
+     ValueError, r"'edge_index' must hold int64 or int32 indices")
+# uint8 indices reached the kernels (NaN on the fused path).
+case('APNetConv/edge_index-uint8', lambda c: conv()(X, EDGES.to(torch.uint8)),
+     ValueError, r"'edge_index' must hold int64 or int32 indices \(got dtype "
+     r"torch.uint8\)")
+case('APNetConv/sparse-adjacency-integer-values',
+     lambda c: conv()(X, torch.sparse_coo_tensor(
+         EDGES.flip(0), torch.full((EDGES.size(1), ), 5), (5, 5))),
+     ValueError, r"'edge_index', a sparse adjacency, holds integer values "
+     r"\(torch.int64\)")
 case('APNetConv/edge_index-list', lambda c: conv()(X, EDGES.tolist()),
      ValueError, r"'edge_index' must be a torch.Tensor")
 case('APNetConv/edge_index-out-of-range',

@@ -59,7 +59,12 @@ def _normalized_graphs(
     :obj:`batch` is a contiguous range, the ranges, and the permutation
     applied (:obj:`None` if none was needed)."""
     check_node_features(x, 'x')
-    h = F.normalize(x.detach(), p=2.0, dim=-1)
+    h = x.detach()
+    if h.dtype in (torch.float16, torch.bfloat16):
+        # Their rounding (bfloat16: 2^-8) would move the threshold by
+        # degrees: compare in float32.
+        h = h.float()
+    h = F.normalize(h, p=2.0, dim=-1)
     ranges, perm = _graph_ranges(batch, h.size(0))
     return (h if perm is None else h[perm]), ranges, perm
 
@@ -131,7 +136,8 @@ def cosine_threshold_graph(
     A zero row has cosine :math:`0` with every row. A computed cosine
     within :data:`THRESHOLD_TOLERANCE_EPS` machine epsilons below
     :obj:`threshold` counts as reaching it, so that rounding cannot drop
-    an edge between identical rows at :obj:`threshold=1.0`.
+    an edge between identical rows at :obj:`threshold=1.0`; float16 and
+    bfloat16 features are compared in float32.
 
     Args:
         x (torch.Tensor): Node features :math:`(N, F)`.

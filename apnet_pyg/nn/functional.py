@@ -174,6 +174,8 @@ def _sparse_pattern(row: Tensor, col: Tensor, num_rows: int,
     # On CPU, reading "is it sorted?" costs no host synchronisation, and a
     # sort skipped saves most of the fixed cost of a small graph's layer.
     on_cpu = row.device.type == 'cpu'
+    # int64 keys: row * num_cols overflows int32 from 46,341 nodes on.
+    row, col = row.long(), col.long()
     key = row * num_cols + col
     if on_cpu and _is_sorted(key):  # Already sorted by (row, col).
         perm = torch.arange(key.numel(), device=key.device)

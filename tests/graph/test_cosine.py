@@ -172,3 +172,15 @@ def test_cosine_knn_graph_bad_input():
         cosine_knn_graph(torch.full((3, 2), math.inf), 2)
     with pytest.raises(ValueError, match="'flow'"):
         cosine_knn_graph(torch.randn(4, 2), 2, flow='sideways')
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_cosine_threshold_graph_low_precision(dtype):
+    # 44 degrees apart: no edge at cos 40 degrees. bfloat16's epsilon
+    # (2^-7) would have moved the cut to about 45 degrees.
+    angle = math.radians(44)
+    x = torch.tensor([[1.0, 0.0], [math.cos(angle), math.sin(angle)]])
+    assert cosine_threshold_graph(x.to(dtype)).numel() == 0
+    close = torch.tensor([[1.0, 0.0], [math.cos(0.6), math.sin(0.6)]])
+    assert edge_set(cosine_threshold_graph(close.to(dtype))) == {(0, 1),
+                                                                (1, 0)}

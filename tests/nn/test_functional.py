@@ -303,3 +303,17 @@ def test_kernels_as_custom_operators():
                             x, None)),
     ]:
         torch.library.opcheck(op, args)
+
+
+def test_sparse_pattern_int32_indices_of_a_large_graph():
+    # row * num_cols overflows int32 from 46,341 nodes on: the keys are
+    # computed in int64, so int32 indices give the int64 pattern.
+    n = 50_000
+    row = torch.tensor([0, 49_998, 49_999, 49_999])
+    col = torch.tensor([49_999, 1, 0, 2])
+    expected, expected_perm = sparse_pattern(row, col, (n, n))
+    pattern, perm = sparse_pattern(row.int(), col.int(), (n, n))
+    assert torch.equal(perm, expected_perm)
+    for name in ('rowptr', 'row', 'col', 'rowptr_t', 'row_t', 'col_t',
+                 'perm_t'):
+        assert torch.equal(getattr(pattern, name), getattr(expected, name))

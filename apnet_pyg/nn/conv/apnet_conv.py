@@ -246,14 +246,18 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     :obj:`aggr="add"`, :obj:`node_dim` and :obj:`decomposed_layers=1` and
     rejects any other. :obj:`fused=False` runs PyG's generic
     gather/scatter message passing (same result; supports every
-    :class:`MessagePassing` argument, PyG's explain and message hooks).
+    :class:`MessagePassing` argument and the message hooks); PyG's
+    explainer switches a fused layer to it while it explains.
     Both paths compile with :obj:`torch.compile(conv, fullgraph=True)` for
     an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input,
     also with :obj:`dynamic=True`. In eager mode the layer keeps what it
     derives from the graph alone (the CSR pattern, which nodes get a
     self-loop) while it is called with the same, unmodified
-    :obj:`edge_index` tensor, as in full-batch training; a new or edited
-    tensor is read afresh.
+    :obj:`edge_index` tensor, as in full-batch training; a new tensor, or
+    one edited in place through torch (which bumps its version counter),
+    is read afresh. An edit that bypasses the counter (through
+    :obj:`.numpy()`, :obj:`.data` or DLPack) is not seen: pass a new
+    tensor then.
 
     Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
     under :func:`torch.autocast`) and devices always; node indices always
@@ -364,18 +368,23 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 (default: :obj:`None`)
             size ((int, int), optional): The number of source and target
                 nodes; must match :obj:`x` when given. (default: :obj:`None`)
-            return_attention_weights (bool, optional): Will additionally
-                return :obj:`(edge_index, attention_weights)` (the edges
-                including the added self-loops), or, for a sparse adjacency,
-                the adjacency with the attention as its values (in the
-                input's layout; a COO tensor for a :obj:`SparseTensor`),
-                whenever it is set to a value, regardless of its actual
-                value.
+            return_attention_weights (bool, optional): If set to
+                :obj:`True`, will additionally return the tuple
+                :obj:`(edge_index, attention_weights)` (the edges including
+                the added self-loops), or, for a sparse adjacency,
+                :obj:`(adj, attention_weights)`: :obj:`adj` holds the
+                attention as its values, in the input's layout (a COO
+                tensor for a :obj:`SparseTensor`), and
+                :obj:`attention_weights` is :obj:`adj.values()`, as
+                :class:`~torch_geometric.nn.conv.GATConv` does.
                 (default: :obj:`None`)
         """
         x_src, x_dst, bipartite = self._node_features(x)
         size = self._check_size(x_src, x_dst, size)
-        if self.fused:
+        attention = bool(return_attention_weights)
+        # PyG's explainer masks messages: only message passing has them.
+        fused = self.fused and not self.explain
+        if fused:
             check_kernel_dtype(x_src, 'x')
             if x_src.device.type == 'cpu' and \
                     torch.is_autocast_enabled('cpu') and \
@@ -386,7 +395,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                                  f"sparse kernels compute in float32 or "
                                  f"float64 only; pass fused=False")
         if x_src.device.type == 'meta' and self.add_self_loops and \
-                not bipartite and return_attention_weights is not None:
+                not bipartite and attention:
             raise ValueError("return_attention_weights on meta tensors: the "
                              "number of added self-loops depends on the "
                              "data; pass add_self_loops=False or real "
@@ -414,19 +423,19 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             log_weight = edge_weight.log().to(x_src.dtype)
 
         loop_kept, pattern, perm = self._graph_structure(
-            edge_index, size, bipartite)
-        if self.fused:
+            edge_index, size, bipartite, fused)
+        if fused:
             if log_weight is not None:
                 log_weight = log_weight.index_select(0, perm)
             out, alpha, alpha_loop = self._fused_propagate(
                 x_src, x_dst, pattern, perm, log_weight, loop_kept,
-                bipartite, return_attention_weights is not None)
+                bipartite, attention)
         else:
             out, alpha, alpha_loop = self._message_passing(
                 x_src, x_dst, edge_index, log_weight, loop_kept, size,
                 bipartite)
 
-        if return_attention_weights is None:
+        if not attention:
             return out
         if loop_kept is not None:  # Append the added self-loops.
             loops = torch.arange(size[0], device=edge_index.device,
@@ -435,8 +444,10 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             alpha = torch.cat([alpha, alpha_loop[loop_kept]], dim=0)
         if sparse_layout is None:
             return out, (edge_index, alpha)
-        return out, self._attention_as_sparse(edge_index, alpha, size,
-                                              sparse_layout)
+        adj = self._attention_as_sparse(edge_index, alpha, size,
+                                        sparse_layout)
+        # The attention in the order of adj's stored values.
+        return out, (adj, adj.values())
 
     # Inputs ##################################################################
 
@@ -506,8 +517,14 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             index_t = torch.stack([target, source], dim=0)
         else:
             index_t, value = to_edge_index(adj_t)
-        if value is None or not value.is_floating_point():
-            value = None  # Unit weights.
+        if value is not None and value.dtype == torch.bool:
+            value = None  # A pattern: unit weights.
+        elif value is not None and not value.is_floating_point():
+            # Not dropped for unit weights: they may be counts.
+            raise ValueError(f"'edge_index', a sparse adjacency, holds "
+                             f"integer values ({value.dtype}): convert them "
+                             f"to float to use them as edge weights, or to "
+                             f"bool for unit weights")
         return index_t.flip(0), value
 
     @staticmethod
@@ -528,6 +545,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         edge_index: Tensor,
         size: Tuple[int, int],
         bipartite: bool,
+        fused: bool,
     ) -> Tuple[OptTensor, Optional[SparsePattern], OptTensor]:
         r"""What depends on the graph alone: its range check, which nodes
         get a self-loop (:obj:`None` for none) and, for the fused path, the
@@ -535,9 +553,11 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         while the layer sees the same, unmodified :obj:`edge_index` tensor
         (as in full-batch training): the sorts are most of a small graph's
         cost. Outside debug mode only (which checks every call)."""
-        key = (size, bipartite, self.flow, self.fused, self.add_self_loops)
-        cached = None if is_compiling() or value_checks_enabled() else \
-            self._cached_structure
+        key = (size, bipartite, self.flow, fused, self.add_self_loops)
+        # Inference tensors have no version counter: not cached.
+        cacheable = not is_compiling() and not edge_index.is_inference()
+        cached = self._cached_structure if cacheable and \
+            not value_checks_enabled() else None
         if cached is not None and cached[0] is edge_index and \
                 cached[1] == edge_index._version and cached[2] == key:
             return cached[3]
@@ -551,12 +571,12 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         if self.add_self_loops and not bipartite:
             loop_kept = _lacks_self_loop(source, target, size[0])
         pattern = perm = None
-        if self.fused:
+        if fused:
             # In range: checked above.
             pattern, perm = sparse_pattern(target, source,
                                            (size[1], size[0]), check=False)
         structure = (loop_kept, pattern, perm)
-        if not is_compiling():
+        if cacheable:
             # A reference to edge_index itself: its memory cannot be reused
             # by another tensor that would pass for it.
             self._cached_structure = (edge_index, edge_index._version, key,

@@ -220,9 +220,11 @@ def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
         'csc': to_torch_csc_tensor
     }[layout]
     adj = to_sparse(edge_index, edge_weight, size=(8, 8))
-    out, adj_alpha = conv(x, adj.t(), return_attention_weights=True)
+    out, (adj_alpha, values) = conv(x, adj.t(),
+                                    return_attention_weights=True)
     assert torch.allclose(out, expected, atol=1e-12)
     assert adj_alpha.layout == adj.t().layout
+    assert torch.equal(values, adj_alpha.values())
     dense_alpha = torch.zeros(8, 8, dtype=alpha.dtype)
     dense_alpha[index[1], index[0]] = alpha
     assert torch.allclose(adj_alpha.to_dense(), dense_alpha, atol=1e-12)
@@ -727,7 +729,7 @@ def test_apnet_conv_bad_input(make_random_graph):
         conv(x.long(), edge_index)
     with pytest.raises(ValueError, match=r"shape \[2, num_edges\]"):
         conv(x, edge_index[0])
-    with pytest.raises(ValueError, match="integer"):
+    with pytest.raises(ValueError, match="int64 or int32 indices"):
         conv(x, edge_index.double())
     with pytest.raises(ValueError, match="one weight per edge"):
         conv(x, edge_index, edge_weight[:-1])
@@ -905,3 +907,79 @@ def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
         assert torch.allclose(grad, expected_grad, atol=1e-5)
     assert torch._dynamo.utils.counters['stats']['unique_graphs'] == 1
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_inference_mode(fused, make_random_graph):
+    # Inference tensors have no version counter; the layer runs uncached.
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, fused=fused)
+    expected = conv(x, edge_index)
+    with torch.inference_mode():
+        x_inf, edge_index_inf = x.clone(), edge_index.clone()
+        assert torch.allclose(conv(x_inf, edge_index_inf), expected,
+                              atol=1e-12)
+        assert torch.allclose(conv(x_inf, edge_index_inf), expected,
+                              atol=1e-12)
+
+
+def test_apnet_conv_return_attention_weights_false(make_random_graph):
+    # As GATConv: False returns the output alone.
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    out = conv(x, edge_index, return_attention_weights=False)
+    assert isinstance(out, torch.Tensor)
+    assert torch.equal(out, conv(x, edge_index))
+
+
+def test_apnet_conv_bool_sparse_adjacency_is_a_pattern(make_random_graph):
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4)
+    adj_t = to_torch_coo_tensor(edge_index.flip(0), torch.ones(
+        edge_index.size(1), dtype=torch.bool), size=(8, 8))
+    assert torch.allclose(conv(x, adj_t), conv(x, edge_index), atol=1e-12)
+
+
+def test_apnet_conv_int32_edge_index_of_a_large_graph():
+    # Sort keys of a 50,000-node graph overflow int32: fused and message
+    # passing agree with int64 indices.
+    num_nodes = 50_000
+    x = torch.randn(num_nodes, 4, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(0))
+    edge_index = torch.tensor([[0, 1, 49_999, 2], [49_999, 49_998, 0, 49_999]])
+    conv = conv64(4, 4, num_steps=1)
+    expected = conv(x, edge_index)
+    for fused in (True, False):
+        conv.fused = fused
+        assert torch.allclose(conv(x, edge_index.int()), expected,
+                              atol=1e-12)
+        assert torch.allclose(conv(x, EdgeIndex(edge_index.int())), expected,
+                              atol=1e-12)
+
+
+def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
+    # PyG's explainer masks messages: a fused layer runs message passing
+    # while it explains, and gives the same edge mask as fused=False.
+    from torch_geometric.explain import Explainer, GNNExplainer
+    x, edge_index, _ = graph(channels=6, dtype=torch.float32,
+                             make_random_graph=make_random_graph)
+
+    class Model(torch.nn.Module):
+        def __init__(self, fused):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = APNetConv(6, 4, num_steps=1, fused=fused)
+
+        def forward(self, x, edge_index):
+            return self.conv(x, edge_index)
+
+    masks = []
+    for fused in (True, False):
+        torch.manual_seed(1)
+        explainer = Explainer(
+            Model(fused), GNNExplainer(epochs=3), explanation_type='model',
+            edge_mask_type='object', node_mask_type=None,
+            model_config=dict(mode='regression', task_level='node',
+                              return_type='raw'))
+        masks.append(explainer(x, edge_index, index=0).edge_mask)
+    assert torch.allclose(masks[0], masks[1], atol=1e-6)
