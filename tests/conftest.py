@@ -98,9 +98,15 @@ def write_tiny_class_side(root, name='TINY'):
 
 
 @pytest.fixture(scope='session')
-def tiny_root(tmp_path_factory):
+def tiny_class_side(tmp_path_factory):
+    r"""Root folder of the class side 'TINY' is simulated from."""
+    return write_tiny_class_side(tmp_path_factory.mktemp('class_side'))
+
+
+@pytest.fixture(scope='session')
+def tiny_root(tmp_path_factory, tiny_class_side):
     r"""Root folder of a tiny simulated dataset 'TINY' (real layout)."""
-    class_side = write_tiny_class_side(tmp_path_factory.mktemp('class_side'))
+    class_side = tiny_class_side
     out = tmp_path_factory.mktemp('simulated')
     # Little image noise: a model of tiny sizes learns it in a few dozen
     # episodes, so that tests of learning and selection can fail.

@@ -1346,6 +1346,8 @@ for name, value, message in [
         ('threshold', 2.0, r"must lie in \[-1, 1\]"),
         ('propagation_temperature', -1.0, r"must be at least 0"),
         ('seed', 'a', r"must be an integer"),
+        # seed + 1 seeds the sampler: 2^64 - 1 overflowed torch.manual_seed.
+        ('seed', 2**64 - 1, r"must lie in \[0, 2\^32 - 1\]"),
         ('report_test_selected', 'yes', r"must be True or False"),
 ]:
     case(f'TrainConfig/{name}={value!r}',
@@ -1647,8 +1649,8 @@ cli('cli/train--resume-other-configuration',
     lambda c: c.train('--resume', out=c.checkpoint_run(
         checkpoint_of(SMALL.replace(lr=0.5)))),
     r"'.*checkpoint.pt' was written with another configuration "
-    r"\(differs in: lr, lr_decay_epoch\); start a new run directory or "
-    r"drop --resume")
+    r"\(differs in: lr, lr_decay_epoch\); run again with the options it was "
+    r"written with, or start over in another output folder")
 cli('cli/evaluate-no-metrics.json', lambda c: ['evaluate', '--run',
                                                str(c.tmp)],
     r"No metrics.json in '.*': is it a finished 'apnet-zsl train' run")

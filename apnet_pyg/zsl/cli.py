@@ -18,6 +18,7 @@ Subcommands:
 """
 import argparse
 import dataclasses
+import filecmp
 import json
 import sys
 import time
@@ -33,7 +34,9 @@ from apnet_pyg.data.simulator import (
     default_options,
     simulate_xlsa17,
 )
-from apnet_pyg.data.xlsa17 import DATASETS, SIMULATED_SIDECAR
+from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, DATASETS,
+                                   SIMULATED_SIDECAR, SPLITS_FILE,
+                                   dataset_dir, packaged_root)
 from apnet_pyg.utils import make_output_folder
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
@@ -149,6 +152,17 @@ def _check_simulated_data(folder: Path, args: argparse.Namespace) -> None:
         raise ValueError(f"'{folder}' was simulated differently: "
                          f"{'; '.join(different)}; choose another --out or "
                          f"delete '{folder}'")
+    # The class side it was simulated from: the simulator copied its files.
+    source = dataset_dir(args.data_root if args.data_root is not None else
+                         packaged_root(), args.dataset)
+    for filename in (SPLITS_FILE, *CLASS_LIST_FILES.values()):
+        ours, theirs = folder / filename, source / filename
+        if ours.is_file() != theirs.is_file() or ours.is_file() and \
+                not filecmp.cmp(ours, theirs, shallow=False):
+            raise ValueError(f"'{folder}' was simulated from another class "
+                             f"side ({saved.get('source')}): its {filename} "
+                             f"differs from '{theirs}'; choose another --out "
+                             f"or delete '{folder}'")
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser,
@@ -470,7 +484,13 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
                 'it stopped')
     if args.command not in ('train', 'pipeline') or out is None:
         return 'interrupted'
-    from apnet_pyg.zsl.train import FINAL_CHECKPOINT, SELECTION_CHECKPOINT
+    from apnet_pyg.zsl.train import (FINAL_CHECKPOINT, METRICS_FILE,
+                                     SELECTION_CHECKPOINT)
+    if (Path(out) / METRICS_FILE).is_file():
+        # Training is over: the baselines were being fitted.
+        return (f'interrupted while fitting the baselines; the run is saved '
+                f'in {Path(out) / METRICS_FILE} (without them): fit them with '
+                f'apnet-zsl compare --runs {out} --baselines')
     checkpoints = [Path(out) / name for name in (FINAL_CHECKPOINT,
                                                  SELECTION_CHECKPOINT)]
     last = next((path for path in checkpoints if path.is_file()), None)

@@ -38,6 +38,10 @@ def _option(default, help: str, choices=None):
                  metadata={'help': help, 'choices': choices})
 
 
+#: The largest seed a configuration takes.
+MAX_SEED = 2**32 - 1
+
+
 @dataclass
 class TrainConfig:
     r"""Everything that determines a training run (saved with every run).
@@ -112,7 +116,7 @@ class TrainConfig:
         None, 'episodes (or mini-batches) per epoch; overrides '
         'epoch_length')
     seed: int = _option(0, 'random seed of the model, k-means, sampler '
-                        'and seen-validation split')
+                        'and seen-validation split, 0 to 2^32 - 1')
 
     # Model selection and evaluation.
     model_selection: str = _option(
@@ -145,6 +149,11 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"'{name}' must be positive "
                                  f"(got {getattr(self, name)})")
+        # The sampler seeds itself with seed + 1: bounded well inside
+        # torch.manual_seed's range.
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"'seed' must lie in [0, 2^32 - 1] "
+                             f"(got {self.seed})")
         if self.n_way < 2:
             raise ValueError(f"'n_way' must be at least 2 (got {self.n_way})")
         for name in ('iterations_per_epoch', 'lr_decay_epoch'):

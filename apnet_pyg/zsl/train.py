@@ -15,7 +15,9 @@ exactly. :func:`run` is the protocol:
    the GZSL row's, and the (epoch, calibration constant) of best calibrated
    validation :math:`H` the calibrated GZSL row's.
 2. **Final training** on all seen classes for the largest of those epoch
-   counts; the model of each selected epoch is saved
+   counts (all :obj:`config.epochs` with :obj:`report_test_selected`,
+   which does not change the selected epochs' models); the model of each
+   selected epoch is saved
    (:obj:`model-epoch<E>.pt`) and evaluated on the test splits. The test
    images are not looked at before the selection is over, and no choice
    depends on them.
@@ -383,17 +385,28 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
             f"--resume")
     state = _load_saved(path, device, CHECKPOINT_KEYS, 'checkpoint',
                         'delete it to start over')
-    if state['config'] != config.to_dict():
-        changed = sorted(key for key, value in config.to_dict().items()
-                         if state['config'].get(key) != value)
-        raise ValueError(f"'{path}' was written with another configuration "
-                         f"(differs in: {', '.join(changed)}); start a new "
-                         f"run directory or drop --resume")
+    check_same_config(state['config'], config, path)
     return state
+
+
+def check_same_config(saved: Any, config: TrainConfig,
+                      path: Union[str, Path]) -> None:
+    r"""Raises unless :obj:`saved` (a configuration's :meth:`to_dict`,
+    read from :obj:`path`) is :obj:`config`."""
+    if saved != config.to_dict():
+        changed = sorted(key for key, value in config.to_dict().items()
+                         if not isinstance(saved, dict) or
+                         saved.get(key) != value)
+        raise ValueError(f"'{path}' was written with another configuration "
+                         f"(differs in: {', '.join(changed)}); run again with "
+                         f"the options it was written with, or start over "
+                         f"in another output folder")
 
 
 #: A finished run's record: its rows, epochs, history and configuration.
 METRICS_FILE = 'metrics.json'
+#: The run's configuration, written when it starts.
+CONFIG_FILE = 'config.json'
 #: The selection phase's checkpoint (:func:`select_on_validation`).
 SELECTION_CHECKPOINT = 'selection.pt'
 #: The final phase's checkpoint (training on all seen classes).
@@ -551,7 +564,15 @@ def run(
     out = check_run_dir(out, resume, overwrite)
     check_config_fits(config, data)
     make_output_folder(out)
-    (out / 'config.json').write_text(json.dumps(config.to_dict(), indent=2))
+    config_path = out / CONFIG_FILE
+    if resume and config_path.is_file():
+        # Checked before it is rewritten: it describes the checkpoints.
+        try:
+            saved = json.loads(config_path.read_text())
+        except ValueError:
+            saved = None
+        check_same_config(saved, config, config_path)
+    atomic_write_text(json.dumps(config.to_dict(), indent=2), config_path)
 
     selection = None
     if config.model_selection == 'validation':
@@ -563,9 +584,10 @@ def run(
         row_epochs = {'zsl': config.epochs, 'gzsl': config.epochs}
         calibration = None
 
-    # Final training: test evaluation only at the selected epochs (and at
-    # every epoch for the opt-in test-selected report).
-    epochs = max(row_epochs.values())
+    # Final training: test evaluation only at the selected epochs; for the
+    # opt-in test-selected report, at every epoch of the whole schedule.
+    epochs = config.epochs if config.report_test_selected else \
+        max(row_epochs.values())
     evaluate_at = set(row_epochs.values())
 
     def evaluate_epoch(epoch: int, model: APNet) -> Dict[str, Any]:

@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,12 +65,14 @@ def test_cli_variants_and_flags(tiny_root, tmp_path):
     assert config['lr_decay_epoch'] is None
 
 
-def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
+def test_cli_simulate_and_pipeline(tmp_path, tiny_root, tiny_class_side,
+                                   capsys):
     # The pipeline reuses simulated data found in OUT/data:
     out = tmp_path / 'demo'
     (out / 'data').mkdir(parents=True)
     (out / 'data' / 'TINY').symlink_to(tiny_root / 'TINY')
     assert main(['pipeline', '--dataset', 'TINY', '--out', str(out),
+                 '--data-root', str(tiny_class_side),
                  '--model-selection', 'none', '--isotropic-noise', '2.0',
                  '--lowrank-noise', '1.0'] + SMALL) == 0
     printed = capsys.readouterr().out
@@ -96,6 +99,49 @@ def test_cli_simulate_and_pipeline(tmp_path, tiny_root, capsys):
     assert f"| ESZSL | {eszsl['zsl_acc']:.1f} | " in printed
     assert f"| {metrics['zsl_acc'] - eszsl['zsl_acc']:+.1f} | " in printed
     assert '| APNet, calibrated stacking |  |  |  |  |' in printed
+
+
+def test_cli_pipeline_notices_another_class_side(tmp_path, tiny_root,
+                                                 tiny_class_side, capsys):
+    # The same simulator flags on another class side (other attributes):
+    import scipy.io
+    other = tmp_path / 'other'
+    shutil.copytree(tiny_class_side, other)
+    splits = other / 'TINY' / 'att_splits.mat'
+    mat = scipy.io.loadmat(splits)
+    scipy.io.savemat(splits, {'att': mat['att'][::-1].copy(), **{
+        key: value for key, value in mat.items()
+        if not key.startswith('__') and key != 'att'}})
+    out = tmp_path / 'demo'
+    (out / 'data').mkdir(parents=True)
+    (out / 'data' / 'TINY').symlink_to(tiny_root / 'TINY')
+    flags = ['--isotropic-noise', '2.0', '--lowrank-noise', '1.0'] + SMALL
+    assert main(['pipeline', '--dataset', 'TINY', '--out', str(out),
+                 '--data-root', str(other)] + flags) == 1
+    err = capsys.readouterr().err
+    assert 'was simulated from another class side' in err
+    assert 'att_splits.mat differs' in err
+
+
+def test_cli_interrupted_while_fitting_baselines(tiny_root, tmp_path,
+                                                 capsys, monkeypatch):
+    # Training is over (metrics.json written): --resume would refuse a
+    # finished run, so the message points to compare --baselines.
+    import apnet_pyg.zsl.baselines as baselines
+
+    def interrupt(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(baselines, 'fit_baselines', interrupt)
+    run_dir = tmp_path / 'run'
+    assert main(['train', '--dataset', 'TINY', '--root', str(tiny_root),
+                 '--out', str(run_dir), '--baselines'] + SMALL) == 130
+    err = capsys.readouterr().err
+    assert 'interrupted while fitting the baselines' in err
+    assert f'apnet-zsl compare --runs {run_dir} --baselines' in err
+    monkeypatch.undo()
+    assert main(['compare', '--runs', str(run_dir), '--baselines']) == 0
+    assert '| ESZSL |' in capsys.readouterr().out
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
