@@ -50,7 +50,9 @@ DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
 #: L2-normalised :obj:`att`, the raw :obj:`original_att`, and
 #: :obj:`original_att` on a 0-100 scale (:obj:`"percent"`): AWA and CUB
 #: store it so, SUN and APY store fractions in [0, 1], which the APNet
-#: authors' data preparation multiplies by 100.
+#: authors' data preparation multiplies by 100. AWA1's and AWA2's files
+#: hold -1 (an unknown value) for antelope's first four attributes, in
+#: every kind; they are read as stored.
 ATTRIBUTE_KINDS = ('att', 'original_att', 'percent')
 
 PathLike = Union[str, Path]
