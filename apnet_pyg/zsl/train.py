@@ -440,6 +440,9 @@ def check_run_dir(out: Union[str, Path], resume: bool,
     elif present:
         for name in present:
             (out / name).unlink()
+        # The earlier run's models too: metrics.json no longer names them.
+        for model in out.glob(model_file('*')):
+            model.unlink()
     return out
 
 
@@ -539,7 +542,9 @@ def select_on_validation(
     return selection, history
 
 
-def model_file(epoch: int) -> str:
+def model_file(epoch: Union[int, str]) -> str:
+    r"""The file name of the model saved at :obj:`epoch` (:obj:`'*'`: the
+    glob pattern of them all)."""
     return f'model-epoch{epoch}.pt'
 
 

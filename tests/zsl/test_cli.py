@@ -173,8 +173,14 @@ def test_cli_guards_run_directories(tiny_root, tmp_path, capsys):
     capsys.readouterr()
     assert main(args) == 1  # a finished run is not written over
     assert 'holds a finished run' in capsys.readouterr().err
+    stale = run_dir / 'model-epoch99.pt'
+    stale.write_bytes(b'an earlier run')
     assert main(args + ['--overwrite']) == 0
     capsys.readouterr()
+    assert not stale.exists()  # no model of the earlier run is left
+    metrics = json.loads((run_dir / 'metrics.json').read_text())
+    assert sorted(p.name for p in run_dir.glob('model-epoch*.pt')) == \
+        sorted(set(metrics['models'].values()))
     a_file = tmp_path / 'file'
     a_file.write_text('x')
     assert main(args[:-len(SMALL) - 1] + [str(a_file)] + SMALL) == 1
