@@ -21,7 +21,8 @@ test: env
 
 env: $(VENV)/.ready
 
-$(VENV)/.ready: pyproject.toml scripts/install_wordnet.sh
+# The Makefile too: it holds the torch pin.
+$(VENV)/.ready: pyproject.toml scripts/install_wordnet.sh Makefile
 	@python3 -m venv $(VENV) 2>/dev/null || { \
 	    echo "error: 'python3 -m venv' failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv) and run the make command again" >&2; \
 	    rm -rf $(VENV); exit 1; }

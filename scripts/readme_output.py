@@ -125,7 +125,9 @@ def machine() -> str:
 
 def update() -> None:
     start = time.perf_counter()
-    result = subprocess.run(COMMAND, cwd=ROOT, capture_output=True,
+    # This interpreter's apnet-zsl, not whichever is first on PATH.
+    result = subprocess.run([sys.executable, '-m', 'apnet_pyg.zsl',
+                             *COMMAND[1:]], cwd=ROOT, capture_output=True,
                             text=True)
     wall = time.perf_counter() - start
     if result.returncode != 0:

@@ -125,6 +125,12 @@ def _missing_files(wordnet_dir: str) -> List[str]:
             if not osp.isfile(osp.join(wordnet_dir, name))]
 
 
+def _is_prepared(corpus_dir: str) -> bool:
+    # nltk's reader also needs `lexnames`, which Debian does not ship.
+    return not _missing_files(corpus_dir) and \
+        osp.isfile(osp.join(corpus_dir, 'lexnames'))
+
+
 def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
                            cache_dir: Optional[str] = None) -> str:
     r"""Prepares the Debian copy of WordNet 3.0 for :mod:`nltk` and returns
@@ -152,8 +158,7 @@ def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
 
     # A complete earlier preparation is reused (it holds copies, so it
     # outlives the Debian package).
-    if (not _missing_files(target)
-            and osp.isfile(osp.join(target, 'lexnames'))):
+    if _is_prepared(target):
         return target
 
     missing = _missing_files(wordnet_dir)
@@ -179,14 +184,14 @@ def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
             os.chmod(osp.join(staging, name), 0o644)
         os.chmod(staging, 0o755)
 
-        if _missing_files(target):
+        if not _is_prepared(target):
             if osp.lexists(target):  # A stale or broken earlier attempt.
                 shutil.rmtree(target, ignore_errors=True)
             try:
                 os.rename(staging, target)
             except OSError:
                 # Another process finished first: keep its identical copy.
-                if _missing_files(target):
+                if not _is_prepared(target):
                     raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -199,9 +204,15 @@ def _find_nltk_wordnet():
     # `nltk.data.find` also looks for the zipped form
     # `corpora/wordnet.zip/wordnet/` that `nltk.downloader` leaves.
     try:
-        return nltk.data.find('corpora/wordnet')
+        root = nltk.data.find('corpora/wordnet')
     except LookupError:
         return None
+    # A folder nltk's reader cannot open (e.g. Debian's files copied in by
+    # hand, without lexnames) is passed over for the Debian copy.
+    path = getattr(root, 'path', None)
+    if osp.isdir(str(path)) and not _is_prepared(str(path)):
+        return None
+    return root
 
 
 def _allow_nltk_data_dir(path: str) -> None:

@@ -1,5 +1,6 @@
 import os
 import os.path as osp
+import shutil
 
 import pytest
 
@@ -111,3 +112,29 @@ def test_missing_wordnet_error(tmp_path):
     assert str(empty_dir) in message
     assert not (tmp_path / 'cache' / 'nltk_data' / 'corpora' /
                 'wordnet').exists()
+
+
+def _debian_files_without_lexnames(corpus_dir):
+    # Debian's files copied in by hand: everything but `lexnames`.
+    corpus_dir.mkdir(parents=True)
+    for name in os.listdir(DEBIAN_WORDNET_DIR):
+        if osp.isfile(osp.join(DEBIAN_WORDNET_DIR, name)):
+            shutil.copyfile(osp.join(DEBIAN_WORDNET_DIR, name),
+                            corpus_dir / name)
+
+
+@needs_debian_wordnet
+def test_prepare_repairs_copy_without_lexnames(tmp_path):
+    corpus_dir = tmp_path / 'nltk_data' / 'corpora' / 'wordnet'
+    _debian_files_without_lexnames(corpus_dir)
+    assert prepare_debian_wordnet(cache_dir=tmp_path) == str(corpus_dir)
+    assert (corpus_dir / 'lexnames').read_text() == lexnames_text()
+
+
+@needs_debian_wordnet
+def test_nltk_folder_without_lexnames_is_passed_over(tmp_path, monkeypatch):
+    import nltk
+    _debian_files_without_lexnames(tmp_path / 'nltk' / 'corpora' / 'wordnet')
+    monkeypatch.setattr(nltk.data, 'path', [str(tmp_path / 'nltk')])
+    wordnet = load_wordnet(cache_dir=tmp_path / 'cache')
+    assert wordnet.synset('dog.n.01').lexname() == 'noun.animal'
