@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.environment import available_cores
+from benchmarks.common import check_device, check_machine_name
 
 #: Suite name -> module.
 SUITES = {
@@ -25,13 +26,23 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--quick', action='store_true',
                         help='only the smallest configurations, in seconds')
     parser.add_argument('--threads', type=int, default=None,
-                        help='torch.set_num_threads (default: all cores)')
+                        help='torch.set_num_threads, a positive integer '
+                        '(default: all cores)')
     parser.add_argument('--out', default=None,
                         help='output directory (default: '
                         'benchmarks/results/<machine>[/quick])')
     parser.add_argument('--machine', default=None,
                         help='machine name for the output directory '
                         '(default: derived, e.g. cpu-amd-epyc-2c)')
+
+
+def check_common_arguments(args: argparse.Namespace) -> None:
+    r"""Refuses bad common options before any suite measures anything."""
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f'--threads must be a positive integer (got '
+                         f'{args.threads}); leave it out for all cores')
+    check_device(args.device)
+    check_machine_name(args.machine)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,13 +72,15 @@ def main(argv: Optional[List[str]] = None) -> None:
             f"suite's own options.")
         add_common_arguments(shared_options)
         # Validates here; each suite re-parses the same options below.
-        shared_options.parse_args(argv)
+        check_common_arguments(shared_options.parse_args(argv))
         runs = [[name] + argv for name in SUITES]
     else:
         runs = [argv]
     for suite_argv in runs:
         args = parser.parse_args(suite_argv)
-        args.threads = args.threads or available_cores()
+        check_common_arguments(args)
+        if args.threads is None:
+            args.threads = available_cores()
         args.command = ' '.join(['python -m benchmarks'] + suite_argv)
         importlib.import_module(SUITES[args.suite]).run(args)
 

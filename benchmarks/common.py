@@ -12,6 +12,7 @@ import contextlib
 import csv
 import ctypes
 import gc
+import io
 import math
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ import sys
 import time
 import traceback
 import types
+from pathlib import Path
 from typing import (
     Callable,
     Dict,
@@ -38,6 +40,7 @@ from typing import (
 import psutil
 import torch
 
+from apnet_pyg.utils import make_output_folder
 from apnet_pyg.zsl.environment import describe_environment
 
 MB = float(1 << 20)
@@ -88,20 +91,51 @@ def machine_slug(machine: Dict[str, str]) -> str:
     return f"cpu-{_slug(model)}-{machine['cores']}c"
 
 
+def check_device(device: str) -> None:
+    r"""Refuses a :obj:`--device` the suites cannot measure on: they time
+    and measure memory on the CPU or a CUDA device only."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.type not in ('cpu', 'cuda'):
+        raise ValueError(f"--device must be cpu, cuda or cuda:N (got "
+                         f"'{device}')")
+    if parsed.type == 'cuda':
+        if not torch.cuda.is_available():
+            raise ValueError(f'--device {device}: torch sees no CUDA device '
+                             f'here; use --device cpu')
+        if parsed.index is not None and \
+                parsed.index >= torch.cuda.device_count():
+            raise ValueError(f'--device {device}: there are only '
+                             f'{torch.cuda.device_count()} CUDA devices')
+
+
+def check_machine_name(name: Optional[str]) -> None:
+    r"""Refuses a :obj:`--machine` that is not a plain folder name: it is
+    joined onto ``benchmarks/results/``, which a path would escape."""
+    if name is not None and (not re.fullmatch(r'[A-Za-z0-9._-]+', name)
+                             or name in ('.', '..')):
+        raise ValueError(f"--machine must be a plain folder name (letters, "
+                         f"digits, '.', '_', '-'; got '{name}'); use --out "
+                         f"to write elsewhere")
+
+
 def prepare_run(device: str, threads: int, quick: bool,
                 machine_name: Optional[str] = None,
                 out: Optional[str] = None) -> Tuple[Dict[str, str], str, str]:
-    r"""What every suite does before measuring: refuses a CUDA device that
-    is not there, fixes the thread count, describes the machine and creates
-    the output directory (default ``results/<machine>[/quick]``). Returns
+    r"""What every suite does before measuring: refuses a device that is
+    not there and a :obj:`--machine` that is not a folder name, fixes the
+    thread count, describes the machine and creates the output directory
+    (default ``results/<machine>[/quick]``). Returns
     ``(machine, slug, out_dir)``."""
-    if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit(f'--device {device}: no CUDA device here')
+    check_device(device)
+    check_machine_name(machine_name)
     torch.set_num_threads(threads)
     machine = describe_machine(device)
     slug = machine_name or machine_slug(machine)
     out_dir = out or osp.join(RESULTS_ROOT, slug, 'quick' if quick else '')
-    os.makedirs(out_dir, exist_ok=True)
+    make_output_folder(out_dir)
     return machine, slug, out_dir
 
 
@@ -137,33 +171,37 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_runs(fn: Callable[[], None], device: torch.device, min_runs: int,
-              min_time: float, max_runs: int,
-              time_cap: Optional[float]) -> List[float]:
-    r"""Seconds taken by each of at least :obj:`min_runs` calls of
-    :obj:`fn` (more, up to :obj:`max_runs`, until :obj:`min_time` seconds
-    are spent), after warm-up calls that are not counted.
+def _timed(fn: Callable[[], None], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
 
-    The first warm-up call pays for lazy initialisation and first-touch page
+
+def warm_up(fn: Callable[[], None], device: torch.device,
+            time_cap: Optional[float]) -> None:
+    r"""The calls of :obj:`fn` before :func:`time_runs`, not counted.
+
+    The first call pays for lazy initialisation and first-touch page
     faults, and is the time-cap probe: it raises :class:`TimeCapExceeded`
     past :obj:`time_cap` seconds.
     """
-    def timed() -> float:
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        return time.perf_counter() - start
-
     with time_limit(time_cap):
-        first = timed()
+        first = _timed(fn, device)
     if first < 0.1:  # Cheap: a second warm-up settles caches and allocator.
-        timed()
+        _timed(fn, device)
 
+
+def time_runs(fn: Callable[[], None], device: torch.device, min_runs: int,
+              min_time: float, max_runs: int) -> List[float]:
+    r"""Seconds taken by each of at least :obj:`min_runs` calls of
+    :obj:`fn` (more, up to :obj:`max_runs`, until :obj:`min_time` seconds
+    are spent); call :func:`warm_up` first."""
     times: List[float] = []
     while len(times) < min_runs or (sum(times) < min_time
                                     and len(times) < max_runs):
-        times.append(timed())
+        times.append(_timed(fn, device))
     return times
 
 
@@ -212,8 +250,10 @@ def peak_rss_bytes() -> int:
 
 class PeakMemory:
     r"""Peak memory above the level at entry: on CUDA, from
-    :func:`torch.cuda.max_memory_allocated`; on CPU, the process's RSS
-    high-water mark (``VmHWM``, reset at entry)."""
+    :func:`torch.cuda.max_memory_allocated` (its peak reset at entry); on
+    CPU, the process's RSS high-water mark (``VmHWM``, reset at entry).
+    Enter it after :func:`warm_up`, so that one-time first-call costs are
+    not counted."""
     def __init__(self, device: torch.device):
         self.device = device
         self.peak_bytes: Optional[int] = None
@@ -418,15 +458,25 @@ def run_isolated(target: Callable[[dict], dict], spec: dict,
 # ---------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------
+def write_text(path: str, text: str) -> None:
+    r"""Writes :obj:`text` to :obj:`path` atomically (a reader never sees
+    half a file, an interrupted run leaves the previous one), creating the
+    folder."""
+    # Imported here: a worker process never writes a file.
+    from apnet_pyg.zsl.train import atomic_write_text
+    make_output_folder(osp.dirname(path) or '.')
+    atomic_write_text(text, Path(path))
+
+
 def write_csv(path: str, rows: Iterable[dict], columns: Sequence[str]) -> None:
-    os.makedirs(osp.dirname(path) or '.', exist_ok=True)
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns),
-                                extrasaction='ignore')
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: format_value(row.get(key))
-                             for key in columns})
+    buffer = io.StringIO(newline='')
+    writer = csv.DictWriter(buffer, fieldnames=list(columns),
+                            extrasaction='ignore')
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: format_value(row.get(key))
+                         for key in columns})
+    write_text(path, buffer.getvalue())
 
 
 def format_value(value) -> str:

@@ -26,6 +26,7 @@ from benchmarks.common import (
     prepare_run,
     synchronize,
     write_csv,
+    write_text,
 )
 
 STAGES = ['encoder', 'graph', 'propagation', 'head', 'backward', 'optimizer']
@@ -33,13 +34,41 @@ COLUMNS = ['graph', 'stage', 'median_ms', 'min_ms', 'runs', 'peak_mb',
            'threads', 'other_cores', 'load_start', 'load_end']
 
 
+GRAPHS = ['learned', 'wordnet', 'none']
+#: The defaults of --graphs, --steps and --warmup, and with --quick; an
+#: explicit flag wins over both.
+DEFAULTS = {'graphs': GRAPHS, 'steps': 100, 'warmup': 10}
+QUICK_DEFAULTS = {'graphs': ['learned'], 'steps': 5, 'warmup': 2}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--graphs', nargs='+',
-                        default=['learned', 'wordnet', 'none'],
-                        choices=['learned', 'wordnet', 'none'])
-    parser.add_argument('--steps', type=int, default=100,
-                        help='timed episodes per configuration')
-    parser.add_argument('--warmup', type=int, default=10)
+    parser.add_argument('--graphs', nargs='+', default=None, choices=GRAPHS,
+                        help='class graphs (default: all; learned with '
+                        '--quick)')
+    parser.add_argument('--steps', type=int, default=None,
+                        help='timed episodes per configuration (default: '
+                        '100, 5 with --quick)')
+    parser.add_argument('--warmup', type=int, default=None,
+                        help='untimed episodes first (default: 10, 2 with '
+                        '--quick; 0: none)')
+
+
+def apply_defaults(args: argparse.Namespace) -> None:
+    r"""Fills in the options not given (:data:`DEFAULTS`, or
+    :data:`QUICK_DEFAULTS` with --quick) and refuses bad ones."""
+    defaults = QUICK_DEFAULTS if args.quick else DEFAULTS
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.steps < 1:
+        raise ValueError(f'--steps must be a positive integer (got '
+                         f'{args.steps})')
+    if args.warmup < 0:
+        raise ValueError(f'--warmup must be an integer >= 0 (got '
+                         f'{args.warmup})')
+    if len(set(args.graphs)) < len(args.graphs):
+        raise ValueError(f"--graphs names a graph twice "
+                         f"({' '.join(args.graphs)})")
 
 
 def _episode_setup(graph: str, device: torch.device):
@@ -151,8 +180,7 @@ def measure(args) -> List[dict]:
 
 
 def run(args) -> None:
-    if args.quick:
-        args.steps, args.warmup, args.graphs = 5, 2, ['learned']
+    apply_defaults(args)
     machine, slug, out = prepare_run(args.device, args.threads, args.quick,
                                      args.machine, args.out)
     log(f'train_step: graphs {", ".join(args.graphs)}, {args.steps} '
@@ -180,6 +208,5 @@ def run(args) -> None:
         markdown_table(header, table), '',
         'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()), ''
     ]
-    with open(osp.join(out, 'train_step.md'), 'w') as f:
-        f.write('\n'.join(lines))
+    write_text(osp.join(out, 'train_step.md'), '\n'.join(lines))
     log('\n'.join(lines))

@@ -29,6 +29,7 @@ it:
 """
 import argparse
 import datetime
+import math
 import os.path as osp
 
 from benchmarks import common
@@ -45,12 +46,19 @@ from benchmarks.propagation.grid import (
     QUICK_FEATURES,
     QUICK_NODE_COUNTS,
     RunSettings,
+    random_graph_spec,
 )
 from benchmarks.propagation.runner import COLUMNS, run_grid
 
 
 def _degree(text: str):
-    return text if text == 'complete' else float(text)
+    if text == 'complete':
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number or 'complete' (got '{text}')") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,17 +87,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='skip a pass estimated to need more memory '
                         '(default: 16)')
     parser.add_argument('--min-runs', type=int, default=5,
-                        help='timed runs after warm-up, at least (default: 5)')
-    parser.add_argument('--quiet-wait', type=float, default=20.0,
+                        help='timed runs after warm-up, at least (default: '
+                        '5)')
+    parser.add_argument('--quiet-wait', type=float, default=None,
                         help='before each pass, wait up to this many seconds '
-                        'for other processes to go quiet (default: 20; 0: '
-                        'never wait)')
+                        'for other processes to go quiet (default: 20, 0 '
+                        'with --quick; 0: never wait)')
     parser.add_argument('--quiet-wait-total', type=float, default=600.0,
                         help='stop waiting for quiet after this many seconds '
-                        'in all (default: 600)')
+                        'in all (default: 600; 0: never wait)')
     parser.add_argument('--min-time', type=float, default=None,
                         help='keep timing until this many seconds are '
-                        'spent (default: 0.3, 0.1 with --quick)')
+                        'spent (default: 0.3, 0.1 with --quick; 0: '
+                        '--min-runs runs only)')
+
+
+def _refuse(flag: str, values, ok, what: str) -> None:
+    bad = [value for value in values if not ok(value)]
+    if bad:
+        raise ValueError(f'{flag} must be {what} (got {bad[0]:g})')
+
+
+def _positive(value) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _not_negative(value) -> bool:
+    return math.isfinite(value) and value >= 0
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    r"""Refuses bad numbers before anything runs: a negative degree would
+    be measured as an edgeless graph, zero runs leave no median."""
+    _refuse('--nodes', args.nodes or (), lambda n: n >= 2,
+            'integers >= 2')
+    degrees = [d for d in args.degrees or () if d != 'complete']
+    _refuse('--degrees', degrees, _positive,
+            "positive numbers or 'complete'")
+    _refuse('--features', args.features or (), lambda n: n > 0,
+            'positive integers')
+    _refuse('--min-runs', [args.min_runs], lambda n: n > 0,
+            'a positive integer')
+    _refuse('--time-cap', [args.time_cap], _positive,
+            'a positive number of seconds')
+    _refuse('--memory-cap-gb', [args.memory_cap_gb], _positive,
+            'a positive number')
+    for flag in ('--min-time', '--quiet-wait', '--quiet-wait-total'):
+        value = getattr(args, flag[2:].replace('-', '_'))
+        if value is not None:
+            _refuse(flag, [value], _not_negative, 'a number >= 0')
+    nodes = args.nodes or (QUICK_NODE_COUNTS if args.quick else NODE_COUNTS)
+    for N in nodes:
+        for degree in degrees:
+            if random_graph_spec(N, degree).num_edges == 0:
+                raise ValueError(f'--degrees {degree:g} gives no edge on '
+                                 f'{N} nodes (--nodes): pass degrees of at '
+                                 f'least 2 / N = {2 / N:.3g}')
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -110,7 +163,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         time_cap=args.time_cap,
         memory_cap=args.memory_cap_gb * GB,
         min_runs=args.min_runs,
-        quiet_wait=0.0 if quick else args.quiet_wait,
+        quiet_wait=args.quiet_wait if args.quiet_wait is not None else (
+            0.0 if quick else 20.0),
         quiet_wait_total=args.quiet_wait_total,
         min_time=args.min_time if args.min_time is not None else (
             0.1 if quick else 0.3),
@@ -121,6 +175,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
 def run(args: argparse.Namespace) -> str:
     r"""Runs the suite and writes CSV, summary and plots; returns the
     output directory."""
+    check_arguments(args)
     settings = settings_from_args(args)
     machine, slug, out_dir = common.prepare_run(
         settings.device, settings.threads, settings.quick, args.machine,

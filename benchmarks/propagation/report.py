@@ -4,7 +4,13 @@ import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
 from benchmarks import common
-from benchmarks.common import format_mb, format_ms, markdown_table
+from benchmarks.common import (
+    REPO_ROOT,
+    format_mb,
+    format_ms,
+    markdown_table,
+    write_text,
+)
 from benchmarks.propagation.cost_model import PREDICTION_SLACK
 from benchmarks.propagation.grid import (
     DEFAULTS,
@@ -324,7 +330,7 @@ def write_report(out_dir: str, rows: Sequence[dict],
         f'Generated on {started:%Y-%m-%d %H:%M} by `{command}` '
         f'({_duration(elapsed)}). Every number: '
         f'[propagation.csv](propagation.csv). How to read it: '
-        f'[benchmarks/README.md](../../README.md).' +
+        f'{suite_readme_link(out_dir)}.' +
         (' **Quick mode: the smallest configurations only.**'
          if settings.quick else ''),
         '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
@@ -359,9 +365,19 @@ def write_report(out_dir: str, rows: Sequence[dict],
         sections.append('## Skipped and failed passes\n\n' +
                         _skipped_table(rows))
 
-    with open(osp.join(out_dir, 'README.md'), 'w') as f:
-        f.write('\n\n'.join(sections) + '\n')
+    write_text(osp.join(out_dir, 'README.md'), '\n\n'.join(sections) + '\n')
     return '\n'.join(['', 'Headline:'] + lines + [load_text])
+
+
+def suite_readme_link(out_dir: str) -> str:
+    r"""A link to ``benchmarks/README.md`` from :obj:`out_dir`: relative
+    inside the repository (``results/<machine>/``, ``.../quick/`` or any
+    --out there), the bare name outside it, where no link would hold."""
+    out_dir = osp.abspath(out_dir)
+    if osp.commonpath([out_dir, REPO_ROOT]) != REPO_ROOT:
+        return '`benchmarks/README.md`'
+    readme = osp.join(REPO_ROOT, 'benchmarks', 'README.md')
+    return f'[benchmarks/README.md]({osp.relpath(readme, out_dir)})'
 
 
 def _duration(elapsed) -> str:

@@ -3,6 +3,7 @@ through the real code path (worker processes, CSV, summary, plots) in a few
 seconds, so the suite cannot rot. The benchmarks themselves are not tests."""
 import csv
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,8 @@ if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
 pytest.importorskip('psutil')
 pytest.importorskip('matplotlib')
 
+import torch  # noqa: E402
+
 from benchmarks import train_step  # noqa: E402
 from benchmarks.propagation import crossover, grid, runner  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
@@ -26,7 +29,22 @@ def read_rows(path: Path):
         return reader.fieldnames, list(reader)
 
 
-def test_propagation_smallest_configuration(tmp_path):
+def record_replacements(monkeypatch):
+    r"""The names of the files written atomically (by :func:`os.replace`
+    of a temporary file) from now on."""
+    import os
+    replaced, replace = [], os.replace
+
+    def recording(source, target, *args, **kwargs):
+        replaced.append(Path(target).name)
+        return replace(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, 'replace', recording)
+    return replaced
+
+
+def test_propagation_smallest_configuration(tmp_path, monkeypatch):
+    replaced = record_replacements(monkeypatch)
     main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '40',
           '--degrees', '4', '--features', '16', '--methods', 'apnet_sparse',
           'apnet_dense', '--min-runs', '2', '--min-time', '0'])
@@ -51,6 +69,9 @@ def test_propagation_smallest_configuration(tmp_path):
     for name in ('time_F16.png', 'memory_F16.png', 'crossover.png'):
         assert (tmp_path / name).stat().st_size > 1000
         assert f'({name})' in summary
+    # Written atomically: an interrupted run leaves the previous file whole.
+    assert {'propagation.csv', 'README.md'} <= set(replaced)
+    assert not list(tmp_path.glob('*.tmp'))
 
 
 def test_propagation_records_skips_without_running(tmp_path):
@@ -96,12 +117,20 @@ def test_crossover_interpolates_in_log_space():
                                     'forward')['bound'] == 'below'
 
 
-def test_train_step_quick(tmp_path):
-    main(['train_step', '--quick', '--out', str(tmp_path), '--threads', '1'])
+def test_train_step_quick(tmp_path, monkeypatch):
+    replaced = record_replacements(monkeypatch)
+    # Explicit flags win over --quick's defaults (5 steps, 2 warm-up).
+    main(['train_step', '--quick', '--out', str(tmp_path), '--threads', '1',
+          '--steps', '3', '--warmup', '1'])
     columns, rows = read_rows(tmp_path / 'train_step.csv')
     assert tuple(columns) == tuple(train_step.COLUMNS)
     stages = [row['stage'] for row in rows]
     assert stages == train_step.STAGES + ['total']
+    assert {row['runs'] for row in rows} == {'3'}
+    assert {row['graph'] for row in rows} == {'learned'}
+    assert 'medians of 3 episodes after 1 warm-up' in (
+        tmp_path / 'train_step.md').read_text()
+    assert {'train_step.csv', 'train_step.md'} <= set(replaced)
     times = {row['stage']: float(row['median_ms']) for row in rows}
     assert all(value > 0 for value in times.values())
     # Every episode's total is at least each of its stages, so the medians
@@ -176,3 +205,110 @@ def test_machine_record_holds_the_run_environment():
     assert machine.items() >= describe_environment('cpu').items()
     assert machine['device'] == 'cpu' and float(machine['ram_gb']) > 0
     assert machine['os']
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['propagation', '--degrees', '-4'],
+     "--degrees must be positive numbers or 'complete' (got -4)"),
+    (['propagation', '--degrees', '0.01'],
+     '--degrees 0.01 gives no edge on 100 nodes (--nodes)'),
+    (['propagation', '--nodes', '0'], '--nodes must be integers >= 2 (got 0)'),
+    (['propagation', '--nodes', '-5'], '--nodes must be integers >= 2'),
+    (['propagation', '--features', '0'],
+     '--features must be positive integers (got 0)'),
+    (['propagation', '--min-runs', '0', '--min-time', '0'],
+     '--min-runs must be a positive integer (got 0)'),
+    (['propagation', '--min-time', '-1'], '--min-time must be a number >= 0'),
+    (['propagation', '--time-cap', '0'],
+     '--time-cap must be a positive number of seconds (got 0)'),
+    (['propagation', '--memory-cap-gb', 'nan'],
+     '--memory-cap-gb must be a positive number (got nan)'),
+    (['propagation', '--quiet-wait', '-1'], '--quiet-wait must be'),
+    (['propagation', '--quiet-wait-total', '-1'],
+     '--quiet-wait-total must be'),
+    (['propagation', '--threads', '-1'],
+     '--threads must be a positive integer (got -1)'),
+    (['propagation', '--threads', '0'],
+     '--threads must be a positive integer (got 0)'),
+    (['propagation', '--device', 'foo'],
+     "--device must be cpu, cuda or cuda:N (got 'foo')"),
+    (['propagation', '--machine', '../../escape'],
+     "--machine must be a plain folder name"),
+    (['propagation', '--machine', '/tmp/escape'],
+     "--machine must be a plain folder name"),
+    (['--machine', '..'], "--machine must be a plain folder name"),
+    (['train_step', '--steps', '0'],
+     '--steps must be a positive integer (got 0)'),
+    (['train_step', '--quick', '--warmup', '-1'],
+     '--warmup must be an integer >= 0 (got -1)'),
+    (['train_step', '--graphs', 'none', 'none'], '--graphs names a graph'),
+])
+def test_bad_options_end_with_one_line_naming_the_flag(argv, message,
+                                                       tmp_path, capsys):
+    from apnet_pyg.zsl.cli import run_script
+    out = tmp_path / 'out'
+    base = ['--quick', '--methods', 'agnn', '--features', '16', '--nodes',
+            '100', '--degrees', '4'] if argv[0] == 'propagation' else []
+    assert run_script(main, argv[:1] + base + argv[1:] +
+                      ['--out', str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()] and \
+        err.startswith('error: ' + message)
+    assert not out.exists()  # Refused before anything ran.
+
+
+def test_peak_memory_leaves_out_first_call_costs(monkeypatch):
+    # A layer whose first call allocates a 64 MB buffer it keeps, as a
+    # library's lazy initialisation does: not the pass's memory.
+    from benchmarks.propagation import worker
+
+    class LazyLayer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(1))
+            self.cache = None
+
+        def forward(self, x, edge_index):
+            if self.cache is None:
+                self.cache = torch.ones(16 << 20)  # Touched: resident.
+            return x * self.weight
+
+    monkeypatch.setitem(worker.METHODS, 'lazy', grid.Method(
+        'lazy', 'lazy', False, lambda F: LazyLayer(), lambda F: F))
+    for pass_ in grid.PASSES:
+        result = worker.measure({
+            'method': 'lazy', 'graph': vars(grid.random_graph_spec(40, 4)),
+            'F': 16, 'pass': pass_, 'device': 'cpu',
+            'threads': torch.get_num_threads(), 'seed': 0,
+            'memory_cap_bytes': 1 << 30,
+            'timing': {'min_runs': 2, 'min_time': 0, 'max_runs': 2,
+                       'time_cap': 10}})
+        assert result['status'] == 'ok'
+        assert result['peak_mb'] < 16, (pass_, result['peak_mb'])
+
+
+def test_summary_links_the_suite_readme_from_its_folder():
+    from benchmarks.common import RESULTS_ROOT
+    from benchmarks.propagation.report import suite_readme_link
+    readme = ROOT / 'benchmarks' / 'README.md'
+    for folder in (Path(RESULTS_ROOT) / 'cpu-x', Path(RESULTS_ROOT) / 'cpu-x'
+                   / 'quick'):
+        link = suite_readme_link(str(folder))
+        target = link[link.index('(') + 1:-1]
+        assert Path(os.path.normpath(folder / target)) == readme, link
+    # Outside the repository no relative link holds: the name only.
+    assert suite_readme_link('/') == '`benchmarks/README.md`'
+
+
+def test_write_csv_keeps_the_previous_file_on_error(tmp_path):
+    from benchmarks.common import write_csv
+    path = tmp_path / 'rows.csv'
+    write_csv(str(path), [{'a': 1}], ['a'])
+
+    def rows():
+        yield {'a': 2}
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_csv(str(path), rows(), ['a'])
+    assert path.read_text().splitlines() == ['a', '1']
