@@ -37,6 +37,7 @@ from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
+from apnet_pyg.zsl.train import atomic_write_text
 
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
 TOLERANCE = 5.0  # points: "near the real figure" (issue 10)
@@ -303,20 +304,34 @@ def main(argv=None):
     parser.add_argument('--search', type=int, default=None, metavar='N',
                         help='draw N random settings of SEARCH_SPACE and '
                         'write their results to --search-log')
-    parser.add_argument('--search-seed', type=int, default=0,
+    parser.add_argument('--search-seed', type=int, default=None,
                         help='random stream of --search (default: 0)')
     parser.add_argument('--search-log', default=None,
-                        help='new JSON-lines file, one line per setting')
+                        help='with --search: new JSON-lines file, one line '
+                        'per setting')
     parser.add_argument('--summarize', nargs='+', default=None,
                         metavar='LOG', help='tabulate --search logs')
     parser.add_argument('--recheck-seeds', nargs='+', type=int, default=None,
                         help='with --summarize: run the defaults and the '
                         'best settings again on these data seeds')
-    parser.add_argument('--recheck-top', type=int, default=4,
-                        help='how many of the best settings to recheck '
-                        '(default: 4)')
+    parser.add_argument('--recheck-top', type=int, default=None,
+                        help='with --recheck-seeds: how many of the best '
+                        'settings to recheck (default: 4)')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    # A flag of the other mode would silently do nothing.
+    for flags, mode, given in (
+            (('search_seed', 'search_log'), '--search',
+             args.search is not None),
+            (('recheck_seeds', 'recheck_top'), '--summarize',
+             bool(args.summarize))):
+        for name in flags:
+            if getattr(args, name) is not None and not given:
+                raise SystemExit(f"error: --{name.replace('_', '-')} goes "
+                                 f"with {mode}")
+    if args.out is not None and Path(args.out).is_dir():
+        raise SystemExit(f"error: --out '{args.out}' is a directory: give a "
+                         f"markdown file name")
     if args.search is not None or args.summarize:
         return _search_main(args)
     overrides = {}
@@ -378,21 +393,23 @@ def _search_main(args):
            for value in published(dataset, name).values()):
         raise SystemExit(f'error: no published figures for {dataset} to '
                          f'search towards (known: {sorted(PUBLISHED)})')
-    if args.recheck_seeds is not None and not args.summarize:
-        raise SystemExit('error: --recheck-seeds goes with --summarize')
-    if args.recheck_top < 1:
+    if args.recheck_top is not None and args.recheck_top < 1:
         raise SystemExit(f'error: --recheck-top must be at least 1 (got '
                          f'{args.recheck_top})')
+    if args.recheck_top is not None and args.recheck_seeds is None:
+        raise SystemExit('error: --recheck-top goes with --recheck-seeds')
     torch.set_num_threads(1)
     if args.search is not None:
         if args.search < 1 or not args.search_log:
             raise SystemExit('error: --search needs N >= 1 and --search-log')
-        search(dataset, args.seeds, args.search, args.search_seed,
+        search(dataset, args.seeds, args.search,
+               0 if args.search_seed is None else args.search_seed,
                args.search_log, args.data_root)
         return None
     text = summarize(dataset, args.summarize, args.seeds, args.data_root,
                      recheck_seeds=args.recheck_seeds,
-                     recheck_top=args.recheck_top)
+                     recheck_top=4 if args.recheck_top is None else
+                     args.recheck_top)
     _report(text, args.out)
     return text
 
@@ -402,7 +419,7 @@ def _report(text, out):
     print(text)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text + '\n')
+        atomic_write_text(text + '\n', Path(out))
 
 
 if __name__ == '__main__':

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -47,6 +48,9 @@ from torch_geometric.io import read_planetoid_data
 from torch_geometric.nn import AGNNConv, GATConv
 
 from apnet_pyg.nn import APNetConv
+from apnet_pyg.utils import make_output_folder
+from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.zsl.train import atomic_write_text
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_RAW = osp.join(ROOT, '..', 'shared', 'data', 'planetoid')
@@ -236,16 +240,48 @@ def search_report(results: Sequence[dict], seeds: Sequence[int],
     return '\n'.join(lines) + '\n'
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    r"""Refuses bad flags with a one-line error before Cora is read (a
+    zero would end a long run in a division by zero)."""
+    if args.search:
+        for flag in ('seeds', 'layers'):
+            if getattr(args, flag) is not None:
+                raise ValueError(f'--{flag} goes with the table, not '
+                                 f'--search (the search trains APNetConv '
+                                 f'with seeds 0-{max(SEARCH_SEEDS)})')
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f'--seeds must be a positive integer (got '
+                         f'{args.seeds})')
+    if args.epochs < 1:
+        raise ValueError(f'--epochs must be a positive integer (got '
+                         f'{args.epochs})')
+    if args.layers is not None and len(set(args.layers)) < len(args.layers):
+        raise ValueError(f"--layers names a layer twice "
+                         f"({' '.join(args.layers)})")
+    if args.out is not None and osp.isdir(args.out):
+        raise ValueError(f"--out '{args.out}' is a directory: give a "
+                         f"markdown file name")
+
+
+def write_markdown(text: str, path: str) -> None:
+    r"""Writes :obj:`text` to :obj:`path` atomically, creating its
+    folder."""
+    make_output_folder(osp.dirname(osp.abspath(path)))
+    atomic_write_text(text, Path(path))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--raw', default=DEFAULT_RAW,
                         help='folder holding Cora/raw/ind.cora.*')
-    parser.add_argument('--seeds', type=int, default=10,
-                        help='seeds 0..SEEDS-1 (default: 10; the search '
-                        'always uses 5)')
-    parser.add_argument('--epochs', type=int, default=200)
+    parser.add_argument('--seeds', type=int, default=None,
+                        help='seeds 0..SEEDS-1 of the table (default: 10; '
+                        'the search always uses 5)')
+    parser.add_argument('--epochs', type=int, default=200,
+                        help='epochs per run (default: 200)')
     parser.add_argument('--layers', nargs='+', choices=list(LAYERS),
-                        default=list(LAYERS))
+                        default=None,
+                        help='layers of the table (default: all)')
     parser.add_argument('--search', action='store_true',
                         help='run the validation search of APNetConv '
                         'configurations instead of the table')
@@ -253,6 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         f'(--search: default {SEARCH_OUT})')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    check_arguments(args)
     # The sparse features: only the CSR products used here, which are stable.
     warnings.filterwarnings('ignore', 'Sparse CSR tensor support is in beta')
 
@@ -263,20 +300,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         results = search(data, grid_configs(), seeds, args.epochs)
         report = search_report(results, seeds, args.epochs, command.strip())
         out = args.out or SEARCH_OUT
-        with open(out, 'w') as f:
-            f.write(report)
+        write_markdown(report, out)
         print(f'best: {results[0]["config"]}; wrote {out}')
         return
 
-    table = compare(data, range(args.seeds), args.epochs, args.layers)
+    table = compare(data, range(10 if args.seeds is None else args.seeds),
+                    args.epochs, args.layers or list(LAYERS))
     print(table)
     if args.out:
-        with open(args.out, 'w') as f:
-            f.write(table + '\n')
+        write_markdown(table + '\n', args.out)
 
 
 if __name__ == '__main__':
-    try:
-        main()
-    except FileNotFoundError as error:  # A wrong --raw; the message says so.
-        sys.exit(f'error: {error}')
+    sys.exit(run_script(main))
