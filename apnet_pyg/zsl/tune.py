@@ -33,9 +33,11 @@ from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
                                  first_best_index, select_on_validation)
 
 #: Fields a grid may not vary: they change the validation task itself (so
-#: that settings would be compared on different data; the seed draws the
-#: held-out seen-validation images) or do not act on the selection phase.
-FIXED_FIELDS = ('seen_val_fraction', 'seed', 'model_selection',
+#: that settings would be compared on different data) or do not act on the
+#: selection phase. The seed may vary: a seed grid measures how much the
+#: seed moves the selection (each seed draws its own held-out images), it
+#: is not a choice.
+FIXED_FIELDS = ('seen_val_fraction', 'model_selection',
                 'report_test_selected')
 
 SELECTION_FILE = 'selection.json'

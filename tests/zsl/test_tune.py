@@ -40,7 +40,6 @@ def test_parse_grid():
     (['learning-rate=1'], "'learning-rate' is not a training option"),
     (['seen-val-fraction=0.1,0.2'], 'cannot be tuned'),
     (['model-selection=none'], 'cannot be tuned'),
-    (['seed=0,1'], 'cannot be tuned'),  # it draws the held-out images
     (['lr=1e-5', 'lr=2e-5'], "'lr' is given twice"),
     (['lr=1e-5,1e-5'], 'a value is repeated'),
     (['epochs=ten'], "'ten' is not an integer"),
