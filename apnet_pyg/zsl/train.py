@@ -437,13 +437,18 @@ def check_run_dir(out: Union[str, Path], resume: bool,
             'an interrupted run (continue it with --resume)'
         raise FileExistsError(f"'{out}' holds {what}: choose another --out, "
                               f"or pass --overwrite to start over")
-    elif present:
-        for name in present:
-            (out / name).unlink()
-        # The earlier run's models too: metrics.json no longer names them.
-        for model in out.glob(model_file('*')):
-            model.unlink()
     return out
+
+
+def clear_run_dir(out: Path) -> None:
+    r"""Removes an earlier run from :obj:`out` (:obj:`overwrite`): only once
+    every check of the new run has passed, so that a refused run loses
+    nothing."""
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+    # The earlier run's models too: metrics.json no longer names them.
+    for model in out.glob(model_file('*')):
+        model.unlink()
 
 
 def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
@@ -569,6 +574,8 @@ def run(
     out = check_run_dir(out, resume, overwrite)
     check_config_fits(config, data)
     make_output_folder(out)
+    if overwrite and not resume:
+        clear_run_dir(out)
     config_path = out / CONFIG_FILE
     if resume and config_path.is_file():
         # Checked before it is rewritten: it describes the checkpoints.

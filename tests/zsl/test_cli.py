@@ -173,6 +173,15 @@ def test_cli_guards_run_directories(tiny_root, tmp_path, capsys):
     capsys.readouterr()
     assert main(args) == 1  # a finished run is not written over
     assert 'holds a finished run' in capsys.readouterr().err
+    # An --overwrite that is refused (here: no such data root) keeps the
+    # earlier run whole:
+    models = sorted(p.name for p in run_dir.glob('model-epoch*.pt'))
+    refused = ['train', '--dataset', 'TINY', '--root', str(tmp_path / 'no'),
+               '--out', str(run_dir), '--overwrite'] + SMALL
+    assert main(refused) == 1
+    assert 'No dataset folder' in capsys.readouterr().err
+    assert (run_dir / 'metrics.json').is_file()
+    assert sorted(p.name for p in run_dir.glob('model-epoch*.pt')) == models
     stale = run_dir / 'model-epoch99.pt'
     stale.write_bytes(b'an earlier run')
     assert main(args + ['--overwrite']) == 0
