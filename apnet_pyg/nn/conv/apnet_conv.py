@@ -247,7 +247,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     rejects any other. :obj:`fused=False` runs PyG's generic
     gather/scatter message passing (same result; supports every
     :class:`MessagePassing` argument and the message hooks); PyG's
-    explainer switches a fused layer to it while it explains.
+    explainer switches a fused layer to it while it explains (and, with
+    :obj:`add_self_loops=True`, drops the graph's own self-loops, which the
+    layer adds back with weight 1, as the explainer's masks expect).
     Both paths compile with :obj:`torch.compile(conv, fullgraph=True)` for
     an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input,
     also with :obj:`dynamic=True`. In eager mode the layer keeps what it
@@ -414,10 +416,14 @@ class APNetConv(APNetLayerMixin, MessagePassing):
 
         check_edge_index(edge_index)
         check_same_device(edge_index, 'edge_index', x_src)
-        log_weight = None
         if edge_weight is not None:
             check_edge_weight(edge_weight, edge_index.size(1))
             check_same_device(edge_weight, 'edge_weight', x_src)
+        if self.explain and self.add_self_loops and not bipartite:
+            edge_index, edge_weight = self._drop_loops_to_explain(
+                edge_index, edge_weight)
+        log_weight = None
+        if edge_weight is not None:
             if value_checks_enabled():
                 check_positive_weights(edge_weight)
             log_weight = edge_weight.log().to(x_src.dtype)
@@ -526,6 +532,27 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              f"to float to use them as edge weights, or to "
                              f"bool for unit weights")
         return index_t.flip(0), value
+
+    @staticmethod
+    def _drop_loops_to_explain(edge_index: Tensor, edge_weight: OptTensor
+                               ) -> Tuple[Tensor, OptTensor]:
+        r"""PyG's explainer masks the messages of the edges that are not
+        self-loops and then one self-loop per node (as layers that remove
+        and re-add them send): the existing self-loops are dropped, and the
+        layer adds them back with weight 1, the same graph when their
+        weight is 1."""
+        loops = edge_index[0] == edge_index[1]
+        if not bool(loops.any()):
+            return edge_index, edge_weight
+        if edge_weight is not None and \
+                not bool((edge_weight[loops] == 1).all()):
+            raise ValueError("PyG's explainer re-adds self-loops with "
+                             "weight 1, but 'edge_index' has self-loops of "
+                             "other weights: explain with "
+                             "add_self_loops=False, or give them weight 1")
+        keep = ~loops
+        return edge_index[:, keep], \
+            None if edge_weight is None else edge_weight[keep]
 
     @staticmethod
     def _from_edge_index(edge_index: EdgeIndex,

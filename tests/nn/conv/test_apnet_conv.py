@@ -973,13 +973,30 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
         def forward(self, x, edge_index):
             return self.conv(x, edge_index)
 
-    masks = []
-    for fused in (True, False):
+    def edge_mask(fused, edges):
         torch.manual_seed(1)
         explainer = Explainer(
             Model(fused), GNNExplainer(epochs=3), explanation_type='model',
             edge_mask_type='object', node_mask_type=None,
             model_config=dict(mode='regression', task_level='node',
                               return_type='raw'))
-        masks.append(explainer(x, edge_index, index=0).edge_mask)
-    assert torch.allclose(masks[0], masks[1], atol=1e-6)
+        return explainer(x, edges, index=0).edge_mask
+
+    assert torch.allclose(edge_mask(True, edge_index),
+                          edge_mask(False, edge_index), atol=1e-6)
+    # With self-loops of its own (the layer re-adds them for the explainer,
+    # which masks the other edges, then one loop per node):
+    with_loops = torch.cat([edge_index, torch.tensor([[2, 5], [2, 5]])], 1)
+    mask = edge_mask(True, with_loops)
+    assert mask.size(0) == with_loops.size(1)
+    assert torch.allclose(mask, edge_mask(False, with_loops), atol=1e-6)
+    # Under an all-ones mask the explained model is the model:
+    from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+    model = Model(True)
+    expected = model(x, with_loops)
+    set_masks(model, torch.ones(with_loops.size(1)), with_loops,
+              apply_sigmoid=False)
+    assert torch.allclose(model(x, with_loops), expected, atol=1e-5)
+    with pytest.raises(ValueError, match='re-adds self-loops with weight 1'):
+        model.conv(x, with_loops, torch.full((with_loops.size(1), ), 2.0))
+    clear_masks(model)
