@@ -350,10 +350,12 @@ def _read_class_roles(folder: Path, class_names: List[str],
             f"({CLASS_LIST_FILES['seen']} vs {CLASS_LIST_FILES['unseen']}): "
             f"{_names(overlap, class_names)}")
     # Every class is seen or unseen (so in every benchmark file); a class
-    # in neither would silently get no images.
+    # in neither list would silently get no images. (Sides read from the
+    # labels instead leave out a class without images, as they should.)
     orphans = np.setdiff1d(np.arange(len(class_names)),
                            np.union1d(seen, unseen))
-    if orphans.size:
+    if orphans.size and lists['seen'] is not None and \
+            lists['unseen'] is not None:
         raise ValueError(
             f"{orphans.size} classes of 'allclasses_names' are neither seen "
             f"nor unseen in '{folder}' ({CLASS_LIST_FILES['seen']}, "

@@ -84,7 +84,8 @@ class TrainConfig:
         "score on the authors' percentage attributes, which saturate it "
         "at PyTorch's default initialisation); 'pytorch': PyTorch's default "
         "initialisation of every layer (the authors' code) but the "
-        "projection f, Glorot in both. The paper says nothing of it", INITIALIZATIONS)
+        "projection f, Glorot in both. The paper says nothing of it",
+        INITIALIZATIONS)
     attributes: str = _option(
         'percent', "class attributes the model reads: 'percent' "
         "(original_att on a 0-100 scale, SUN's and APY's fractions x 100: "

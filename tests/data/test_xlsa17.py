@@ -347,3 +347,20 @@ def test_packaged_class_side(name):
     every = torch.cat([data.trainval_loc, data.test_seen_loc,
                        data.test_unseen_loc]).sort()[0]
     assert torch.equal(every, torch.arange(every.numel()))
+
+
+def test_class_without_images_when_sides_come_from_labels(tmp_path):
+    # No class lists: seen and unseen classes are read from the labels, and
+    # a class of allclasses_names without images is on neither side.
+    write_dataset(tmp_path, splits={
+        'allclasses_names': names_cell(NAMES + ['zebra']),
+        'att': np.random.default_rng(0).random((7, 6)),
+        'original_att': np.random.default_rng(0).random((7, 6))},
+        lists={name: None for name in ('trainvalclasses.txt',
+                                       'testclasses.txt',
+                                       'trainclasses1.txt',
+                                       'valclasses1.txt')})
+    data = load_xlsa17(tmp_path, 'TOY')
+    assert data.num_classes == 6
+    assert data.seen_classes.tolist() == [0, 1, 2]
+    assert data.unseen_classes.tolist() == [3, 4]
