@@ -22,12 +22,15 @@ training loop, use :func:`check_node_features` with its value check.
 
 Constructor and builder arguments (numbers, sizes) are checked with
 :func:`check_number` and :func:`check_int`, once per call. Output folders
-are created with :func:`make_output_folder`, whose error names the folder.
+are created with :func:`make_output_folder`, whose error names the folder,
+and files are written whole or not at all with :func:`replace_atomically`
+and :func:`atomic_write_text`.
 """
 import math
 import numbers
+import os
 from pathlib import Path
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -279,3 +282,23 @@ def make_output_folder(folder: Union[str, Path]) -> Path:
                           f"({error.strerror or error}): choose a folder "
                           f"you can write to") from error
     return folder
+
+
+def replace_atomically(path: Union[str, Path],
+                       write: Callable[[Path], Any]) -> None:
+    r"""Runs :obj:`write` on a temporary file beside :obj:`path` and renames
+    it over :obj:`path`: a process killed while writing never leaves a
+    truncated file, and the previous one stays whole."""
+    path = Path(path)
+    tmp = path.with_name(path.name + '.tmp')
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(text: str, path: Union[str, Path]) -> None:
+    r"""Writes :obj:`text` to :obj:`path` atomically
+    (:func:`replace_atomically`), creating its folder
+    (:func:`make_output_folder`)."""
+    path = Path(path)
+    make_output_folder(path.parent)
+    replace_atomically(path, lambda tmp: tmp.write_text(text))

@@ -26,7 +26,6 @@ import sys
 import time
 import traceback
 import types
-from pathlib import Path
 from typing import (
     Callable,
     Dict,
@@ -40,7 +39,7 @@ from typing import (
 import psutil
 import torch
 
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.environment import describe_environment
 
 MB = float(1 << 20)
@@ -458,16 +457,6 @@ def run_isolated(target: Callable[[dict], dict], spec: dict,
 # ---------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------
-def write_text(path: str, text: str) -> None:
-    r"""Writes :obj:`text` to :obj:`path` atomically (a reader never sees
-    half a file, an interrupted run leaves the previous one), creating the
-    folder."""
-    # Imported here: a worker process never writes a file.
-    from apnet_pyg.zsl.train import atomic_write_text
-    make_output_folder(osp.dirname(path) or '.')
-    atomic_write_text(text, Path(path))
-
-
 def write_csv(path: str, rows: Iterable[dict], columns: Sequence[str]) -> None:
     buffer = io.StringIO(newline='')
     writer = csv.DictWriter(buffer, fieldnames=list(columns),
@@ -476,7 +465,7 @@ def write_csv(path: str, rows: Iterable[dict], columns: Sequence[str]) -> None:
     for row in rows:
         writer.writerow({key: format_value(row.get(key))
                          for key in columns})
-    write_text(path, buffer.getvalue())
+    atomic_write_text(buffer.getvalue(), path)
 
 
 def format_value(value) -> str:

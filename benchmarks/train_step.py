@@ -18,6 +18,7 @@ from typing import Dict, List
 import torch
 import torch.nn.functional as F
 
+from apnet_pyg.utils import atomic_write_text
 from benchmarks.common import (
     LoadMonitor,
     PeakMemory,
@@ -26,7 +27,6 @@ from benchmarks.common import (
     prepare_run,
     synchronize,
     write_csv,
-    write_text,
 )
 
 STAGES = ['encoder', 'graph', 'propagation', 'head', 'backward', 'optimizer']
@@ -208,5 +208,5 @@ def run(args) -> None:
         markdown_table(header, table), '',
         'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()), ''
     ]
-    write_text(osp.join(out, 'train_step.md'), '\n'.join(lines))
+    atomic_write_text('\n'.join(lines), osp.join(out, 'train_step.md'))
     log('\n'.join(lines))

@@ -33,11 +33,11 @@ import torch
 from apnet_pyg.data.simulator import (SIMULATOR_VERSION, default_options,
                                       simulate_dataset)
 from apnet_pyg.data.xlsa17 import DATASETS
+from apnet_pyg.utils import atomic_write_text
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
-from apnet_pyg.zsl.train import atomic_write_text
 
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
 TOLERANCE = 5.0  # points: "near the real figure" (issue 10)
@@ -418,8 +418,7 @@ def _report(text, out):
     """Prints the markdown and, with --out, writes it there."""
     print(text)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(text + '\n', Path(out))
+        atomic_write_text(text + '\n', out)
 
 
 if __name__ == '__main__':

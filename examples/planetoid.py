@@ -36,7 +36,6 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -48,9 +47,8 @@ from torch_geometric.io import read_planetoid_data
 from torch_geometric.nn import AGNNConv, GATConv
 
 from apnet_pyg.nn import APNetConv
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import atomic_write_text
 from apnet_pyg.zsl.cli import run_script
-from apnet_pyg.zsl.train import atomic_write_text
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_RAW = osp.join(ROOT, '..', 'shared', 'data', 'planetoid')
@@ -263,13 +261,6 @@ def check_arguments(args: argparse.Namespace) -> None:
                          f"markdown file name")
 
 
-def write_markdown(text: str, path: str) -> None:
-    r"""Writes :obj:`text` to :obj:`path` atomically, creating its
-    folder."""
-    make_output_folder(osp.dirname(osp.abspath(path)))
-    atomic_write_text(text, Path(path))
-
-
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--raw', default=DEFAULT_RAW,
@@ -300,7 +291,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         results = search(data, grid_configs(), seeds, args.epochs)
         report = search_report(results, seeds, args.epochs, command.strip())
         out = args.out or SEARCH_OUT
-        write_markdown(report, out)
+        atomic_write_text(report, out)
         print(f'best: {results[0]["config"]}; wrote {out}')
         return
 
@@ -308,7 +299,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                     args.epochs, args.layers or list(LAYERS))
     print(table)
     if args.out:
-        write_markdown(table + '\n', args.out)
+        atomic_write_text(table + '\n', args.out)
 
 
 if __name__ == '__main__':

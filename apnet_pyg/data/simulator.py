@@ -28,7 +28,6 @@ unchanged.
 """
 import dataclasses
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -41,7 +40,8 @@ from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, FEATURE_DIM,
                                    FEATURES_FILE, SIMULATED_SIDECAR,
                                    SPLITS_FILE, ZSLDataset, dataset_dir,
                                    load_xlsa17, packaged_root)
-from apnet_pyg.utils import check_int, check_number, make_output_folder
+from apnet_pyg.utils import (atomic_write_text, check_int, check_number,
+                             make_output_folder, replace_atomically)
 
 SIMULATOR_VERSION = 2
 
@@ -133,10 +133,8 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
     # The sidecar before the features (features without it would pass for
     # real ones), and no earlier simulated features beside a new sidecar.
     (target / FEATURES_FILE).unlink(missing_ok=True)
-    sidecar = target / SIMULATED_SIDECAR
-    partial = sidecar.with_name(sidecar.name + '.partial')
-    partial.write_text(json.dumps(data.simulation, indent=2))
-    os.replace(partial, sidecar)
+    atomic_write_text(json.dumps(data.simulation, indent=2),
+                      target / SIMULATED_SIDECAR)
     _write_features(target / FEATURES_FILE, data.features.numpy(), labels,
                     image_files, compress)
     return target
@@ -384,12 +382,9 @@ def _write_features(path: Path, features: np.ndarray, labels: np.ndarray,
                     image_files: np.ndarray, compress: bool) -> None:
     from scipy.io import savemat
 
-    # Write next to the target and rename, so an interrupted run never
-    # leaves a truncated res101.mat behind.
-    partial = path.with_name(path.name + '.partial')
-    savemat(str(partial), {
+    # An interrupted run never leaves a truncated res101.mat behind.
+    replace_atomically(path, lambda tmp: savemat(str(tmp), {
         'features': features.T,  # Fortran-ordered 2048 x N: written as is
         'labels': (labels + 1).astype(np.float64)[:, None],
         'image_files': image_files,
-    }, do_compression=compress, format='5')
-    os.replace(partial, path)
+    }, do_compression=compress, format='5'))

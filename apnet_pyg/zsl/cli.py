@@ -37,7 +37,7 @@ from apnet_pyg.data.simulator import (
 from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, DATASETS,
                                    SIMULATED_SIDECAR, SPLITS_FILE,
                                    dataset_dir, packaged_root)
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import atomic_write_text
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
 
@@ -217,7 +217,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import (METRICS_FILE, atomic_write_text,
+    from apnet_pyg.zsl.train import (METRICS_FILE,
                                      check_run_dir, load_dataset, run)
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
@@ -348,7 +348,6 @@ def _pipeline(args: argparse.Namespace) -> Dict:
 
 def _compare(args: argparse.Namespace) -> str:
     from apnet_pyg.zsl.compare import compare_runs, format_comparison
-    from apnet_pyg.zsl.train import atomic_write_text
     out = Path(args.out) if args.out else None
     if out is not None and out.is_dir():
         raise ValueError(f"--out '{out}' is a directory: give a markdown "
@@ -356,7 +355,6 @@ def _compare(args: argparse.Namespace) -> str:
     text = format_comparison(compare_runs(args.runs, args.baselines))
     print(text)
     if out is not None:
-        make_output_folder(out.parent)
         atomic_write_text(text + '\n', out)
         print(f'wrote {out}')
     return text

@@ -35,7 +35,6 @@ processor, change the last bits, and training amplifies them.
 """
 import json
 import math
-import os
 import resource
 import time
 import warnings
@@ -52,7 +51,8 @@ from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
 from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import (atomic_write_text, make_output_folder,
+                             replace_atomically)
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.environment import describe_environment
@@ -157,18 +157,7 @@ def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
 def atomic_save(obj: Any, path: Path) -> None:
     r""":func:`torch.save` to a temporary file renamed over :obj:`path`: a
     run killed while writing never leaves a corrupt file."""
-    _replace_atomically(path, lambda tmp: torch.save(obj, tmp))
-
-
-def atomic_write_text(text: str, path: Path) -> None:
-    r"""Writes :obj:`text` to :obj:`path` as :func:`atomic_save` does."""
-    _replace_atomically(path, lambda tmp: tmp.write_text(text))
-
-
-def _replace_atomically(path: Path, write: Callable[[Path], Any]) -> None:
-    tmp = path.with_name(path.name + '.tmp')
-    write(tmp)
-    os.replace(tmp, path)
+    replace_atomically(path, lambda tmp: torch.save(obj, tmp))
 
 
 def train_model(

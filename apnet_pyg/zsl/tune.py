@@ -25,12 +25,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, option_parser
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
-                                 atomic_write_text, check_config_fits,
-                                 first_best_index, select_on_validation)
+                                 check_config_fits, first_best_index,
+                                 select_on_validation)
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the

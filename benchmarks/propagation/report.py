@@ -3,13 +3,13 @@ import math
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
+from apnet_pyg.utils import atomic_write_text
 from benchmarks import common
 from benchmarks.common import (
     REPO_ROOT,
     format_mb,
     format_ms,
     markdown_table,
-    write_text,
 )
 from benchmarks.propagation.cost_model import PREDICTION_SLACK
 from benchmarks.propagation.grid import (
@@ -365,7 +365,8 @@ def write_report(out_dir: str, rows: Sequence[dict],
         sections.append('## Skipped and failed passes\n\n' +
                         _skipped_table(rows))
 
-    write_text(osp.join(out_dir, 'README.md'), '\n\n'.join(sections) + '\n')
+    atomic_write_text('\n\n'.join(sections) + '\n',
+                      osp.join(out_dir, 'README.md'))
     return '\n'.join(['', 'Headline:'] + lines + [load_text])
 
 
