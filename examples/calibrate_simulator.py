@@ -41,6 +41,10 @@ from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
 TOLERANCE = 5.0  # points: "near the real figure" (issue 10)
+# The defaults of --search-seed and --recheck-top (flags that are None
+# when not given, so that a flag of the other mode can be refused).
+SEARCH_SEED = 0
+RECHECK_TOP = 4
 
 # The options --search varies and how each is drawn, in this order (the
 # order is part of the random stream). 'zero_or_uniform': 0 or a uniform
@@ -163,7 +167,7 @@ def search(dataset, seeds, count, search_seed, log, data_root=None):
 
 
 def summarize(dataset, logs, seeds, data_root=None, top=10,
-              recheck_seeds=None, recheck_top=4):
+              recheck_seeds=None, recheck_top=RECHECK_TOP):
     """Markdown: the settings of the search logs next to the dataset's
     defaults (run here on the same seeds), best first; with
     `recheck_seeds`, the defaults and the `recheck_top` best settings run
@@ -305,7 +309,8 @@ def main(argv=None):
                         help='draw N random settings of SEARCH_SPACE and '
                         'write their results to --search-log')
     parser.add_argument('--search-seed', type=int, default=None,
-                        help='random stream of --search (default: 0)')
+                        help=f'random stream of --search (default: '
+                        f'{SEARCH_SEED})')
     parser.add_argument('--search-log', default=None,
                         help='with --search: new JSON-lines file, one line '
                         'per setting')
@@ -316,7 +321,7 @@ def main(argv=None):
                         'best settings again on these data seeds')
     parser.add_argument('--recheck-top', type=int, default=None,
                         help='with --recheck-seeds: how many of the best '
-                        'settings to recheck (default: 4)')
+                        f'settings to recheck (default: {RECHECK_TOP})')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     # A flag of the other mode would silently do nothing.
@@ -403,13 +408,13 @@ def _search_main(args):
         if args.search < 1 or not args.search_log:
             raise SystemExit('error: --search needs N >= 1 and --search-log')
         search(dataset, args.seeds, args.search,
-               0 if args.search_seed is None else args.search_seed,
+               SEARCH_SEED if args.search_seed is None else args.search_seed,
                args.search_log, args.data_root)
         return None
     text = summarize(dataset, args.summarize, args.seeds, args.data_root,
                      recheck_seeds=args.recheck_seeds,
-                     recheck_top=4 if args.recheck_top is None else
-                     args.recheck_top)
+                     recheck_top=RECHECK_TOP if args.recheck_top is None
+                     else args.recheck_top)
     _report(text, args.out)
     return text
 
