@@ -51,6 +51,12 @@ from benchmarks.propagation.grid import (
 from benchmarks.propagation.runner import COLUMNS, run_grid
 
 
+# The defaults of --quiet-wait and --min-time, which differ with --quick
+# (None when not given, so that a flag given wins over --quick).
+QUIET_WAIT, QUICK_QUIET_WAIT = 20.0, 0.0
+MIN_TIME, QUICK_MIN_TIME = 0.3, 0.1
+
+
 def _degree(text: str):
     if text == 'complete':
         return text
@@ -91,15 +97,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         '5)')
     parser.add_argument('--quiet-wait', type=float, default=None,
                         help='before each pass, wait up to this many seconds '
-                        'for other processes to go quiet (default: 20, 0 '
-                        'with --quick; 0: never wait)')
+                        f'for other processes to go quiet (default: '
+                        f'{QUIET_WAIT:g}, {QUICK_QUIET_WAIT:g} with --quick; '
+                        f'0: never wait)')
     parser.add_argument('--quiet-wait-total', type=float, default=600.0,
                         help='stop waiting for quiet after this many seconds '
                         'in all (default: 600; 0: never wait)')
     parser.add_argument('--min-time', type=float, default=None,
                         help='keep timing until this many seconds are '
-                        'spent (default: 0.3, 0.1 with --quick; 0: '
-                        '--min-runs runs only)')
+                        f'spent (default: {MIN_TIME:g}, {QUICK_MIN_TIME:g} '
+                        f'with --quick; 0: --min-runs runs only)')
 
 
 def _refuse(flag: str, values, ok, what: str) -> None:
@@ -164,10 +171,10 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         memory_cap=args.memory_cap_gb * GB,
         min_runs=args.min_runs,
         quiet_wait=args.quiet_wait if args.quiet_wait is not None else (
-            0.0 if quick else 20.0),
+            QUICK_QUIET_WAIT if quick else QUIET_WAIT),
         quiet_wait_total=args.quiet_wait_total,
         min_time=args.min_time if args.min_time is not None else (
-            0.1 if quick else 0.3),
+            QUICK_MIN_TIME if quick else MIN_TIME),
         quick=quick,
     )
 
