@@ -11,7 +11,6 @@ from typing import List, Optional
 
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.environment import available_cores
-from benchmarks.common import check_device, check_machine_name
 
 #: Suite name -> module.
 SUITES = {
@@ -34,15 +33,6 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--machine', default=None,
                         help='machine name for the output directory '
                         '(default: derived, e.g. cpu-amd-epyc-2c)')
-
-
-def check_common_arguments(args: argparse.Namespace) -> None:
-    r"""Refuses bad common options before any suite measures anything."""
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f'--threads must be a positive integer (got '
-                         f'{args.threads}); leave it out for all cores')
-    check_device(args.device)
-    check_machine_name(args.machine)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,14 +61,14 @@ def main(argv: Optional[List[str]] = None) -> None:
             f"default options; 'python -m benchmarks SUITE --help' lists a "
             f"suite's own options.")
         add_common_arguments(shared_options)
-        # Validates here; each suite re-parses the same options below.
-        check_common_arguments(shared_options.parse_args(argv))
+        # Only common options here; each suite re-parses them below, and
+        # checks their values before it measures (common.prepare_run).
+        shared_options.parse_args(argv)
         runs = [[name] + argv for name in SUITES]
     else:
         runs = [argv]
     for suite_argv in runs:
         args = parser.parse_args(suite_argv)
-        check_common_arguments(args)
         if args.threads is None:
             args.threads = available_cores()
         args.command = ' '.join(['python -m benchmarks'] + suite_argv)

@@ -124,10 +124,13 @@ def prepare_run(device: str, threads: int, quick: bool,
                 machine_name: Optional[str] = None,
                 out: Optional[str] = None) -> Tuple[Dict[str, str], str, str]:
     r"""What every suite does before measuring: refuses a device that is
-    not there and a :obj:`--machine` that is not a folder name, fixes the
-    thread count, describes the machine and creates the output directory
-    (default ``results/<machine>[/quick]``). Returns
+    not there, a thread count below 1 and a :obj:`--machine` that is not a
+    folder name, fixes the thread count, describes the machine and creates
+    the output directory (default ``results/<machine>[/quick]``). Returns
     ``(machine, slug, out_dir)``."""
+    if threads < 1:
+        raise ValueError(f'--threads must be a positive integer (got '
+                         f'{threads}); leave it out for all cores')
     check_device(device)
     check_machine_name(machine_name)
     torch.set_num_threads(threads)
