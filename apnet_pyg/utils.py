@@ -23,12 +23,13 @@ training loop, use :func:`check_node_features` with its value check.
 Constructor and builder arguments (numbers, sizes) are checked with
 :func:`check_number` and :func:`check_int`, once per call. Output folders
 are created with :func:`make_output_folder`, whose error names the folder,
-and files are written whole or not at all with :func:`replace_atomically`
-and :func:`atomic_write_text`.
+and files are written whole or not at all with :func:`replace_atomically`,
+:func:`atomic_write_text` and :func:`save_figure_atomically`.
 """
 import math
 import numbers
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional, Tuple, Union
 
@@ -288,11 +289,21 @@ def replace_atomically(path: Union[str, Path],
                        write: Callable[[Path], Any]) -> None:
     r"""Runs :obj:`write` on a temporary file beside :obj:`path` and renames
     it over :obj:`path`: a process killed while writing never leaves a
-    truncated file, and the previous one stays whole."""
+    truncated file, and the previous one stays whole.
+
+    The temporary name is unique per call (process id and a random part),
+    so two processes writing the same file never write into each other's
+    temporary file: the last rename wins, whole. A failed :obj:`write`
+    removes its temporary file."""
     path = Path(path)
-    tmp = path.with_name(path.name + '.tmp')
-    write(tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f'{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}'
+                         f'.tmp')
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(text: str, path: Union[str, Path]) -> None:
@@ -302,3 +313,14 @@ def atomic_write_text(text: str, path: Union[str, Path]) -> None:
     path = Path(path)
     make_output_folder(path.parent)
     replace_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+def save_figure_atomically(figure: Any, path: Union[str, Path],
+                           **kwargs: Any) -> None:
+    r"""Saves a matplotlib :obj:`figure` to :obj:`path` atomically
+    (:func:`replace_atomically`), in the format its suffix names (the
+    temporary file's suffix is :obj:`.tmp`); :obj:`kwargs` go to
+    :meth:`savefig`."""
+    path = Path(path)
+    kwargs.setdefault('format', path.suffix[1:] or None)
+    replace_atomically(path, lambda tmp: figure.savefig(tmp, **kwargs))

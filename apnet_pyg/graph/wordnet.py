@@ -26,6 +26,7 @@ from apnet_pyg.graph.wordnet_corpus import (
     default_cache_dir,
     load_wordnet,
 )
+from apnet_pyg.utils import replace_atomically
 
 #: The 26 noun lexicographer files, in order: the labels ``y`` of
 #: :func:`wordnet_noun_graph` index into this tuple.
@@ -376,9 +377,8 @@ def wordnet_noun_graph(cache_dir: Optional[str] = None,
     if content is None:
         content = _build_noun_graph()
         os.makedirs(cache_dir, exist_ok=True)
-        tmp_path = f'{path}.{os.getpid()}.tmp'
-        torch.save(content, tmp_path)
-        os.replace(tmp_path, path)  # Atomic: readers never see half a file.
+        # Readers never see half a file.
+        replace_atomically(path, lambda tmp: torch.save(content, tmp))
 
     return Data(
         edge_index=content['edge_index'],

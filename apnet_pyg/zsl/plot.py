@@ -8,7 +8,7 @@ import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import make_output_folder
+from apnet_pyg.utils import make_output_folder, save_figure_atomically
 
 
 def check_plot_output(out: Union[str, Path]) -> None:
@@ -86,6 +86,6 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     axis.set_yticks([])
     out = Path(out)
     make_output_folder(out.parent)
-    figure.savefig(out, dpi=120, bbox_inches='tight')
+    save_figure_atomically(figure, out, dpi=120, bbox_inches='tight')
     plt.close(figure)
     return out

@@ -3,7 +3,7 @@ import math
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.utils import atomic_write_text, save_figure_atomically
 from benchmarks import common
 from benchmarks.common import (
     REPO_ROOT,
@@ -452,7 +452,7 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
                       fontsize=9)
     figure.suptitle(f'F = {F} (APNet proj_channels = {PROJ_CHANNELS})')
     figure.tight_layout(rect=(0, 0.06, 1, 1))
-    figure.savefig(path, dpi=90)
+    save_figure_atomically(figure, path, dpi=90)
     plt.close(figure)
 
 
@@ -482,5 +482,5 @@ def _plot_crossover(plt, path: str, crossovers: Sequence[dict],
         ax.set_title(f'{pass_}: dense faster below the line', fontsize=10)
         ax.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=90)
+    save_figure_atomically(figure, path, dpi=90)
     plt.close(figure)
