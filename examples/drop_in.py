@@ -10,8 +10,10 @@ propagation over the hypernym edges lifts the test accuracy.
     python examples/drop_in.py [--epochs 60]
 """
 import argparse
+import sys
 import time
 import zlib
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,7 @@ from torch.nn import Linear
 
 from apnet_pyg.graph import load_wordnet, wordnet_noun_graph
 from apnet_pyg.nn import APNetConv
+from apnet_pyg.zsl.cli import run_script
 
 
 class Net(torch.nn.Module):
@@ -52,11 +55,14 @@ def gloss_features(synset_names, dim=256):
     return F.normalize(x, dim=-1)
 
 
-def main():
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--epochs', type=int, default=60)
     parser.add_argument('--seed', type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.epochs < 1:
+        raise ValueError(f'--epochs must be a positive integer (got '
+                         f'{args.epochs})')
 
     start = time.perf_counter()
     data = wordnet_noun_graph()
@@ -91,4 +97,6 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    # Errors (no WordNet, a bad flag) end in one line; --debug shows the
+    # traceback.
+    sys.exit(run_script(main))

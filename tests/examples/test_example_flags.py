@@ -1,5 +1,6 @@
-r"""Bad flags of examples/planetoid.py and examples/calibrate_simulator.py
-end with one line naming the flag, before any work is done."""
+r"""Bad flags of examples/planetoid.py, examples/calibrate_simulator.py and
+examples/drop_in.py end with one line naming the flag, before any work is
+done."""
 import os
 import os.path as osp
 import subprocess
@@ -33,10 +34,11 @@ def test_planetoid_refuses_bad_flags(argv, message, tmp_path, capsys):
     assert f"--out '{out}' is a directory" in capsys.readouterr().err
 
 
-def test_planetoid_script_prints_no_traceback():
+@pytest.mark.parametrize('script', ['planetoid.py', 'drop_in.py'])
+def test_example_script_prints_no_traceback(script):
     # As a script, through run_script: one line, exit status 1.
     result = subprocess.run(
-        [sys.executable, osp.join(EXAMPLES, 'planetoid.py'), '--epochs', '0'],
+        [sys.executable, osp.join(EXAMPLES, script), '--epochs', '0'],
         capture_output=True, text=True, env={**os.environ, 'PYTHONPATH': ''})
     assert result.returncode == 1
     assert result.stderr == 'error: --epochs must be a positive integer ' \

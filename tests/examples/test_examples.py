@@ -196,10 +196,9 @@ def test_drop_in_example_model():
     assert drop_in.Net(8, 16, 3, propagate=False).conv is None
 
 
-def test_drop_in_example_runs(capsys, monkeypatch):
+def test_drop_in_example_runs(capsys):
     drop_in = load_example('drop_in')
-    monkeypatch.setattr('sys.argv', ['drop_in.py', '--epochs', '1'])
-    drop_in.main()
+    drop_in.main(['--epochs', '1'])
     assert 'MLP + APNetConv: test accuracy' in capsys.readouterr().out
 
 
