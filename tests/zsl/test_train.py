@@ -9,7 +9,8 @@ from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
-                                 load_run, run_dataset)
+                                 load_run, run_dataset, select_epochs,
+                                 select_on_validation)
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
                    num_centroids=2, n_way=4, lr=1e-3, epochs=3,
@@ -37,8 +38,8 @@ def test_run_end_to_end(tiny, tmp_path):
     # Where it ran: a run repeats bit for bit only there.
     assert saved['environment'] == describe_environment('cpu')
 
-    # Each row's epoch is the best of its validation metric (earliest on
-    # ties), and the final phase ran to the latest of them.
+    # Each row reports the selection's epoch (chosen by the rule that
+    # test_select_epochs_* check), and the final phase ran to the latest.
     selection = saved['model_selection']
     assert len(saved['history']) == max(saved['epochs'].values())
     for row, metric in ROWS.items():
@@ -65,6 +66,40 @@ def test_run_end_to_end(tiny, tmp_path):
     calibrated = evaluate(load_model(tmp_path, 'gzsl_calibrated'), tiny,
                           saved['calibration'])
     assert calibrated['gzsl_cal_h'] == pytest.approx(metrics['gzsl_cal_h'])
+
+
+def test_select_epochs_takes_each_rows_earliest_best_epoch():
+    history = [
+        {'epoch': 1, 'loss': 3.0, 'val_zsl_acc': 40.0, 'val_gzsl_h': 10.0,
+         'val_gzsl_cal_h': 50.0, 'val_calibration': 1.5},
+        {'epoch': 2, 'loss': 2.0, 'val_zsl_acc': 60.0, 'val_gzsl_h': 20.0,
+         'val_gzsl_cal_h': 45.0, 'val_calibration': 2.5},
+        {'epoch': 3, 'loss': 1.0, 'val_zsl_acc': 55.0, 'val_gzsl_h': 30.0,
+         'val_gzsl_cal_h': 50.0, 'val_calibration': 3.5},
+        {'epoch': 4, 'loss': 0.5, 'val_zsl_acc': 60.0, 'val_gzsl_h': 25.0,
+         'val_gzsl_cal_h': 40.0, 'val_calibration': 4.5},
+    ]
+    selection = select_epochs(history)
+    # ZSL: 60 at epochs 2 and 4, the earliest wins; H: 30 at epoch 3;
+    # calibrated H: 50 at epochs 1 and 3, with epoch 1's constant.
+    assert {row: selection[row]['epoch'] for row in ROWS} == {
+        'zsl': 2, 'gzsl': 3, 'gzsl_calibrated': 1}
+    assert selection['gzsl_calibrated']['calibration'] == 1.5
+    assert selection['zsl'] == {key: value for key, value in
+                                history[1].items() if key != 'loss'}
+
+
+def test_select_on_validation_selects_from_its_history(tiny, tmp_path):
+    selection, history = select_on_validation(tiny, TINY, tmp_path,
+                                              progress=False)
+    assert [h['epoch'] for h in history] == list(range(1, TINY.epochs + 1))
+    for row, metric in ROWS.items():
+        values = [h[metric] for h in history]
+        best = history[values.index(max(values))]
+        assert selection[row]['epoch'] == best['epoch']
+        assert selection[row][metric] == best[metric]
+    assert selection['gzsl_calibrated']['calibration'] == \
+        history[selection['gzsl_calibrated']['epoch'] - 1]['val_calibration']
 
 
 def corrupt_test_labels(data):
