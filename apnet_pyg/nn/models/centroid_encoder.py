@@ -25,7 +25,8 @@ def kmeans(x: Tensor, k: int, num_iterations: int = 100,
         generator (torch.Generator, optional): Randomness of the seeding.
         num_init (int, optional): Number of seedings. (default: :obj:`10`)
 
-    :rtype: :class:`torch.Tensor` of shape :math:`(k, D)`
+    :rtype: :class:`torch.Tensor` of shape :math:`(k, D)`, of the dtype of
+        :obj:`x`
     """
     check_node_features(x, 'x')
     check_int(k, 'k')
@@ -37,6 +38,7 @@ def kmeans(x: Tensor, k: int, num_iterations: int = 100,
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"'generator' must be a torch.Generator or None "
                          f"(got {type(generator).__name__})")
+    dtype = x.dtype
     x = x.detach().double()  # Stable distances; cast back at the end.
     best, best_inertia = None, float('inf')
     for _ in range(num_init):
@@ -46,7 +48,7 @@ def kmeans(x: Tensor, k: int, num_iterations: int = 100,
                         .sum())
         if inertia < best_inertia:
             best, best_inertia = centroids, inertia
-    return best.to(torch.get_default_dtype())
+    return best.to(dtype)
 
 
 def _kmeans_plus_plus(x: Tensor, k: int,

@@ -33,24 +33,35 @@ def inertia(points, centroids):
 
 
 def test_kmeans_keeps_the_best_of_several_seedings():
-    # Two tight pairs and one far pair: a single k-means++ seeding often
-    # splits a tight pair; the best of ten seedings has the lowest inertia.
+    # Four clusters, three of them close: a single k-means++ seeding can
+    # split one and merge two; the best of ten seedings finds the clusters.
     generator = torch.Generator().manual_seed(3)
     points = torch.cat([torch.randn(30, 5, generator=generator) + shift
                         for shift in (0.0, 6.0, 12.0, 30.0)])
+    clusters = inertia(points, torch.stack(
+        [points[30 * i:30 * (i + 1)].mean(dim=0) for i in range(4)]))
     single = [inertia(points, kmeans(points, 4, num_init=1,
                                      generator=torch.Generator()
                                      .manual_seed(seed)))
               for seed in range(10)]
+    # A generator whose first seeding goes wrong, so that keeping only
+    # the first of ten would fail:
+    bad = max(range(10), key=lambda seed: single[seed])
+    assert single[bad] > 2 * clusters
     best = inertia(points, kmeans(points, 4, num_init=10,
-                                  generator=torch.Generator().manual_seed(0)))
-    assert max(single) > 2 * min(single)  # Some seedings go wrong,
-    assert best <= min(single) + 1e-9  # the best of ten does not.
+                                  generator=torch.Generator()
+                                  .manual_seed(bad)))
+    assert best <= clusters + 1e-9
     # The input is left as it was (k = 1 seeds with a row of it):
     x = torch.rand(6, 3, dtype=torch.float64)
     copy = x.clone()
     kmeans(x, 1)
     assert torch.equal(x, copy)
+    # The centroids come in the input's dtype, not rounded to float32:
+    centroid = kmeans(x, 1)
+    assert centroid.dtype == torch.float64
+    torch.testing.assert_close(centroid, x.mean(dim=0, keepdim=True),
+                               rtol=0, atol=1e-15)
 
 
 def test_centroid_encoder():
@@ -60,7 +71,10 @@ def test_centroid_encoder():
     centroids = encoder.fit_centroids(seen,
                                       torch.Generator().manual_seed(0))
     assert centroids.size() == (3, 5)
-    assert torch.equal(encoder.centroids, centroids)
+    # The buffer holds k-means of the seen attributes (a copy, since
+    # fit_centroids returns the buffer itself):
+    assert torch.equal(centroids.clone(), kmeans(
+        seen, 3, generator=torch.Generator().manual_seed(0)))
 
     attributes = torch.rand(4, 5, dtype=torch.float64, requires_grad=True)
     out = encoder(attributes)
