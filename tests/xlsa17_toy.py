@@ -110,12 +110,14 @@ def write_mat_v73(path, variables):
     with h5py.File(path, 'w', userblock_size=512) as file:
         for name, value in variables.items():
             store(file, name, value)
-    # The header scipy's matfile_version reads: 116 bytes of text, 8 of
-    # subsystem offset, version 0x0200 and the endian indicator.
-    header = b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ')
-    header += b'\x00' * 8 + b'\x00\x02' + b'IM'
     with open(path, 'r+b') as file:
-        file.write(header)
+        file.write(MAT_V73_HEADER)
+
+
+#: The header scipy's matfile_version reads in a v7.3 file: 116 bytes of
+#: text, 8 of subsystem offset, version 0x0200 and the endian indicator.
+MAT_V73_HEADER = (b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ') +
+                  b'\x00' * 8 + b'\x00\x02' + b'IM')
 
 
 def convert_to_v73(folder, filename):

@@ -149,7 +149,9 @@ def test_wordnet_graph_collision():
         wordnet_graph(['dog', 'cat', 'dog'])
 
 
-def test_wordnet_graph_sun_matches_nltk():
+def test_wordnet_graph_sun_matches_nltk(wordnet):
+    # The fixture has loaded WordNet (seconds when cold): the time below
+    # is the graph's alone.
     classes = list(dataset_wordnet_mapping('SUN'))
     start = time.perf_counter()
     with pytest.warns(UserWarning, match='more groups'):
