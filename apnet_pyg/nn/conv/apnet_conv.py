@@ -225,8 +225,15 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     An :obj:`int` :obj:`in_channels` shares one projection :math:`f`
     between both sides (:obj:`lin`); a pair :obj:`(F_src, F_dst)` gives
     each side its own (:obj:`lin_src`, :obj:`lin_dst`), which is needed
-    when the two sides have different feature sizes. No self-loops are
-    added to a bipartite graph (its node sets differ). With
+    when the two sides have different feature sizes. A bipartite graph
+    needs :obj:`flow="source_to_target"` (:obj:`edge_index[0]` the
+    sources): under the reversed flow PyG pairs :obj:`x[0]` with the
+    targets, and the two readings would disagree. No self-loops are
+    added to a bipartite graph (its node sets differ), also not in PyG's
+    sampled-layer idiom :obj:`conv((x, x[:batch_size]), edge_index)`,
+    where :class:`~torch_geometric.nn.conv.GATConv` adds them for the
+    first nodes: there, call :obj:`conv(x, edge_index)[:batch_size]`,
+    which does. With
     :obj:`num_steps > 1`, each step attends again from the targets' new
     features (which live in the sources' feature space, so :obj:`lin_src`
     projects them) to the unchanged sources. PyG's
@@ -382,6 +389,13 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 (default: :obj:`None`)
         """
         x_src, x_dst, bipartite = self._node_features(x)
+        if bipartite and self.flow != 'source_to_target':
+            # PyG pairs x[k] with edge_index[k] (under this flow, x[0] are
+            # the targets); this layer's pair is (sources, targets), the
+            # two conventions would disagree.
+            raise ValueError("A bipartite 'x' needs flow='source_to_target'"
+                             " (x = (x_src, x_dst), edge_index[0] the "
+                             "sources): flip edge_index instead of the flow")
         size = self._check_size(x_src, x_dst, size)
         attention = bool(return_attention_weights)
         # PyG's explainer masks messages: only message passing has them.
@@ -521,6 +535,12 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             # torch_sparse's SparseTensor (optional dependency).
             target, source, value = adj_t.coo()
             index_t = torch.stack([target, source], dim=0)
+        elif adj_t.layout == torch.sparse_coo and adj_t.requires_grad:
+            # to_edge_index marks COO coalesced in place, which autograd
+            # cannot differentiate. Coalescing is exact here: the weights
+            # of duplicate entries add up, as their terms in the softmax.
+            adj_t = adj_t.coalesce()
+            index_t, value = adj_t.indices(), adj_t.values()
         else:
             index_t, value = to_edge_index(adj_t)
         if value is not None and value.dtype == torch.bool:
@@ -550,6 +570,13 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              "weight 1, but 'edge_index' has self-loops of "
                              "other weights: explain with "
                              "add_self_loops=False, or give them weight 1")
+        looped = edge_index[0, loops]
+        if looped.unique().numel() < looped.numel():
+            raise ValueError("PyG's explainer re-adds one self-loop per "
+                             "node, but 'edge_index' has a node with "
+                             "several (each counts in the layer's softmax): "
+                             "coalesce the graph, or explain with "
+                             "add_self_loops=False")
         keep = ~loops
         return edge_index[:, keep], \
             None if edge_weight is None else edge_weight[keep]
@@ -557,12 +584,15 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     @staticmethod
     def _from_edge_index(edge_index: EdgeIndex,
                          size: Tuple[int, int]) -> Tensor:
+        # EdgeIndex also caches sizes it inferred (the largest index + 1,
+        # when sorted), which trailing isolated nodes make smaller than
+        # x's: only a size beyond x's is wrong.
         sparse_size = edge_index.sparse_size()
-        if any(given is not None and given != expected
+        if any(given is not None and given > expected
                for given, expected in zip(sparse_size, size)):
             raise ValueError(f"'edge_index' (an EdgeIndex) has sparse size "
-                             f"{sparse_size}, but 'x' has {size} source and "
-                             f"target nodes")
+                             f"{sparse_size}, more nodes than 'x' has "
+                             f"({size} source and target nodes)")
         return edge_index.as_tensor()
 
     # Propagation #############################################################
@@ -581,8 +611,11 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         (as in full-batch training): the sorts are most of a small graph's
         cost. Outside debug mode only (which checks every call)."""
         key = (size, bipartite, self.flow, fused, self.add_self_loops)
-        # Inference tensors have no version counter: not cached.
-        cacheable = not is_compiling() and not edge_index.is_inference()
+        # Inference tensors have no version counter, and what is built
+        # under inference mode cannot be saved for a later backward pass:
+        # neither is cached.
+        cacheable = not is_compiling() and not edge_index.is_inference() \
+            and not torch.is_inference_mode_enabled()
         cached = self._cached_structure if cacheable and \
             not value_checks_enabled() else None
         if cached is not None and cached[0] is edge_index and \

@@ -229,6 +229,17 @@ def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
     dense_alpha[index[1], index[0]] = alpha
     assert torch.allclose(adj_alpha.to_dense(), dense_alpha, atol=1e-12)
 
+    # Values that require grad (weights being learned) get their gradient,
+    # that of edge_weight:
+    weight = edge_weight.clone().requires_grad_()
+    grad_expected, = torch.autograd.grad(
+        conv(x, edge_index, weight).square().sum(), weight)
+    adj = to_sparse(edge_index, weight, size=(8, 8))
+    out = conv(x, adj.t())
+    assert torch.allclose(out, expected, atol=1e-12)
+    grad, = torch.autograd.grad(out.square().sum(), weight)
+    assert torch.allclose(grad, grad_expected, atol=1e-12)
+
     # Without values the sparse adjacency means unit weights:
     adj = to_sparse(edge_index, size=(8, 8))
     assert torch.allclose(conv(x, adj.t()), conv(x, edge_index), atol=1e-12)
@@ -252,6 +263,16 @@ def test_apnet_conv_edge_index_input(make_random_graph):
         assert torch.allclose(conv(x, index, weight), expected, atol=1e-12)
     with pytest.raises(ValueError, match="sparse size"):
         conv(x, EdgeIndex(edge_index, sparse_size=(9, 9)))
+    # A size EdgeIndex inferred (the largest index + 1) is smaller than x's
+    # when the last nodes are isolated: accepted, as by GATConv.
+    x_more = torch.cat([x, torch.randn(2, 6, dtype=x.dtype)])
+    for sort_order in ['row', 'col']:
+        index, perm = EdgeIndex(edge_index).sort_by(sort_order)
+        assert max(size for size in index.sparse_size()
+                   if size is not None) <= 8
+        assert torch.allclose(conv(x_more, index, edge_weight[perm]),
+                              conv(x_more, edge_index, edge_weight),
+                              atol=1e-12)
 
 
 def test_apnet_conv_permutation_equivariance(make_random_graph):
@@ -546,6 +567,12 @@ def test_apnet_conv_bipartite_bad_input():
         conv64((6, 6), 3)(x_src, edge_index)
     with pytest.raises(RuntimeError, match=r"\[0, 6\] \(sources"):
         conv((x_src, x_dst), edge_index.flip(0))
+    # PyG pairs x[k] with edge_index[k], which under the reversed flow
+    # makes x[0] the targets; refused rather than read either way:
+    for fused in (True, False):
+        with pytest.raises(ValueError, match="flip edge_index"):
+            conv64(6, 3, flow='target_to_source', fused=fused)(
+                (x_src, x_dst), edge_index.flip(0))
     # A bipartite sparse adjacency is [targets, sources]:
     adj_t = to_torch_csr_tensor(edge_index.flip(0), size=(4, 7))
     assert torch.allclose(conv((x_src, x_dst), adj_t),
@@ -923,6 +950,19 @@ def test_apnet_conv_inference_mode(fused, make_random_graph):
                               atol=1e-12)
         assert torch.allclose(conv(x_inf, edge_index_inf), expected,
                               atol=1e-12)
+        # A normal edge_index seen under inference mode (a validation
+        # step) ...
+        conv(x, edge_index)
+    # ... leaves nothing cached that a later backward pass could not use:
+    weight = torch.rand(edge_index.size(1), dtype=x.dtype) + 0.5
+    weight.requires_grad_()
+    conv(x, edge_index, weight).sum().backward()
+    assert weight.grad is not None
+    learned = conv64(6, 4, fused=fused, learn_temperature=True)
+    with torch.inference_mode():
+        learned(x, edge_index)
+    learned(x, edge_index).sum().backward()
+    assert learned.temperature.grad is not None
 
 
 def test_apnet_conv_return_attention_weights_false(make_random_graph):
@@ -1001,4 +1041,9 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     assert torch.allclose(model(x, with_loops), expected, atol=1e-5)
     with pytest.raises(ValueError, match='re-adds self-loops with weight 1'):
         model.conv(x, with_loops, torch.full((with_loops.size(1), ), 2.0))
+    # Two loops of one node count twice in the softmax; the explainer's one
+    # would not: refused rather than explaining another function.
+    twice = torch.cat([with_loops, torch.tensor([[2], [2]])], 1)
+    with pytest.raises(ValueError, match='a node with several'):
+        model.conv(x, twice)
     clear_masks(model)
