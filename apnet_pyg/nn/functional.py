@@ -555,13 +555,15 @@ def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
              needs_grad: Tuple[bool, ...]) -> List[Optional[Tensor]]:
     r"""The gradient of :obj:`outputs` with respect to those :obj:`inputs`
     that need one (:obj:`None` for the others), itself differentiable: the
-    second-derivative path of the fused backward passes."""
+    second-derivative path of the fused backward passes. An input the
+    differentiated outputs do not use (:obj:`x` when only the attention
+    is) gets :obj:`None`, autograd's zero."""
     pairs = [(out, grad) for out, grad in zip(outputs, grad_outputs)
              if grad is not None]
     wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
     grads = iter(torch.autograd.grad([out for out, _ in pairs], wanted,
                                      [grad for _, grad in pairs],
-                                     create_graph=True))
+                                     create_graph=True, allow_unused=True))
     return [next(grads) if needed else None for needed in needs_grad]
 
 

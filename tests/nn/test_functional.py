@@ -5,6 +5,7 @@ from torch.autograd import gradcheck as _gradcheck
 from torch.autograd import gradgradcheck as _gradgradcheck
 
 from apnet_pyg.nn.functional import (
+    NORM_EPS,
     SparsePattern,
     edge_cosine,
     sddmm,
@@ -317,3 +318,168 @@ def test_sparse_pattern_int32_indices_of_a_large_graph():
     for name in ('rowptr', 'row', 'col', 'rowptr_t', 'row_t', 'col_t',
                  'perm_t'):
         assert torch.equal(getattr(pattern, name), getattr(expected, name))
+
+
+# Equality with dense references, forward and gradient (float64) ############
+#
+# The references below are written from the docstrings with dense tensors
+# only: the entries enter as one-hot incidence matrices (row R [nnz, M] and
+# column C [nnz, N]), so a repeated entry is one term per copy, as the
+# pattern's docstring says. Values and outputs per entry are in input order;
+# the kernels' are in pattern order, the input's reordered by `perm`.
+def special_entries(num_rows, num_cols, nnz, seed=0):
+    r"""Random entries, then a copy of the first entry and a self-loop on
+    row 1; the last row and the last column have no entry."""
+    generator = torch.Generator().manual_seed(seed)
+    row = torch.randint(0, num_rows - 1, (nnz, ), generator=generator)
+    col = torch.randint(0, num_cols - 1, (nnz, ), generator=generator)
+    return torch.cat([row, row[:1], torch.ones(1, dtype=torch.long)]), \
+        torch.cat([col, col[:1], torch.ones(1, dtype=torch.long)])
+
+
+def incidence(index, size):
+    return F.one_hot(index, size).to(torch.float64)
+
+
+def randn64(*size, generator):
+    return torch.randn(*size, generator=generator,
+                       dtype=torch.float64).requires_grad_()
+
+
+def assert_same_gradients(outputs, expected_outputs, inputs, generator,
+                          create_graph=False):
+    r"""Forward equality, then equality of the gradients of both sides with
+    respect to every input, for the same random output gradients."""
+    grads_out = []
+    for out, expected in zip(outputs, expected_outputs):
+        torch.testing.assert_close(out, expected)
+        grads_out.append(torch.randn(out.shape, generator=generator,
+                                     dtype=out.dtype))
+    # (An input that an output does not depend on has a zero gradient.)
+    grads = torch.autograd.grad(outputs, inputs, grads_out,
+                                create_graph=create_graph,
+                                materialize_grads=True)
+    expected_grads = torch.autograd.grad(expected_outputs, inputs, grads_out,
+                                         materialize_grads=True)
+    for grad, expected_grad in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, expected_grad)
+
+
+@pytest.mark.parametrize('transposed', [False, True])
+def test_spmm_equals_dense_reference(transposed):
+    row, col = special_entries(6, 5, nnz=10)
+    pattern, perm = sparse_pattern(row, col, (6, 5))
+    generator = torch.Generator().manual_seed(1)
+    values = randn64(row.numel(), generator=generator)  # input order
+    # A = R^T diag(v) C, with a repeated entry adding up:
+    dense = incidence(row, 6).t() @ (values.unsqueeze(-1) *
+                                     incidence(col, 5))
+    if transposed:  # The other direction of perm_t.
+        x = randn64(6, 3, generator=generator)
+        out = spmm(pattern.t(), pattern.transpose_values(values[perm]), x)
+        expected = dense.t() @ x
+    else:
+        x = randn64(5, 3, generator=generator)
+        out = spmm(pattern, values[perm], x)
+        expected = dense @ x
+    assert_same_gradients([out], [expected], [values, x], generator)
+
+
+@pytest.mark.parametrize('transposed', [False, True])
+def test_sddmm_equals_dense_reference(transposed):
+    row, col = special_entries(6, 5, nnz=10)
+    pattern, perm = sparse_pattern(row, col, (6, 5))
+    generator = torch.Generator().manual_seed(1)
+    if transposed:  # Entries (col, row) of the [5, 6] transpose.
+        a, b = randn64(5, 4, generator=generator), randn64(6, 4,
+                                                           generator=generator)
+        out = sddmm(pattern.t(), a, b)
+        # v_k = <a_{col_k}, b_{row_k}>, reordered for the transpose:
+        expected = pattern.transpose_values(
+            ((incidence(col, 5) @ a) * (incidence(row, 6) @ b)).sum(-1)[perm])
+    else:
+        a, b = randn64(6, 4, generator=generator), randn64(5, 4,
+                                                           generator=generator)
+        out = sddmm(pattern, a, b)
+        expected = ((incidence(row, 6) @ a) *
+                    (incidence(col, 5) @ b)).sum(-1)[perm]
+    assert_same_gradients([out], [expected], [a, b], generator)
+
+
+def softmax_spmm_dense_reference(row, col, size, logits, x, loop_logits):
+    r"""alpha_k = exp(z_k) / sum over row_k's entries (and its self-loop)
+    of exp(z); o_i = sum_k alpha_k x_{col_k} (+ alpha_ii x_i)."""
+    rows, cols = incidence(row, size[0]), incidence(col, size[1])
+    exp = logits.exp()
+    denominator = rows.t() @ exp
+    alpha_loop = None
+    if loop_logits is not None:
+        exp_loop = loop_logits.exp()
+        denominator = denominator + exp_loop
+        alpha_loop = exp_loop / denominator
+    alpha = exp / (rows @ denominator)
+    out = rows.t() @ (alpha.unsqueeze(-1) * (cols @ x))
+    if loop_logits is not None:
+        out = out + alpha_loop.unsqueeze(-1) * x[:size[0]]
+    return out, alpha, alpha_loop
+
+
+@pytest.mark.parametrize('through,create_graph', [
+    ('out', False), ('alpha', False), ('both', False), ('out', True),
+    # The attention alone does not use x: its gradient is zero.
+    ('alpha', True),
+    ('both', True)
+])
+@pytest.mark.parametrize('loops', [False, True])
+def test_softmax_spmm_equals_dense_reference(loops, through, create_graph):
+    # create_graph=True runs the backward of second derivatives.
+    row, col = special_entries(5, 6, nnz=10)
+    pattern, perm = sparse_pattern(row, col, (5, 6))
+    generator = torch.Generator().manual_seed(1)
+    logits = randn64(row.numel(), generator=generator)  # input order
+    x = randn64(6, 3, generator=generator)
+    inputs = [logits, x]
+    loop_logits = None
+    if loops:
+        loop_logits = torch.randn(5, generator=generator, dtype=torch.float64)
+        loop_logits[row[0]] = float('-inf')  # no self-loop on this row
+        loop_logits.requires_grad_()
+        inputs.append(loop_logits)
+
+    out, alpha, alpha_loop = softmax_spmm(pattern, logits[perm], x,
+                                          loop_logits)
+    expected = softmax_spmm_dense_reference(row, col, (5, 6), logits, x,
+                                            loop_logits)
+    # The last row has no entry: zero, or x_4 through its self-loop alone.
+    torch.testing.assert_close(out[4], x[4] if loops else x.new_zeros(3))
+    outputs = [out, alpha, alpha_loop]
+    expected = [expected[0], expected[1][perm], expected[2]]
+    picked = {'out': [0], 'alpha': [1, 2], 'both': [0, 1, 2]}[through]
+    picked = [i for i in picked if outputs[i] is not None]
+    assert_same_gradients([outputs[i] for i in picked],
+                          [expected[i] for i in picked], inputs, generator,
+                          create_graph)
+
+
+@pytest.mark.parametrize('create_graph', [False, True])
+@pytest.mark.parametrize('wrt', ['a and b', 'b'])
+def test_edge_cosine_bipartite_equals_dense_reference(wrt, create_graph):
+    row, col = special_entries(6, 5, nnz=10)
+    pattern, perm = sparse_pattern(row, col, (6, 5))
+    generator = torch.Generator().manual_seed(1)
+    a = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    b = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    b[col[0]] = 0.0  # A zero row: cosine 0 with every row.
+    b.requires_grad_()
+    inputs = [b]
+    if wrt == 'a and b':
+        inputs.insert(0, a.requires_grad_())
+
+    def normalized(t):
+        return t / t.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
+
+    out, _ = edge_cosine(pattern, a, b)
+    expected = ((incidence(row, 6) @ normalized(a)) *
+                (incidence(col, 5) @ normalized(b))).sum(-1)[perm]
+    assert bool((out[pattern.col.long() == col[0]] == 0).all())
+    assert_same_gradients([out], [expected], inputs, generator, create_graph)

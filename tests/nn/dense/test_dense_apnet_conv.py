@@ -216,3 +216,66 @@ def test_dense_apnet_conv_compile():
     for compiled_result, eager_result in zip(*results):
         assert torch.allclose(compiled_result, eager_result, atol=1e-5)
     torch._dynamo.reset()
+
+
+def masked_dense_reference(x, adj, mask, weight, temperature, num_steps,
+                           add_loop):
+    r"""Every graph's valid nodes on their own, from the equation:
+    :math:`\alpha_{ij} \propto A_{ij} \exp(\gamma \cos(W x_i, W x_j))` over
+    the valid :math:`j` with :math:`A_{ij} \neq 0` (and, with
+    :obj:`add_loop`, a self-loop of weight 1 where there is none),
+    :math:`x'_i = \sum_j \alpha_{ij} x_j`, zero for a row without any
+    edge; the padding nodes' outputs are zero."""
+    out = []
+    for b in range(x.size(0)):
+        valid = mask[b].nonzero().view(-1)
+        h = x[b][valid]
+        prior = adj[b][valid][:, valid]
+        prior = torch.where(prior != 0, prior, 0.0)  # No gradient off edges.
+        if add_loop:
+            prior = prior + torch.diag((prior.diagonal() == 0).to(x.dtype))
+        for _ in range(num_steps):
+            p = h @ weight.t()
+            p = p / p.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            scores = prior * torch.exp(temperature * (p @ p.t()))
+            denominator = scores.sum(dim=-1, keepdim=True)
+            h = scores / torch.where(denominator > 0, denominator, 1.0) @ h
+        out.append(x.new_zeros(x.shape[1:]).index_put((valid, ), h))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize('num_steps', [1, 2])
+@pytest.mark.parametrize('add_loop', [True, False])
+def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps):
+    x, _, weight = dense_graph()
+    generator = torch.Generator().manual_seed(1)
+    # Valid nodes anywhere in a graph (node 0 always); edges to and from
+    # padding nodes, which the mask must drop; a self-loop of its own
+    # weight on node 1; node 0 of graph 0 is isolated.
+    mask = torch.rand(3, 5, generator=generator) < 0.6
+    mask[:, 0] = True
+    weight[:, 1, 1] = torch.rand(3, generator=generator,
+                                 dtype=torch.float64) + 0.1
+    weight[0, 0, :] = weight[0, :, 0] = 0.0
+    assert bool((~mask).any()) and bool((weight[~mask] != 0).any())
+    x.requires_grad_()
+    weight.requires_grad_()
+    conv = conv64(6, 4, temperature=4.0, learn_temperature=True,
+                  num_steps=num_steps)
+
+    out = conv(x, weight, mask, add_loop=add_loop)
+    expected = masked_dense_reference(x, weight, mask, conv.lin.weight,
+                                      conv.temperature, num_steps, add_loop)
+    torch.testing.assert_close(out, expected)
+    # The isolated node: unchanged with its added self-loop, else zero.
+    torch.testing.assert_close(out[0, 0], x[0, 0] if add_loop else
+                               x.new_zeros(6))
+    inputs = [x, weight, conv.lin.weight, conv.temperature]
+    grad_out = torch.randn(out.shape, generator=generator,
+                           dtype=torch.float64)
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+    for grad, expected_grad in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, expected_grad)
+    # Nothing flows to the padding nodes:
+    assert bool((grads[0][~mask] == 0).all())
