@@ -27,7 +27,9 @@ class APNet(torch.nn.Module):
     For the classes of a task with attribute vectors :math:`\mathbf{s}_y`:
 
     1. :class:`CentroidEncoder`: :math:`\mathbf{x}^{(0)}_y = \sum_i
-       \mathrm{ReLU}(\mathbf{\Theta}_i (\mathbf{s}_y - \mathbf{c}_i))`;
+       \mathrm{ReLU}(\mathbf{\Theta}_i (\mathbf{s}_y - \mathbf{c}_i) +
+       \mathbf{b}_i)` (the paper's equation has no bias
+       :math:`\mathbf{b}_i`; the authors' :obj:`nn.Linear` has one);
     2. a graph over the task's classes (:meth:`class_graph`):
        :obj:`"learned"` connects classes with
        :math:`\cos(f(\mathbf{x}^{(0)}_y), f(\mathbf{x}^{(0)}_z)) \geq
