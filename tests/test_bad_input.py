@@ -448,7 +448,12 @@ case('APNetConv/sparse-adj-wrong-shape',
      r"\[5, 5\]")
 case('APNetConv/EdgeIndex-wrong-sparse-size',
      lambda c: conv()(X, EdgeIndex(EDGES, sparse_size=(7, 7))), ValueError,
-     r"'edge_index' \(an EdgeIndex\) has sparse size \(7, 7\), but 'x'")
+     r"'edge_index' \(an EdgeIndex\) has sparse size \(7, 7\), more nodes "
+     r"than 'x'")
+case('APNetConv/bipartite-target-to-source',
+     lambda c: APNetConv((6, 4), 3, flow='target_to_source')(
+         (X_SRC, X_DST), BIPARTITE.flip(0)), ValueError,
+     r"A bipartite 'x' needs flow='source_to_target'.*flip edge_index")
 case('APNetConv/bipartite-layer-single-x',
      lambda c: APNetConv((6, 4), 3)(X, EDGES), ValueError,
      r"has one projection per side.*needs x=\(x_src, x_dst\)")
