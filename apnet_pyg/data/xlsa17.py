@@ -24,6 +24,7 @@ problem, because a silently shifted label or leaked unseen class would make
 any accuracy meaningless.
 """
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -139,6 +140,32 @@ class ZSLDataset:
         if index is None:
             raise ValueError(f"Dataset '{self.name}' has no '{split}_loc'")
         return index
+
+    def fingerprint(self) -> Dict[str, Any]:
+        r"""What identifies the data a model was trained on: the name,
+        sizes and CRC-32 checksums of the class names, attributes, image
+        features, labels and splits (:obj:`None` for what is not loaded).
+        A run records it, so that resuming or evaluating it on other data
+        (another simulation, another folder) is refused rather than mixed.
+        """
+        def crc(value: Union[Tensor, bytes, None]) -> Optional[str]:
+            if value is None:
+                return None
+            if isinstance(value, Tensor):
+                value = value.detach().cpu().contiguous().numpy().tobytes()
+            return f'{zlib.crc32(value):08x}'
+
+        return {
+            'dataset': self.name,
+            'classes': self.num_classes,
+            'class_names': crc('\n'.join(self.class_names).encode()),
+            'attributes': crc(self.attributes),
+            'images': self.num_images,
+            'features': crc(self.features),
+            'labels': crc(self.labels),
+            'splits': crc(torch.cat([self.trainval_loc, self.test_seen_loc,
+                                     self.test_unseen_loc])),
+        }
 
     def images_of(self, classes: Union[Tensor, Sequence[int]],
                   split: str = 'trainval') -> Tensor:

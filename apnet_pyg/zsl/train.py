@@ -378,6 +378,16 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
     return state
 
 
+def data_differences(saved: Any, fingerprint: Dict[str, Any]) -> List[str]:
+    r"""The entries in which a dataset's :obj:`fingerprint`
+    (:meth:`ZSLDataset.fingerprint`) differs from :obj:`saved`, a recorded
+    one (empty when they agree)."""
+    if not isinstance(saved, dict):
+        return sorted(fingerprint)
+    return sorted(key for key, value in fingerprint.items()
+                  if saved.get(key) != value)
+
+
 def check_same_config(saved: Any, config: TrainConfig,
                       path: Union[str, Path]) -> None:
     r"""Raises unless :obj:`saved` (a configuration's :meth:`to_dict`,
@@ -396,6 +406,9 @@ def check_same_config(saved: Any, config: TrainConfig,
 METRICS_FILE = 'metrics.json'
 #: The run's configuration, written when it starts.
 CONFIG_FILE = 'config.json'
+#: The fingerprint of the run's data (:meth:`ZSLDataset.fingerprint`),
+#: written when it starts: a resumed run must read the same data.
+DATA_FILE = 'data.json'
 #: The selection phase's checkpoint (:func:`select_on_validation`).
 SELECTION_CHECKPOINT = 'selection.pt'
 #: The final phase's checkpoint (training on all seen classes).
@@ -553,12 +566,15 @@ def run(
     overwrite: bool = False,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring); writes
-    :obj:`out/config.json`, the selected epochs' models
-    :obj:`out/model-epoch<E>.pt` and :obj:`out/metrics.json` (which records
-    :obj:`data_root`, the folder the dataset was read from) and returns the
-    metrics. :obj:`resume` continues an interrupted run in :obj:`out`;
+    :obj:`out/config.json`, :obj:`out/data.json` (the data's
+    :meth:`~apnet_pyg.data.ZSLDataset.fingerprint`), the selected epochs'
+    models :obj:`out/model-epoch<E>.pt` and :obj:`out/metrics.json` (which
+    records :obj:`data_root`, the folder the dataset was read from, and the
+    fingerprint) and returns the metrics. :obj:`resume` continues an
+    interrupted run in :obj:`out`, on the same configuration and data;
     a run directory that holds a run is otherwise only written over with
-    :obj:`overwrite`."""
+    :obj:`overwrite`. Evaluating a finished run (:func:`run_dataset`) checks
+    the fingerprint too."""
     start = time.perf_counter()
     out = check_run_dir(out, resume, overwrite)
     check_config_fits(config, data)
@@ -573,7 +589,21 @@ def run(
         except ValueError:
             saved = None
         check_same_config(saved, config, config_path)
+    fingerprint = data.fingerprint()
+    data_path = out / DATA_FILE
+    if resume and data_path.is_file():
+        try:
+            saved = json.loads(data_path.read_text())
+        except ValueError:
+            saved = None
+        changed = data_differences(saved, fingerprint)
+        if changed:
+            raise ValueError(f"'{data_path}': the run was started on other "
+                             f"data (differs in: {', '.join(changed)}); "
+                             f"resume with the --root it was started with, "
+                             f"or start over in another output folder")
     atomic_write_text(json.dumps(config.to_dict(), indent=2), config_path)
+    atomic_write_text(json.dumps(fingerprint, indent=2), data_path)
 
     selection = None
     if config.model_selection == 'validation':
@@ -618,6 +648,7 @@ def run(
     result = {
         'dataset': data.name,
         'data_root': data_root,
+        'data': fingerprint,
         'simulated': data.simulated,
         'label': SIMULATED_LABEL if data.simulated else 'real features',
         'simulation': data.simulation,
@@ -789,9 +820,20 @@ def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
         raise ValueError(f"'{Path(run_dir) / METRICS_FILE}' does not say "
                          f"where the data was read from: pass its folder as "
                          f"root (--root)")
-    if config is None:
+    own = config is None
+    if own:
         config = TrainConfig.from_dict(saved['config'])
-    return load_dataset(root, saved['dataset'], config)
+    data = load_dataset(root, saved['dataset'], config)
+    # The run's own attributes: the whole fingerprint must agree (runs
+    # from before it was recorded have none).
+    if own and 'data' in saved:
+        changed = data_differences(saved['data'], data.fingerprint())
+        if changed:
+            raise ValueError(f"the data in '{root}' is not the data the run "
+                             f"in '{run_dir}' was trained on (differs in: "
+                             f"{', '.join(changed)}): pass the folder it was "
+                             f"trained on as root (--root)")
+    return data
 
 
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:

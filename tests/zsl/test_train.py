@@ -37,6 +37,9 @@ def test_run_end_to_end(tiny, tmp_path):
     assert 'test_selected' not in saved  # opt-in only
     # Where it ran: a run repeats bit for bit only there.
     assert saved['environment'] == describe_environment('cpu')
+    # On what: the data's fingerprint, also written when the run started.
+    assert saved['data'] == tiny.fingerprint() == json.loads(
+        (tmp_path / 'data.json').read_text())
 
     # Each row reports the selection's epoch (chosen by the rule that
     # test_select_epochs_* check), and the final phase ran to the latest.
@@ -209,6 +212,35 @@ def test_resume_with_another_configuration_keeps_config_json(tiny,
     # Still the configuration of the checkpoints:
     assert json.loads((run_dir / 'config.json').read_text()) == \
         TINY.to_dict()
+
+
+def test_resume_or_evaluate_on_other_data_is_refused(tiny, tiny_root,
+                                                     tmp_path):
+    other = dataclasses.replace(tiny, features=tiny.features + 1.0)
+    assert other.fingerprint() != tiny.fingerprint()
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    (run_dir / 'config.json').write_text(json.dumps(TINY.to_dict()))
+    (run_dir / 'data.json').write_text(json.dumps(tiny.fingerprint()))
+    (run_dir / 'selection.pt').write_bytes(b'')  # an interrupted run
+    with pytest.raises(ValueError, match=r"data.json': the run was started "
+                       r"on other data \(differs in: features\); resume "
+                       r"with the --root"):
+        run(other, TINY, run_dir, resume=True, progress=False)
+    assert json.loads((run_dir / 'data.json').read_text()) == \
+        tiny.fingerprint()
+
+    # A finished run, evaluated on other data than it was trained on:
+    finished = tmp_path / 'finished'
+    run(tiny, TINY.replace(epochs=1, lr_decay_epoch=1), finished,
+        progress=False, data_root=str(tiny_root))
+    saved = json.loads((finished / 'metrics.json').read_text())
+    run_dataset(finished, saved)  # its own data: fine
+    saved['data']['labels'] = '00000000'
+    with pytest.raises(ValueError, match=r"is not the data the run in "
+                       r".* was trained on \(differs in: labels\): pass "
+                       r"the folder it was trained on"):
+        run_dataset(finished, saved)
 
 
 def test_episodes_per_epoch():
