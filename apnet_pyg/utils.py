@@ -301,8 +301,17 @@ def replace_atomically(path: Union[str, Path],
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as error:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # The folder itself is not writable.
+            pass
+        if isinstance(error, OSError) and error.errno is not None:
+            # "[Errno 30] Read-only file system: '<file>.<pid>-<id>.tmp'"
+            # names neither the file meant nor what to do.
+            raise type(error)(error.errno, f"cannot write '{path}' "
+                              f"({error.strerror}): choose a folder you can "
+                              f"write to") from error
         raise
 
 

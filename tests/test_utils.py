@@ -1,3 +1,4 @@
+import errno
 import os
 import threading
 
@@ -75,3 +76,16 @@ def test_save_figure_atomically_uses_the_format_of_the_suffix(tmp_path):
     assert (tmp_path / 'plot.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     assert b'<svg' in (tmp_path / 'plot.svg').read_bytes()
     assert sorted(os.listdir(tmp_path)) == ['plot.png', 'plot.svg']
+
+
+def test_replace_atomically_names_the_file_it_cannot_write(tmp_path):
+    # As a read-only mount answers (the tests may run as root, whom a
+    # folder's mode does not stop):
+    def read_only(tmp):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp))
+
+    with pytest.raises(OSError, match=(
+            r"^\[Errno 30\] cannot write '.*/table.md' \(Read-only file "
+            r"system\): choose a folder you can write to$")) as error:
+        replace_atomically(tmp_path / 'table.md', read_only)
+    assert error.value.errno == errno.EROFS
