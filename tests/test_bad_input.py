@@ -23,6 +23,7 @@ from typing import Any, Callable, List, Union
 
 import numpy as np
 import pytest
+import scipy.sparse
 import torch
 
 import torch_geometric
@@ -827,6 +828,14 @@ case('load_xlsa17/features-nan',
      lambda c: toy_load(c.toy(features={
          'features': np.full((2048, 12), np.nan)})),
      ValueError, r"'features' in '.*res101.mat' contain NaN")
+case('load_xlsa17/features-all-zero',
+     lambda c: toy_load(c.toy(features={'features': np.zeros((2048, 12))})),
+     ValueError, r"'features' in '.*res101.mat' are all zero")
+case('load_xlsa17/features-sparse',
+     lambda c: toy_load(c.toy(features={
+         'features': scipy.sparse.csc_matrix(np.ones((2048, 12)))})),
+     ValueError, r"'features' in '.*res101.mat' must be a dense numeric "
+     r"array \(got .*\): save it as a full matrix")
 case('load_xlsa17/labels-out-of-range',
      lambda c: toy_load(c.toy(features={'labels': np.full((12, 1), 6.0)})),
      ValueError, r"'labels' in '.*res101.mat' has 12 values outside 1..5")
@@ -1079,10 +1088,17 @@ for option, value, message in [
          r"\(got 2.5\)"),
         ('shared_temperature', 0.0, r"'shared_temperature' must be > 0 "
          r"\(got 0.0\)"),
+        ('scale', 0.0, r"'scale' must be > 0 \(got 0.0\)"),
+        ('shared_neighbours', 99, r"'shared_neighbours' must be at most 4, "
+         r"the number of other classes of TOY \(got 99\)"),
 ]:
     case(f'simulate_dataset/{option}={value!r}',
          lambda c, option=option, value=value: simulate_toy(
              c, **{option: value}), ValueError, message)
+for name in ['', '..', '../TOY', '/TOY']:
+    case(f'simulate_dataset/dataset={name!r}',
+         lambda c, name=name: simulate_dataset(name, c.toy()), ValueError,
+         r"'dataset' must be a dataset folder name such as 'AWA2'")
 case('simulate_dataset/unknown-option', lambda c: simulate_toy(c, noise=1.0),
      TypeError, r"Unknown simulator options: \['noise'\]")
 for seed, message in [(-1, r"'seed' must be at least 0 \(got -1\)"),

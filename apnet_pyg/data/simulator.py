@@ -159,6 +159,11 @@ def simulate_dataset(dataset: str,
     _check_options(opts)
     data = load_xlsa17(source.parent, source.name, attributes=attributes,
                        load_features=False)
+    if opts['shared_neighbours'] > data.num_classes - 1:
+        raise ValueError(f"'shared_neighbours' must be at most "
+                         f"{data.num_classes - 1}, the number of other "
+                         f"classes of {data.name} (got "
+                         f"{opts['shared_neighbours']})")
     rngs = dict(zip(_STREAMS, (np.random.default_rng(s) for s in
                                np.random.SeedSequence(seed).spawn(
                                    len(_STREAMS)))))
@@ -346,9 +351,10 @@ def _check_options(opts: Dict[str, Any]) -> None:
             raise ValueError(f"'{key}' must be a positive integer "
                              f"(got {opts[key]})")
         opts[key] = int(opts[key])
-    if opts['shared_temperature'] <= 0:
-        raise ValueError(f"'shared_temperature' must be > 0 (got "
-                         f"{opts['shared_temperature']})")
+    for key in ('shared_temperature', 'scale'):
+        # scale = 0 would make every feature zero.
+        if opts[key] <= 0:
+            raise ValueError(f"'{key}' must be > 0 (got {opts[key]})")
 
 
 def _allocate(total: int, weights: np.ndarray) -> np.ndarray:

@@ -233,9 +233,7 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
     if attributes not in ATTRIBUTE_KINDS:
         raise ValueError(f"'attributes' must be one of "
                          f"{', '.join(ATTRIBUTE_KINDS)} (got '{attributes}')")
-    if not isinstance(dataset, str) or not dataset:
-        raise ValueError(f"'dataset' must be a dataset folder name such as "
-                         f"'AWA2' (got {dataset!r})")
+    check_dataset_name(dataset)
     check_bool(load_features, 'load_features')
     if root is None:
         if load_features:
@@ -452,8 +450,18 @@ def _read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
     return content
 
 
+def check_dataset_name(dataset: Any) -> None:
+    r"""Raises unless :obj:`dataset` is a folder name (not empty, not a
+    path: :obj:`<root>/<dataset>` must stay inside :obj:`root`)."""
+    if not isinstance(dataset, str) or not dataset or \
+            dataset in ('.', '..') or '/' in dataset or '\\' in dataset:
+        raise ValueError(f"'dataset' must be a dataset folder name such as "
+                         f"'AWA2' (got {dataset!r})")
+
+
 def dataset_dir(root: PathLike, dataset: str) -> Path:
     r"""Returns :obj:`<root>/<dataset>` (trying the upper-case name too)."""
+    check_dataset_name(dataset)
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"The data root '{root}' is a file: pass "
@@ -544,9 +552,15 @@ def _numeric(mat: Dict[str, Any], key: str, path: Path) -> np.ndarray:
         raise ValueError(f"'{path}' has no variable '{key}' "
                          f"(found: {_keys(mat)})")
     value = mat[key]
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in 'biuf':
+    if not isinstance(value, np.ndarray):
+        # e.g. a MATLAB sparse matrix, which scipy reads as a sparse array
+        # of a numeric dtype.
+        raise ValueError(f"'{key}' in '{path}' must be a dense numeric "
+                         f"array (got {type(value).__name__}): save it as a "
+                         f"full matrix")
+    if value.dtype.kind not in 'biuf':
         raise ValueError(f"'{key}' in '{path}' must be a numeric array "
-                         f"(got {getattr(value, 'dtype', type(value))})")
+                         f"(got {value.dtype})")
     return value
 
 
@@ -678,12 +692,18 @@ def _read_features(path: Path, num_classes: int):
                          f"{labels[bad][:3].tolist()})")
     # The file stores features column-major as 2048 x N, so the transpose is
     # a C-contiguous N x 2048 view: no copy unless the dtype changes.
-    features = np.ascontiguousarray(features.T, dtype=np.float32)
+    # Values beyond float32's range become inf, reported below (not as
+    # NumPy's overflow warning).
+    with np.errstate(over='ignore'):
+        features = np.ascontiguousarray(features.T, dtype=np.float32)
     if not np.isfinite(features).all():
         rows = np.flatnonzero(~np.isfinite(features).all(axis=1))
         raise ValueError(f"'features' in '{path}' contain NaN or infinite "
                          f"values in {rows.size} images (e.g. 1-based "
                          f"{(rows[:3] + 1).tolist()})")
+    if features.size and not features.any():
+        raise ValueError(f"'features' in '{path}' are all zero: no image "
+                         f"can be told from another; re-extract them")
     return features, labels - 1
 
 

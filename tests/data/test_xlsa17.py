@@ -1,5 +1,6 @@
 import dataclasses
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -367,3 +368,14 @@ def test_class_without_images_when_sides_come_from_labels(tmp_path):
     assert data.num_classes == 6
     assert data.seen_classes.tolist() == [0, 1, 2]
     assert data.unseen_classes.tolist() == [3, 4]
+
+
+def test_features_beyond_float32_fail_in_one_line_without_a_warning(
+        tmp_path):
+    write_dataset(tmp_path, features={'features': np.full((2048, 12),
+                                                          1e300)})
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # NumPy's overflow warning included
+        with pytest.raises(ValueError, match="contain NaN or infinite "
+                           "values in 12 images"):
+            load_xlsa17(tmp_path, 'TOY')
