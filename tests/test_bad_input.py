@@ -1366,6 +1366,8 @@ for name, value, message in [
         ('lr_decay', 0.0, r"must be positive"),
         ('threshold', 2.0, r"must lie in \[-1, 1\]"),
         ('propagation_temperature', -1.0, r"must be at least 0"),
+        ('propagation_temperature', 1e39, r"must be at most 3.40282e\+38 "
+         r"\(got 1e\+39\)"),
         ('seed', 'a', r"must be an integer"),
         # seed + 1 seeds the sampler: 2^64 - 1 overflowed torch.manual_seed.
         ('seed', 2**64 - 1, r"must lie in \[0, 2\^32 - 1\]"),
@@ -1471,6 +1473,20 @@ case('run/out-a-file',
      lambda c: run(c.data, SMALL, write(c.tmp / 'out', 'x'), progress=False),
      NotADirectoryError, r"the run directory '.*out' is a file: choose "
      r"another --out")
+case('run/k_shot-beyond-a-class',
+     lambda c: run(c.data, SMALL.replace(k_shot=1000), c.tmp,
+                   progress=False),
+     ValueError, r"k_shot=1000 \(--k-shot\) exceeds the \d+ training "
+     r"images of class '.*', the fewest among the classes trained on: use "
+     r"k_shot <= \d+")
+case('run/resume-and-overwrite',
+     lambda c: run(c.data, SMALL, c.tmp, resume=True, overwrite=True,
+                   progress=False),
+     ValueError, r"--resume continues the run in --out and --overwrite "
+     r"starts it over: pass one of them")
+case('run/out-empty',
+     lambda c: run(c.data, SMALL, '', progress=False),
+     ValueError, r"the run directory \(--out\) is empty: name a folder")
 case('run/resume-nothing',
      lambda c: run(c.data, SMALL, c.tmp, resume=True, progress=False),
      FileNotFoundError, r"nothing to resume in '.*' .*start without "
@@ -1718,7 +1734,11 @@ cli('cli/compare--out-a-directory',
     r"--out '.*' is a directory: give a markdown file name")
 cli('cli/plot--out-not-png',
     lambda c: ['plot', '--run', str(c.run), '--out', str(c.tmp / 'a.jpg')],
-    r"the figure's path '.*a.jpg' must end in .png")
+    r"the figure's path '.*a.jpg' must name a .png file")
+cli('cli/plot--out-.png',
+    lambda c: ['plot', '--run', str(c.run), '--out', str(c.tmp / '.png')],
+    r"the figure's path '.*/.png' must name a .png file, e.g. "
+    r"'classes.png'")
 cli('cli/plot--out-a-directory',
     lambda c: ['plot', '--run', str(c.run), '--out', str(c.tmp)],
     r"the figure's path '.*' is a directory: name a .png file")

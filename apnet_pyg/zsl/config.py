@@ -22,6 +22,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
+import torch
+
 from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES
 from apnet_pyg.nn.models.apnet import GRAPHS
@@ -183,6 +185,12 @@ class TrainConfig:
         if self.propagation_temperature < 0:
             raise ValueError(f"'propagation_temperature' must be at least 0 "
                              f"(got {self.propagation_temperature})")
+        # The layer keeps it in float32 (and would refuse it only once the
+        # data is read).
+        if self.propagation_temperature > torch.finfo(torch.float32).max:
+            raise ValueError(f"'propagation_temperature' must be at most "
+                             f"{torch.finfo(torch.float32).max:g} (got "
+                             f"{self.propagation_temperature:g})")
 
     def replace(self, **changes) -> 'TrainConfig':
         return dataclasses.replace(self, **changes)

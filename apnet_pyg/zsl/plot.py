@@ -18,8 +18,9 @@ def check_plot_output(out: Union[str, Path]) -> None:
     if out.is_dir():
         raise IsADirectoryError(f"the figure's path '{out}' is a directory: "
                                 f"name a .png file")
-    if out.suffix.lower() != '.png':
-        raise ValueError(f"the figure's path '{out}' must end in .png")
+    if out.suffix.lower() != '.png':  # ('.png' alone has no suffix.)
+        raise ValueError(f"the figure's path '{out}' must name a .png file, "
+                         f"e.g. 'classes.png'")
     _plotting_modules()
 
 

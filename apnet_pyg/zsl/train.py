@@ -147,6 +147,18 @@ def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
     :obj:`images` of :obj:`classes`, seeded by :obj:`config.seed`."""
     generator = torch.Generator().manual_seed(config.seed + 1)
     if config.training == 'episodic':
+        # The sampler would advise its allow_replacement, which the
+        # pipeline does not offer: name the option to change instead.
+        counts = torch.bincount(data.labels[images],
+                                minlength=data.num_classes)[classes]
+        fewest = int(counts.argmin())
+        if int(counts[fewest]) < config.k_shot:
+            raise ValueError(
+                f"k_shot={config.k_shot} (--k-shot) exceeds the "
+                f"{int(counts[fewest])} training images of class "
+                f"'{data.class_names[int(classes[fewest])]}', the fewest "
+                f"among the classes trained on: use k_shot <= "
+                f"{int(counts[fewest])}")
         return EpisodeSampler(data.labels, classes, config.n_way,
                               config.k_shot, generator, pool=images)
     return MinibatchSampler(data.labels, classes,
@@ -421,6 +433,12 @@ def check_run_dir(out: Union[str, Path], resume: bool,
     r"""Checks, before any work, that :obj:`out` can hold this run: a
     directory or nothing; with :obj:`resume`, an interrupted run to
     continue; else no run at all unless :obj:`overwrite`."""
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in --out and "
+                         "--overwrite starts it over: pass one of them")
+    if not str(out).strip():  # Path('') is the current folder.
+        raise ValueError("the run directory (--out) is empty: name a "
+                         "folder")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"the run directory '{out}' is a file: "
