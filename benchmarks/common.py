@@ -124,10 +124,15 @@ def prepare_run(device: str, threads: int, quick: bool,
                 machine_name: Optional[str] = None,
                 out: Optional[str] = None) -> Tuple[Dict[str, str], str, str]:
     r"""What every suite does before measuring: refuses a device that is
-    not there, a thread count below 1 and a :obj:`--machine` that is not a
-    folder name, fixes the thread count, describes the machine and creates
-    the output directory (default ``results/<machine>[/quick]``). Returns
-    ``(machine, slug, out_dir)``."""
+    not there, a thread count below 1, a :obj:`--machine` that is not a
+    folder name and an empty :obj:`--out`, fixes the thread count,
+    describes the machine and creates the output directory (default
+    ``results/<machine>[/quick]``). Returns ``(machine, slug, out_dir)``."""
+    if out is not None and not out.strip():
+        # An empty --out would fall back to the default, the committed
+        # results folder of this machine.
+        raise ValueError("--out is empty: name an output folder, or leave "
+                         "--out out for benchmarks/results/<machine>")
     if threads < 1:
         raise ValueError(f'--threads must be a positive integer (got '
                          f'{threads}); leave it out for all cores')
@@ -136,7 +141,8 @@ def prepare_run(device: str, threads: int, quick: bool,
     torch.set_num_threads(threads)
     machine = describe_machine(device)
     slug = machine_name or machine_slug(machine)
-    out_dir = out or osp.join(RESULTS_ROOT, slug, 'quick' if quick else '')
+    out_dir = out if out is not None else osp.join(
+        RESULTS_ROOT, slug, 'quick' if quick else '')
     make_output_folder(out_dir)
     return machine, slug, out_dir
 

@@ -31,6 +31,7 @@ import argparse
 import datetime
 import math
 import os.path as osp
+from typing import List
 
 from benchmarks import common
 from benchmarks.common import GB
@@ -46,6 +47,8 @@ from benchmarks.propagation.grid import (
     QUICK_FEATURES,
     QUICK_NODE_COUNTS,
     RunSettings,
+    cora_spec,
+    grid_methods,
     random_graph_spec,
 )
 from benchmarks.propagation.runner import COLUMNS, run_grid
@@ -81,9 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='skip the WordNet noun graph')
     parser.add_argument('--no-cora', action='store_true',
                         help='skip the small real graph (Planetoid Cora)')
-    parser.add_argument('--planetoid-root', default=PLANETOID_ROOT,
+    parser.add_argument('--planetoid-root', default=None,
                         help='folder holding Cora/raw/ind.cora.* (default: '
-                        '../shared/data/planetoid beside the repository)')
+                        '../shared/data/planetoid beside the repository, '
+                        'Cora skipped where it is missing; a folder named '
+                        'here must hold Cora)')
     parser.add_argument('--no-refine', action='store_true',
                         help='do not add degrees around the crossover')
     parser.add_argument('--time-cap', type=float, default=10.0,
@@ -123,9 +128,23 @@ def _not_negative(value) -> bool:
     return math.isfinite(value) and value >= 0
 
 
+def _too_dense(num_nodes: int, degree) -> bool:
+    # The grid measures the complete graph once, as 'complete': a degree
+    # that gives it (N - 1 or more) is left out on that node count.
+    return degree != 'complete' and \
+        random_graph_spec(num_nodes, degree).kind == 'complete'
+
+
+def _nodes(args: argparse.Namespace):
+    return args.nodes or (QUICK_NODE_COUNTS if args.quick else NODE_COUNTS)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
-    r"""Refuses bad numbers before anything runs: a negative degree would
-    be measured as an edgeless graph, zero runs leave no median."""
+    r"""Refuses bad input before anything runs: a negative degree would
+    be measured as an edgeless graph, zero runs leave no median, a degree
+    of N - 1 or more on every node count and methods measured on Cora only
+    without Cora leave nothing to measure, and a :obj:`--planetoid-root`
+    named explicitly must hold Cora."""
     _refuse('--nodes', args.nodes or (), lambda n: n >= 2,
             'integers >= 2')
     degrees = [d for d in args.degrees or () if d != 'complete']
@@ -143,13 +162,71 @@ def check_arguments(args: argparse.Namespace) -> None:
         value = getattr(args, flag[2:].replace('-', '_'))
         if value is not None:
             _refuse(flag, [value], _not_negative, 'a number >= 0')
-    nodes = args.nodes or (QUICK_NODE_COUNTS if args.quick else NODE_COUNTS)
+    nodes = _nodes(args)
     for N in nodes:
         for degree in degrees:
             if random_graph_spec(N, degree).num_edges == 0:
                 raise ValueError(f'--degrees {degree:g} gives no edge on '
                                  f'{N} nodes (--nodes): pass degrees of at '
                                  f'least 2 / N = {2 / N:.3g}')
+    for degree in degrees:
+        if all(_too_dense(N, degree) for N in nodes):
+            where = (f'{nodes[0]} nodes (--nodes)' if len(set(nodes)) == 1
+                     else f'every --nodes value (largest {max(nodes)})')
+            raise ValueError(
+                f"--degrees {degree:g} is too dense for {where}: a random "
+                f"graph on N nodes has a degree below N - 1 = "
+                f"{max(nodes) - 1}; pass 'complete' for the complete graph, "
+                f"or a smaller degree")
+
+    cora = not (args.no_cora or args.quick)
+    cora_off = '--no-cora' if args.no_cora else '--quick'
+    root = args.planetoid_root
+    graph = why = None
+    if root is not None:
+        if not root.strip():
+            raise ValueError('--planetoid-root is empty: name the folder '
+                             'that holds Cora/raw/ind.cora.*, or leave the '
+                             'flag out')
+        if not cora:
+            raise ValueError(f'--planetoid-root is read for Cora only, '
+                             f'which {cora_off} leaves out: drop one of '
+                             f'the two')
+        graph, why = cora_spec(root)
+        if graph is None:
+            raise ValueError(f"--planetoid-root '{root}': {why}; pass a "
+                             f"folder holding the intact Planetoid Cora files "
+                             f"Cora/raw/ind.cora.*")
+    methods = args.methods or list(METHODS)
+    if not grid_methods(methods):
+        # Measured on Cora only: without Cora the grid would be empty.
+        named = ' '.join(methods)
+        if not cora:
+            raise ValueError(f'--methods {named} are measured on Cora only, '
+                             f'which {cora_off} leaves out: add a method of '
+                             f'the grid, e.g. apnet_sparse')
+        if graph is None:
+            graph, why = cora_spec(PLANETOID_ROOT)
+        if graph is None:
+            raise ValueError(f'--methods {named} are measured on Cora only: '
+                             f'{why}; pass --planetoid-root, or add a method '
+                             f'of the grid, e.g. apnet_sparse')
+
+
+def grid_notes(args: argparse.Namespace) -> List[str]:
+    r"""What the grid leaves out of what the command line asked for: a
+    degree too dense for some of the node counts (:func:`check_arguments`
+    refuses one too dense for all)."""
+    nodes = _nodes(args)
+    notes = []
+    for degree in args.degrees or ():
+        dense = [N for N in nodes if _too_dense(N, degree)]
+        if dense:
+            notes.append(
+                f"note: --degrees {degree:g} is too dense for "
+                f"{', '.join(map(str, dense))} nodes (N - 1 or more): not "
+                f"measured there ('complete' measures the complete graph)")
+    return notes
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -165,7 +242,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         methods=tuple(args.methods or METHODS),
         wordnet=not (args.no_wordnet or quick),
         cora=not (args.no_cora or quick),
-        planetoid_root=args.planetoid_root,
+        planetoid_root=(PLANETOID_ROOT if args.planetoid_root is None else
+                        args.planetoid_root),
         refine=not (args.no_refine or quick),
         time_cap=args.time_cap,
         memory_cap=args.memory_cap_gb * GB,
@@ -183,6 +261,8 @@ def run(args: argparse.Namespace) -> str:
     r"""Runs the suite and writes CSV, summary and plots; returns the
     output directory."""
     check_arguments(args)
+    for note in grid_notes(args):
+        common.log(note)
     settings = settings_from_args(args)
     machine, slug, out_dir = common.prepare_run(
         settings.device, settings.threads, settings.quick, args.machine,

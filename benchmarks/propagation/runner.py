@@ -187,6 +187,9 @@ def run_grid(settings: RunSettings,
              log=common.log) -> Tuple[List[dict], Dict[str, str]]:
     runner = Runner(settings, log)
     configurations, missing = grid(settings)
+    if not configurations:  # benchmarks.propagation.check_arguments
+        raise ValueError('nothing to measure: the --nodes, --degrees and '
+                         '--methods given leave no configuration')
     log(f'{len(configurations)} configurations x {len(PASSES)} passes')
     for method, graph, F in configurations:
         runner.run(method, graph, F)

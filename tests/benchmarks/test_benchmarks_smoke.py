@@ -212,6 +212,18 @@ def test_machine_record_holds_the_run_environment():
      "--degrees must be positive numbers or 'complete' (got -4)"),
     (['propagation', '--degrees', '0.01'],
      '--degrees 0.01 gives no edge on 100 nodes (--nodes)'),
+    (['propagation', '--degrees', '1000'],
+     '--degrees 1000 is too dense for 100 nodes (--nodes): a random graph '
+     'on N nodes has a degree below N - 1 = 99; pass \'complete\''),
+    (['propagation', '--nodes', '100', '200', '--degrees', '4', '500'],
+     '--degrees 500 is too dense for every --nodes value (largest 200)'),
+    (['propagation', '--degrees', '99', 'complete'],
+     '--degrees 99 is too dense for 100 nodes'),
+    (['propagation', '--methods', 'apnet_default'],
+     '--methods apnet_default are measured on Cora only, which --quick '
+     'leaves out'),
+    (['propagation', '--planetoid-root', '.'],
+     '--planetoid-root is read for Cora only, which --quick leaves out'),
     (['propagation', '--nodes', '0'], '--nodes must be integers >= 2 (got 0)'),
     (['propagation', '--nodes', '-5'], '--nodes must be integers >= 2'),
     (['propagation', '--features', '0'],
@@ -312,3 +324,88 @@ def test_write_csv_keeps_the_previous_file_on_error(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_csv(str(path), rows(), ['a'])
     assert path.read_text().splitlines() == ['a', '1']
+
+
+def test_propagation_notes_a_degree_too_dense_for_some_node_counts(
+        tmp_path, capsys):
+    # Degree 50 cannot be built on 10 nodes (the complete graph is
+    # 'complete'), but can on 100: measured there, and the gap said.
+    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
+          '100', '--degrees', '4', '50', '--features', '16', '--methods',
+          'agnn', '--memory-cap-gb', '0.001'])  # Skipped without running.
+    assert ("note: --degrees 50 is too dense for 10 nodes (N - 1 or more)"
+            in capsys.readouterr().out)
+    _, rows = read_rows(tmp_path / 'propagation.csv')
+    assert sorted({(row['N'], row['degree']) for row in rows}) == [
+        ('10', '4'), ('100', '4'), ('100', '50')]
+
+
+def propagation_run_argv(out):
+    # A tiny grid without --quick, so that Cora is asked for.
+    return ['propagation', '--out', str(out), '--no-wordnet', '--no-refine',
+            '--nodes', '40', '--degrees', '4', '--features', '16',
+            '--methods', 'agnn', '--min-runs', '1', '--min-time', '0',
+            '--quiet-wait', '0']
+
+
+def write_garbled_cora(root: Path, leave_out=()):
+    raw = root / 'Cora' / 'raw'
+    raw.mkdir(parents=True)
+    for name in ('x', 'tx', 'allx', 'y', 'ty', 'ally', 'graph',
+                 'test.index'):
+        if name not in leave_out:
+            (raw / f'ind.cora.{name}').write_bytes(b'\x80\x04garbled')
+    return raw
+
+
+@pytest.mark.parametrize('case', ['no folder', 'missing file', 'garbled'])
+def test_propagation_refuses_a_planetoid_root_without_cora(case, tmp_path,
+                                                          capsys):
+    from apnet_pyg.zsl.cli import run_script
+    root, out = tmp_path / 'planetoid', tmp_path / 'out'
+    if case == 'no folder':
+        named = root / 'Cora' / 'raw'
+    elif case == 'missing file':
+        named = write_garbled_cora(root, leave_out=['graph']) / \
+            'ind.cora.graph'
+    else:
+        named = write_garbled_cora(root) / 'ind.cora.x'
+    argv = propagation_run_argv(out) + ['--planetoid-root', str(root)]
+    assert run_script(main, argv) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith(f"error: --planetoid-root '{root}': Cora "
+                          f"unavailable (")
+    assert str(named) in err
+    assert not out.exists()  # Refused before anything ran.
+
+
+def test_propagation_skips_cora_missing_at_the_default_place(tmp_path,
+                                                             monkeypatch):
+    import benchmarks.propagation as propagation
+    monkeypatch.setattr(propagation, 'PLANETOID_ROOT',
+                        str(tmp_path / 'nowhere'))
+    main(propagation_run_argv(tmp_path / 'out'))
+    summary = (tmp_path / 'out' / 'README.md').read_text()
+    assert '- Cora not measured: Cora unavailable (no folder' in summary
+
+
+@pytest.mark.parametrize('suite', ['propagation', 'train_step'])
+def test_empty_out_is_refused(suite, tmp_path, monkeypatch, capsys):
+    # An empty --out once fell back to the committed results folder.
+    from apnet_pyg.zsl.cli import run_script
+    from benchmarks import common
+    results = tmp_path / 'results'
+    monkeypatch.setattr(common, 'RESULTS_ROOT', str(results))
+    argv = [suite, '--quick', '--out', '']
+    if suite == 'propagation':
+        argv += ['--nodes', '40', '--degrees', '4', '--features', '16',
+                 '--methods', 'agnn', '--memory-cap-gb', '0.001']
+    else:
+        argv += ['--steps', '1', '--warmup', '0']
+    assert run_script(main, argv) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == ('error: --out is empty: name an output folder, '
+                           'or leave --out out for '
+                           'benchmarks/results/<machine>')
+    assert not results.exists()
