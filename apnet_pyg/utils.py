@@ -285,6 +285,22 @@ def make_output_folder(folder: Union[str, Path]) -> Path:
     return folder
 
 
+def check_output_file(path: Union[str, Path], flag: str,
+                      what: str) -> Path:
+    r"""Checks, before any work, that :obj:`path` (given as :obj:`flag`)
+    can be written as :obj:`what` (e.g. :obj:`"a markdown file name"`):
+    not a directory, in a folder that exists or is created here; a
+    one-line :class:`ValueError` naming the flag otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} '{path}' is a directory: give {what}")
+    try:
+        make_output_folder(path.absolute().parent)
+    except OSError as error:
+        raise ValueError(f"{flag} '{path}': {error}") from None
+    return path
+
+
 def replace_atomically(path: Union[str, Path],
                        write: Callable[[Path], Any]) -> None:
     r"""Runs :obj:`write` on a temporary file beside :obj:`path` and renames

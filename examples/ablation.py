@@ -16,11 +16,13 @@ import argparse
 import dataclasses
 import itertools
 import json
+import math
 import sys
 from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import load_attributes
+from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
@@ -70,6 +72,51 @@ def finished_run(run_dir, config, data):
     return metrics
 
 
+#: The simulator's options among the flags: they act only without --root.
+SIMULATOR_FLAGS = ('shared_strength',)
+
+
+def check_arguments(args):
+    """Refuses bad flags with a one-line error before the dataset is
+    simulated or read and before any training."""
+    for name in SIMULATOR_FLAGS:
+        flag = '--' + name.replace('_', '-')
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if args.root is not None:
+            raise ValueError(f'{flag} is a simulator option: it goes without '
+                             f'--root (the data under --root is used as it '
+                             f'is)')
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f'{flag} must be a finite number >= 0 (got '
+                             f'{value})')
+    if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
+        raise ValueError(f"--out-dir '{args.out_dir}' is a file: give a "
+                         f"folder")
+    if args.out is not None:
+        check_output_file(args.out, '--out', 'a markdown file name')
+
+
+def configs(args, overrides):
+    """The configuration of every row, checked before any work; a one-line
+    error naming the flag otherwise."""
+    recipe = RECIPES[args.recipe]
+    for key, value in {**overrides, 'seed': args.seed}.items():
+        try:
+            recipe.replace(**{key: value})
+        except ValueError as error:
+            raise ValueError(f"--{key.replace('_', '-')}: {error}") from None
+    result = {}
+    for variant in args.variants:
+        for training, graph in itertools.product(args.trainings,
+                                                 args.graphs):
+            result[variant, training, graph] = recipe.replace(
+                **VARIANTS[variant], graph=graph, training=training,
+                seed=args.seed, **overrides)
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', default='AWA2')
@@ -99,6 +146,14 @@ def main(argv=None):
                         'information shared between related classes)')
     args = parser.parse_args(argv)
 
+    check_arguments(args)
+    overrides = {
+        key: getattr(args, key)
+        for key in ('epochs', 'iterations_per_epoch', 'n_way')
+        if getattr(args, key) is not None
+    }
+    row_configs = configs(args, overrides)
+
     out_dir = Path(args.out_dir)
     root = args.root
     if root is None:
@@ -108,11 +163,6 @@ def main(argv=None):
         }
         simulate_xlsa17(args.dataset, root, seed=args.seed, **options)
     data = load_xlsa17(root, args.dataset)  # 'att', as the baselines read
-    overrides = {
-        key: getattr(args, key)
-        for key in ('epochs', 'iterations_per_epoch', 'n_way')
-        if getattr(args, key) is not None
-    }
 
     rows = []
     for variant in args.variants:
@@ -121,8 +171,7 @@ def main(argv=None):
             root, args.dataset, recipe.attributes))
         for training, graph in itertools.product(args.trainings,
                                                  args.graphs):
-            config = recipe.replace(graph=graph, training=training,
-                                    seed=args.seed, **overrides)
+            config = row_configs[variant, training, graph]
             print(f'variant: {variant}, training: {training}, graph: '
                   f'{graph}', flush=True)
             metrics = finished_run(out_dir / f'{variant}-{training}-{graph}',
@@ -149,7 +198,7 @@ def main(argv=None):
     table = '\n'.join(lines + rows)
     print(table)
     if args.out:
-        Path(args.out).write_text(table + '\n')
+        atomic_write_text(table + '\n', args.out)
 
 
 if __name__ == '__main__':

@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from apnet_pyg.data.simulator import (SIMULATOR_VERSION, default_options,
+from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, SIMULATOR_VERSION,
+                                      check_options, default_options,
                                       simulate_dataset)
 from apnet_pyg.data.xlsa17 import DATASETS
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.metrics import METRICS
@@ -282,11 +283,49 @@ def _read_log(log):
         if not line:
             continue
         try:
-            settings.append(json.loads(line))
+            setting = json.loads(line)
         except json.JSONDecodeError:
             raise SystemExit(f'error: --summarize {log}: line {number} is '
                              f'not JSON; pass a file written by --search')
+        problem = _setting_problem(setting)
+        if problem:
+            raise SystemExit(f'error: --summarize {log}: line {number} is '
+                             f'no --search setting ({problem}); pass a '
+                             f'file written by --search')
+        settings.append(setting)
     return settings
+
+
+#: The keys of a --search log line (search).
+LOG_KEYS = ('opts', 'res', 'within', 'dist', 'seeds', 'search_seed', 'index')
+
+
+def _setting_problem(setting):
+    """What keeps one line of a --search log from being tabulated, or
+    None."""
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not isinstance(setting, dict):
+        return f'a JSON {type(setting).__name__}, not an object'
+    missing = [key for key in LOG_KEYS if key not in setting]
+    if missing:
+        return f"it lacks {', '.join(map(repr, missing))}"
+    res = setting['res']
+    if not isinstance(res, dict) or not all(
+            isinstance(res.get(name), dict) and
+            all(number(res[name].get(key)) for key in METRICS)
+            for name in BASELINES):
+        return f"'res' lacks the metrics of {', '.join(BASELINES)}"
+    if not isinstance(setting['opts'], dict) or \
+            not all(map(number, setting['opts'].values())):
+        return "'opts' is not a dictionary of numbers"
+    if not isinstance(setting['seeds'], list) or \
+            not all(isinstance(seed, int) for seed in setting['seeds']):
+        return "'seeds' is not a list of integers"
+    if not all(number(setting[key]) for key in ('within', 'dist')):
+        return "'within' or 'dist' is not a number"
+    return None
 
 
 def _name(setting):
@@ -334,21 +373,14 @@ def main(argv=None):
             if getattr(args, name) is not None and not given:
                 raise SystemExit(f"error: --{name.replace('_', '-')} goes "
                                  f"with {mode}")
-    if args.out is not None and Path(args.out).is_dir():
-        raise SystemExit(f"error: --out '{args.out}' is a directory: give a "
-                         f"markdown file name")
+    if args.out is not None:
+        try:
+            check_output_file(args.out, '--out', 'a markdown file name')
+        except ValueError as error:
+            raise SystemExit(f'error: {error}') from None
     if args.search is not None or args.summarize:
         return _search_main(args)
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition('=')
-        if not sep:
-            raise SystemExit(f"error: --set expects KEY=VALUE (got '{item}')")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            raise SystemExit(f"error: --set '{item}': '{value}' is not a "
-                             f"number") from None
+    overrides = parse_overrides(args.set)
     torch.set_num_threads(1)
 
     results, options, statistics = {}, {}, {}
@@ -385,6 +417,34 @@ def main(argv=None):
     text = '\n'.join(lines)
     _report(text, args.out)
     return results
+
+
+def parse_overrides(items):
+    """The simulator options of --set KEY=VALUE, checked before any work
+    against the simulator's option names and rules; a one-line error
+    naming --set otherwise."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition('=')
+        if not sep:
+            raise SystemExit(f"error: --set expects KEY=VALUE (got '{item}')")
+        if key not in DEFAULT_OPTIONS:
+            raise SystemExit(f"error: --set '{item}': '{key}' is not a "
+                             f"simulator option (known: "
+                             f"{', '.join(DEFAULT_OPTIONS)})")
+        if key in overrides:
+            raise SystemExit(f"error: --set '{item}': '{key}' is given twice")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raise SystemExit(f"error: --set '{item}': '{value}' is not a "
+                             f"number") from None
+    try:
+        # The simulator's own rules (the defaults pass them).
+        check_options({**DEFAULT_OPTIONS, **overrides})
+    except (TypeError, ValueError) as error:
+        raise SystemExit(f'error: --set: {error}') from None
+    return overrides
 
 
 def _search_main(args):

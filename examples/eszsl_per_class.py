@@ -22,11 +22,12 @@ none is a benchmark result.
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
 import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
+from apnet_pyg.data.xlsa17 import dataset_dir, packaged_root
+from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
@@ -97,6 +98,28 @@ def table(data, runs, lams):
     return lines
 
 
+def check_arguments(args):
+    """Refuses bad flags with a one-line error before anything is
+    simulated."""
+    name = args.dataset
+    if not name.strip() or name in ('.', '..') or '/' in name or \
+            '\\' in name:
+        raise ValueError(f"--dataset must name a dataset folder such as "
+                         f"AWA2 (got {name!r})")
+    try:
+        dataset_dir(args.data_root if args.data_root is not None else
+                    packaged_root(), name)
+    except NotADirectoryError as error:
+        raise ValueError(f'--data-root: {error}') from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--dataset {name!r}: {error}" +
+                         ('' if args.data_root is not None else
+                          ' (--data-root gives another class side)')) \
+            from None
+    if args.out is not None:
+        check_output_file(args.out, '--out', 'a markdown file name')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', default='AWA2')
@@ -106,6 +129,7 @@ def main(argv=None):
     parser.add_argument('--out', default=None, help='markdown file')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    check_arguments(args)
     torch.set_num_threads(1)
 
     runs = {'binary': [], 'signed': []}
@@ -146,8 +170,7 @@ def main(argv=None):
     text = '\n'.join(lines)
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + '\n')
+        atomic_write_text(text + '\n', args.out)
     return runs, lams
 
 

@@ -48,6 +48,39 @@ def summary(per_class, first, second):
                 d_prime=float((a.mean() - b.mean()) / pooled))
 
 
+def check_pair(pair, data, root):
+    """The two class indices of an A:B item of --pairs: two different
+    unseen classes of the run's dataset; a one-line error naming the item
+    (or the data under --root, when the name is no class of it) else."""
+    names = pair.split(':')
+    if len(names) != 2:
+        raise SystemExit(f"error: --pairs expects A:B, two unseen classes "
+                         f"of {data.name} (got '{pair}')")
+    index = {name: i for i, name in enumerate(data.class_names)}
+    unseen = set(data.unseen_classes.tolist())
+    for name in names:
+        if name not in index:
+            raise SystemExit(
+                f"error: --pairs '{pair}': '{name}' is no class of "
+                f"{data.name} as read from '{root}' (--root, or where the "
+                f"run was trained): check the name, or that --root holds "
+                f"the run's data")
+        if index[name] not in unseen:
+            raise SystemExit(f"error: --pairs '{pair}': '{name}' is a seen "
+                             f"class of {data.name}; give two unseen "
+                             f"classes")
+    if names[0] == names[1]:
+        raise SystemExit(f"error: --pairs '{pair}': the two classes must "
+                         f"differ (a class has no margin over itself)")
+    for name in names:
+        test = data.labels[data.test_unseen_loc] == index[name]
+        if not bool(test.any()):
+            raise SystemExit(f"error: --pairs '{pair}': '{name}' has no "
+                             f"test images in {data.name} under '{root}': "
+                             f"no margin to measure")
+    return [index[name] for name in names]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     add_run_arguments(parser)
@@ -59,17 +92,10 @@ def main(argv=None):
         saved, data = load_run(args.run, args.root)
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
-    benchmark = baseline_dataset(data, args.root or saved['data_root'])
-    index = {name: i for i, name in enumerate(data.class_names)}
-    unseen = set(data.unseen_classes.tolist())
-    pairs = []
-    for pair in args.pairs:
-        names = pair.split(':')
-        if len(names) != 2 or any(index.get(n) not in unseen for n in names):
-            raise SystemExit(f"error: --pairs expects A:B, two unseen "
-                             f"classes of {data.name} (got '{pair}')")
-        pairs.append([index[n] for n in names])
+    pairs = [check_pair(pair, data, args.root or saved['data_root'])
+             for pair in args.pairs]
 
+    benchmark = baseline_dataset(data, args.root or saved['data_root'])
     v = fit_eszsl_validated(**closed_form_arguments(benchmark))[0]
     models = {
         'APNet': apnet_score_fn(load_model(args.run, 'zsl'), data),

@@ -13,13 +13,14 @@ initialisation, the episode sampler and the optimiser of the run's
 configuration and seed, on all seen classes' trainval images), so that with
 no --set the per-epoch mean losses are the run's own (`metrics.json`'s
 history). --set KEY=VALUE overrides a field of the configuration (values
-are read as JSON, 0, 1e-3 or null, or else as text). Writes one CSV row per
+are read with the field's type, as `apnet-zsl train` reads its flags:
+1e-3, 0, text, or none for an optional integer). Writes one CSV row per
 episode and prints one line per epoch. Accuracies on simulated features are
 SIMULATED; the trace's are training-episode accuracies, no test result.
 """
 import argparse
 import csv
-import json
+import dataclasses
 import math
 import statistics
 import sys
@@ -27,11 +28,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import add_run_arguments, run_script
-from apnet_pyg.zsl.train import (make_optimizer, make_sampler,
-                                 make_scheduler, read_run_metrics,
-                                 run_dataset)
+from apnet_pyg.zsl.config import option_parser
+from apnet_pyg.zsl.train import (check_config_fits, make_optimizer,
+                                 make_sampler, make_scheduler,
+                                 read_run_metrics, run_dataset)
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -110,16 +113,49 @@ def epoch_lines(records):
 
 
 def parse_overrides(items):
+    """The --set KEY=VALUE items as configuration fields, each value read
+    with its field's own parser (as `apnet-zsl train` reads its flags);
+    a one-line error naming --set otherwise."""
+    fields = {option.name for option in dataclasses.fields(TrainConfig)}
     overrides = {}
     for item in items:
-        key, separator, value = item.partition('=')
-        if not separator:
-            raise SystemExit(f"error: --set expects KEY=VALUE (got '{item}')")
+        key, separator, text = item.partition('=')
+        name = key.strip().replace('-', '_')
+        if not separator or not text.strip():
+            raise ValueError(f"--set expects KEY=VALUE (got '{item}')")
+        if name not in fields:
+            raise ValueError(f"--set '{item}': '{key}' is not a training "
+                             f"option (see apnet-zsl train --help)")
+        if name in overrides:
+            raise ValueError(f"--set '{item}': '{key}' is given twice")
         try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+            parse = option_parser(name)
+        except TypeError:
+            raise ValueError(f"--set '{item}': '{key}' is a switch of "
+                             f"reporting, not of training: the trace does "
+                             f"not use it") from None
+        try:
+            overrides[name] = parse(text.strip())
+        except ValueError:
+            # Text never fails; the rest are the optional integers.
+            what = {int: 'an integer', float: 'a number'}.get(
+                parse, "an integer or 'none'")
+            raise ValueError(f"--set '{item}': '{text}' is not {what} (the "
+                             f"type of '{name}')") from None
     return overrides
+
+
+def check_arguments(args):
+    """Refuses bad flags with a one-line error before the run is read or
+    any episode trained."""
+    if args.episodes < 1:
+        raise ValueError(f'--episodes must be a positive integer (got '
+                         f'{args.episodes})')
+    if args.adam_eps is not None and not (math.isfinite(args.adam_eps) and
+                                          args.adam_eps > 0):
+        raise ValueError(f'--adam-eps must be a positive finite number (got '
+                         f'{args.adam_eps})')
+    check_output_file(args.out, '--out', 'a CSV file name')
 
 
 def main(argv=None):
@@ -133,20 +169,32 @@ def main(argv=None):
                         "in training); a probe of the optimiser")
     parser.add_argument('--out', required=True, help='CSV file')
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    check_arguments(args)
 
+    overrides = parse_overrides(args.set)
+    saved = read_run_metrics(args.run)
     try:
-        saved = read_run_metrics(args.run)
-        config = TrainConfig.from_dict(
-            {**saved['config'], **parse_overrides(args.set)})
-        # The overridden configuration's attributes (--set attributes=...).
-        data = run_dataset(args.run, saved, args.root, config)
-    except (OSError, ValueError) as error:
-        raise SystemExit(f'error: {error}') from None
+        config = TrainConfig.from_dict({**saved['config'], **overrides})
+    except ValueError as error:  # The saved one is valid: --set's value.
+        raise ValueError(f'--set: {error}') from None
+    # The overridden configuration's attributes (--set attributes=...).
+    data = run_dataset(args.run, saved, args.root, config)
+    try:
+        # The trace replays the final phase only: no validation classes.
+        check_config_fits(config.replace(model_selection='none'), data)
+    except ValueError as error:
+        raise ValueError(f'--set: {error}' if overrides else
+                         f"{error}: the run's configuration does not fit "
+                         f"this data (--root)") from None
     records = trace(data, config, args.episodes, args.adam_eps)
-    with open(args.out, 'w', newline='') as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(records)
+
+    def write(path):
+        with open(path, 'w', newline='') as file:
+            writer = csv.DictWriter(file, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(records)
+
+    replace_atomically(args.out, write)
     print('\n'.join(epoch_lines(records)))
     print(f'wrote {args.out} ({len(records)} episodes)')
     return records

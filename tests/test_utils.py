@@ -4,7 +4,8 @@ import threading
 
 import pytest
 
-from apnet_pyg.utils import replace_atomically, save_figure_atomically
+from apnet_pyg.utils import (check_output_file, replace_atomically,
+                             save_figure_atomically)
 
 
 def test_replace_atomically_writes_whole_and_leaves_no_temporary_file(
@@ -89,3 +90,16 @@ def test_replace_atomically_names_the_file_it_cannot_write(tmp_path):
             r"system\): choose a folder you can write to$")) as error:
         replace_atomically(tmp_path / 'table.md', read_only)
     assert error.value.errno == errno.EROFS
+
+
+def test_check_output_file(tmp_path):
+    out = check_output_file(tmp_path / 'new' / 'table.md', '--out',
+                            'a markdown file name')
+    assert out.parent.is_dir()  # created, before any work
+    with pytest.raises(ValueError, match=r"^--out '.*' is a directory: "
+                       r"give a markdown file name$"):
+        check_output_file(tmp_path, '--out', 'a markdown file name')
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(ValueError, match=r"^--out '.*file/table.md': "
+                       r"the output folder '.*file' is a file"):
+        check_output_file(tmp_path / 'file' / 'table.md', '--out', 'x')

@@ -156,7 +156,7 @@ def simulate_dataset(dataset: str,
     source = dataset_dir(data_root if data_root is not None else
                          packaged_root(), dataset)
     opts = {**default_options(source.name), **options}
-    _check_options(opts)
+    check_options(opts)
     data = load_xlsa17(source.parent, source.name, attributes=attributes,
                        load_features=False)
     if opts['shared_neighbours'] > data.num_classes - 1:
@@ -338,7 +338,12 @@ def sample_features(prototypes: np.ndarray, labels: np.ndarray,
     return features
 
 
-def _check_options(opts: Dict[str, Any]) -> None:
+def check_options(opts: Dict[str, Any]) -> None:
+    r"""Checks a complete set of simulator options (the rules of each
+    option, before any data is read), turning whole-float sizes into ints
+    in place; a one-line :class:`ValueError` naming the option otherwise.
+    (:obj:`shared_neighbours`' bound depends on the dataset: checked by
+    :func:`simulate_dataset`.)"""
     for key, value in opts.items():
         # Not a string nor a bool (NumPy would take True for 1.0).
         check_number(value, key)

@@ -301,19 +301,20 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
     # (The first loss is chance, log 4, whatever the inputs: the head's
     # output layer starts at zero.)
     other = trace.main(['--run', str(run_dir), '--episodes', '2', '--set',
-                        'attributes="att"', '--out', str(out)])
+                        'attributes=att', '--out', str(out)])
     assert other[1]['loss'] != pytest.approx(records[1]['loss'])
     probed = trace.main(['--run', str(run_dir), '--episodes', '2',
                          '--adam-eps', '10', '--out', str(out)])
     # An epsilon far above the gradients' scale shrinks every step.
     assert probed[0]['step_norm'] < records[0]['step_norm'] / 10
-    with pytest.raises(SystemExit, match="--set expects KEY=VALUE"):
+    with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
         trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
                     'lr', '--out', str(out)])
-    with pytest.raises(SystemExit, match='No metrics.json'):
+    with pytest.raises(FileNotFoundError, match='No metrics.json'):
         trace.main(['--run', str(tmp_path), '--episodes', '1', '--out',
                     str(out)])
-    with pytest.raises(SystemExit, match="'lr' must be"):
+    with pytest.raises(ValueError, match="--set 'lr=fast': 'fast' is not "
+                       "a number"):
         trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
                     'lr=fast', '--out', str(out)])
 
