@@ -390,6 +390,15 @@ def load_checkpoint(path: Optional[Union[str, Path]], config: TrainConfig,
     return state
 
 
+def _read_json(path: Path) -> Any:
+    r"""The content of a JSON file, or :obj:`None` where it does not
+    parse (which the caller's check then refuses)."""
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return None
+
+
 def data_differences(saved: Any, fingerprint: Dict[str, Any]) -> List[str]:
     r"""The entries in which a dataset's :obj:`fingerprint`
     (:meth:`ZSLDataset.fingerprint`) differs from :obj:`saved`, a recorded
@@ -599,22 +608,14 @@ def run(
     make_output_folder(out)
     if overwrite and not resume:
         clear_run_dir(out)
+    # Both checked before they are rewritten: they describe the checkpoints.
     config_path = out / CONFIG_FILE
     if resume and config_path.is_file():
-        # Checked before it is rewritten: it describes the checkpoints.
-        try:
-            saved = json.loads(config_path.read_text())
-        except ValueError:
-            saved = None
-        check_same_config(saved, config, config_path)
+        check_same_config(_read_json(config_path), config, config_path)
     fingerprint = data.fingerprint()
     data_path = out / DATA_FILE
     if resume and data_path.is_file():
-        try:
-            saved = json.loads(data_path.read_text())
-        except ValueError:
-            saved = None
-        changed = data_differences(saved, fingerprint)
+        changed = data_differences(_read_json(data_path), fingerprint)
         if changed:
             raise ValueError(f"'{data_path}': the run was started on other "
                              f"data (differs in: {', '.join(changed)}); "
