@@ -272,5 +272,7 @@ def test_example_scripts_print_one_line_errors():
                              'eszsl_per_class.py'), '--dataset', 'NOPE'],
         capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stderr.startswith("error: No dataset folder 'NOPE'")
+    assert result.stderr.startswith("error: --dataset 'NOPE': No dataset "
+                                    "folder 'NOPE'")
+    assert len(result.stderr.splitlines()) == 1
     assert 'Traceback' not in result.stderr
