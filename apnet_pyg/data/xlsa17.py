@@ -152,7 +152,9 @@ class ZSLDataset:
             if value is None:
                 return None
             if isinstance(value, Tensor):
-                value = value.detach().cpu().contiguous().numpy().tobytes()
+                # Read in place through the buffer protocol: AWA2's
+                # features are 305 MB, which tobytes() would copy.
+                value = value.detach().cpu().contiguous().numpy()
             return f'{zlib.crc32(value):08x}'
 
         return {
