@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import add_run_arguments, run_script
-from apnet_pyg.zsl.config import option_parser
+from apnet_pyg.zsl.config import parse_option_value
 from apnet_pyg.zsl.train import (check_config_fits, make_optimizer,
                                  make_sampler, make_scheduler,
                                  read_run_metrics, run_dataset)
@@ -129,19 +129,12 @@ def parse_overrides(items):
         if name in overrides:
             raise ValueError(f"--set '{item}': '{key}' is given twice")
         try:
-            parse = option_parser(name)
+            overrides[name] = parse_option_value(name, text.strip(), '--set',
+                                                 item)
         except TypeError:
             raise ValueError(f"--set '{item}': '{key}' is a switch of "
                              f"reporting, not of training: the trace does "
                              f"not use it") from None
-        try:
-            overrides[name] = parse(text.strip())
-        except ValueError:
-            # Text never fails; the rest are the optional integers.
-            what = {int: 'an integer', float: 'a number'}.get(
-                parse, "an integer or 'none'")
-            raise ValueError(f"--set '{item}': '{text}' is not {what} (the "
-                             f"type of '{name}')") from None
     return overrides
 
 

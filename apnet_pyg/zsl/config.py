@@ -236,6 +236,22 @@ def option_parser(name: str) -> Callable[[str], Any]:
     return _optional_int if kind == Optional[int] else kind
 
 
+def parse_option_value(name: str, text: str, flag: str, item: str) -> Any:
+    r"""The value of option :obj:`name` read from :obj:`text`
+    (:func:`option_parser`), given in :obj:`item` of the command-line flag
+    :obj:`flag` (e.g. :obj:`--grid`); a one-line :class:`ValueError` naming
+    both otherwise."""
+    parse = option_parser(name)
+    try:
+        return parse(text)
+    except ValueError:
+        # Text options never fail; the rest are the optional integers.
+        what = {int: 'an integer', float: 'a number'}.get(
+            parse, "an integer or 'none'")
+        raise ValueError(f"{flag} '{item}': '{text}' is not {what} (the "
+                         f"type of '{name}')") from None
+
+
 def _check_type(name: str, value: Any, kind: Any) -> None:
     r"""Checks that :obj:`value` has the declared type of field
     :obj:`name` (a bool is no number here; a float must be finite)."""

@@ -26,7 +26,7 @@ import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.utils import atomic_write_text, make_output_folder
-from apnet_pyg.zsl.config import TrainConfig, option_parser
+from apnet_pyg.zsl.config import TrainConfig, parse_option_value
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
                                  check_config_fits, first_best_index,
@@ -66,7 +66,7 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
                              f"on it)")
         if name in grid:
             raise ValueError(f"--grid '{item}': '{key}' is given twice")
-        values = [_parse_value(name, value.strip(), item)
+        values = [parse_option_value(name, value.strip(), '--grid', item)
                   for value in text.split(',')]
         if len(set(map(repr, values))) < len(values):
             raise ValueError(f"--grid '{item}': a value is repeated")
@@ -74,18 +74,6 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
     if not grid:
         raise ValueError("--grid: give at least one KEY=VALUE[,VALUE...]")
     return grid
-
-
-def _parse_value(name: str, text: str, item: str) -> Any:
-    parse = option_parser(name)
-    try:
-        return parse(text)
-    except ValueError:
-        # Text options never fail; the rest are the optional integers.
-        what = {int: 'an integer', float: 'a number'}.get(
-            parse, "an integer or 'none'")
-        raise ValueError(f"--grid '{item}': '{text}' is not {what} (the type "
-                         f"of '{name}')") from None
 
 
 def grid_settings(base: TrainConfig, grid: Dict[str, List[Any]]
