@@ -26,7 +26,8 @@ import sys
 import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
-from apnet_pyg.data.xlsa17 import dataset_dir, packaged_root
+from apnet_pyg.data.xlsa17 import (check_dataset_name, dataset_dir,
+                                   packaged_root)
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
 from apnet_pyg.zsl.cli import run_script
@@ -102,10 +103,11 @@ def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated."""
     name = args.dataset
-    if not name.strip() or name in ('.', '..') or '/' in name or \
-            '\\' in name:
+    try:
+        check_dataset_name(name.strip())
+    except ValueError:
         raise ValueError(f"--dataset must name a dataset folder such as "
-                         f"AWA2 (got {name!r})")
+                         f"AWA2 (got {name!r})") from None
     try:
         dataset_dir(args.data_root if args.data_root is not None else
                     packaged_root(), name)

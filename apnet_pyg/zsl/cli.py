@@ -37,7 +37,7 @@ from apnet_pyg.data.simulator import (
 from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, DATASETS,
                                    SIMULATED_SIDECAR, SPLITS_FILE,
                                    dataset_dir, packaged_root)
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
 
@@ -348,10 +348,8 @@ def _pipeline(args: argparse.Namespace) -> Dict:
 
 def _compare(args: argparse.Namespace) -> str:
     from apnet_pyg.zsl.compare import compare_runs, format_comparison
-    out = Path(args.out) if args.out else None
-    if out is not None and out.is_dir():
-        raise ValueError(f"--out '{out}' is a directory: give a markdown "
-                         f"file name")
+    out = check_output_file(args.out, '--out', 'a markdown file name') \
+        if args.out else None
     text = format_comparison(compare_runs(args.runs, args.baselines))
     print(text)
     if out is not None:
