@@ -43,10 +43,9 @@ import torch.nn.functional as F
 
 import torch_geometric.transforms as T
 from torch_geometric.data import Data
-from torch_geometric.io import read_planetoid_data
-from torch_geometric.io.planetoid import read_file as read_planetoid_file
 from torch_geometric.nn import AGNNConv, GATConv
 
+from apnet_pyg.data.planetoid import raw_folder, read_raw_planetoid
 from apnet_pyg.nn import APNetConv
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.cli import run_script
@@ -73,43 +72,17 @@ def load_cora(raw: str = DEFAULT_RAW) -> Data:
     r"""Cora with row-normalised features and the public split, read from
     the raw Planetoid files in :obj:`raw/Cora/raw` (what PyG's
     :class:`Planetoid` reads them with, without its processed copy)."""
-    folder = osp.join(raw, 'Cora', 'raw')
+    folder = raw_folder(raw, 'Cora')
     if not osp.isdir(folder):
         raise FileNotFoundError(f"No raw Planetoid Cora files under "
                                 f"{folder}; pass --raw DIR "
                                 f"(DIR/Cora/raw/ind.cora.*)")
     try:
-        data = read_planetoid_data(folder, 'Cora')
-    except Exception as error:  # Truncated, garbled or missing: which file?
-        raise ValueError(_unreadable(folder, error)) from None
+        data = read_raw_planetoid(raw, 'Cora')
+    except (OSError, ValueError) as error:  # The message names the file.
+        raise type(error)(f'--raw: {error}; copy the raw Planetoid Cora '
+                          f'files (ind.cora.*) into {folder} again') from None
     return T.NormalizeFeatures()(data)
-
-
-# The raw files read_planetoid_data reads, ind.cora.<name>.
-RAW_NAMES = ('x', 'tx', 'allx', 'y', 'ty', 'ally', 'graph', 'test.index')
-
-
-def _unreadable(folder: str, error: Exception) -> str:
-    r"""The one-line message for raw Cora files that cannot be read: it
-    names the first file that is missing or fails on its own, or else the
-    folder (files that do not fit together)."""
-    def what(error: Exception) -> str:
-        message = ' '.join(str(error).split())[:120]
-        return f'{type(error).__name__}: {message}'
-
-    again = f'copy the raw Planetoid Cora files (ind.cora.*) into {folder} ' \
-        f'again'
-    for name in RAW_NAMES:
-        path = osp.join(folder, f'ind.cora.{name}')
-        if not osp.isfile(path):
-            return f"--raw: '{path}' is missing; {again}"
-        try:
-            read_planetoid_file(folder, 'Cora', name)
-        except Exception as file_error:
-            return (f"--raw: cannot read '{path}' ({what(file_error)}): it "
-                    f"is truncated or garbled; {again}")
-    return (f"--raw: the raw Cora files in {folder} do not fit together "
-            f"({what(error)}); {again}")
 
 
 class Net(torch.nn.Module):

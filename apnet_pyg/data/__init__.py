@@ -1,5 +1,7 @@
-r"""Data: the xlsa17 benchmark reader, its simulator and episode samplers."""
+r"""Data: the xlsa17 benchmark reader, its simulator and episode samplers;
+the offline reader of raw Planetoid files."""
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17, packaged_root
+from apnet_pyg.data.planetoid import read_raw_planetoid
 from apnet_pyg.data.simulator import default_options, simulate_xlsa17
 from apnet_pyg.data.sampler import Episode, EpisodeSampler, MinibatchSampler
 
@@ -12,4 +14,5 @@ __all__ = [
     'Episode',
     'EpisodeSampler',
     'MinibatchSampler',
+    'read_raw_planetoid',
 ]

@@ -238,37 +238,11 @@ def cora_spec(root: str) -> Tuple[Optional[GraphSpec], str]:
                      edge_index.size(1) - loops, root), ''
 
 
-#: The raw files of Planetoid Cora, ``ind.cora.<name>``, that PyG reads.
-CORA_FILES = ('x', 'tx', 'allx', 'y', 'ty', 'ally', 'graph', 'test.index')
-
-
 def _cora_edge_index(root: str) -> torch.Tensor:
     r"""Cora's :obj:`edge_index`, read from :obj:`root/Cora/raw`; an error
     names the folder or file that is missing or does not read."""
-    from torch_geometric.io import read_planetoid_data
-    from torch_geometric.io.planetoid import read_file
-    folder = osp.join(root, 'Cora', 'raw')
-    if not osp.isdir(folder):
-        raise FileNotFoundError(f'no folder {folder}')
-    for name in CORA_FILES:
-        path = osp.join(folder, f'ind.cora.{name}')
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'no file {path}')
-    try:
-        return read_planetoid_data(folder, 'cora').edge_index
-    except Exception as error:
-        # Name the file that does not read (truncated, garbled), if one
-        # alone fails; else the files disagree with each other.
-        for name in CORA_FILES:
-            try:
-                read_file(folder, 'cora', name)
-            except Exception as file_error:
-                path = osp.join(folder, f'ind.cora.{name}')
-                raise ValueError(
-                    f'cannot read {path}: '
-                    f'{file_error or type(file_error).__name__}') from error
-        raise ValueError(f'cannot read the Cora files in {folder}: '
-                         f'{error}') from error
+    from apnet_pyg.data.planetoid import read_raw_planetoid
+    return read_raw_planetoid(root, 'Cora').edge_index
 
 
 def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:

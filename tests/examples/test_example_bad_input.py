@@ -3,12 +3,11 @@ calibrate_simulator.py, planetoid.py and eszsl_per_class.py ends with one
 line naming the flag or file, before any long work (the work itself is
 replaced by a function that fails the test if it is reached)."""
 import json
-import pickle
 
-import numpy as np
 import pytest
 
 from apnet_pyg.zsl.cli import run_script
+from planetoid_toy import write_raw_cora
 from test_examples import load_example
 
 
@@ -160,21 +159,6 @@ def test_calibration_summary_names_a_foreign_log(line, problem, tmp_path,
 
 
 # 5. planetoid.py -----------------------------------------------------------
-
-def write_raw_cora(raw):
-    r"""Small raw Planetoid files that read_planetoid_data reads whole
-    (2 training nodes, the 500 validation nodes it takes after them, 2
-    test nodes)."""
-    folder = raw / 'Cora' / 'raw'
-    folder.mkdir(parents=True)
-    for name, value in [('x', np.eye(2, 3)), ('tx', np.eye(2, 3)),
-                        ('allx', np.eye(502, 3)), ('y', np.eye(2, 3)),
-                        ('ty', np.eye(2, 3)), ('ally', np.eye(502, 3)),
-                        ('graph', {0: [1], 1: [0], 502: [503]})]:
-        (folder / f'ind.cora.{name}').write_bytes(pickle.dumps(value))
-    (folder / 'ind.cora.test.index').write_text('502\n503\n')
-    return folder
-
 
 @pytest.mark.parametrize('name, content, message', [
     ('allx', 'truncated', "cannot read '{}/ind.cora.allx' (UnpicklingError: "),
