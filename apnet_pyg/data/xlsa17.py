@@ -52,8 +52,9 @@ DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
 #: :obj:`original_att` on a 0-100 scale (:obj:`"percent"`): AWA and CUB
 #: store it so, SUN and APY store fractions in [0, 1], which the APNet
 #: authors' data preparation multiplies by 100. AWA1's and AWA2's files
-#: hold -1 (an unknown value) for antelope's first four attributes, in
-#: every kind; they are read as stored.
+#: hold -1 (an unknown value) for antelope's first four attributes in
+#: :obj:`original_att` (so in :obj:`"percent"` too) and a small negative
+#: value there in :obj:`att`, its normalised copy; they are read as stored.
 ATTRIBUTE_KINDS = ('att', 'original_att', 'percent')
 
 PathLike = Union[str, Path]
@@ -89,7 +90,7 @@ class ZSLDataset:
             :obj:`test_seen_loc` images (AWA2: 4,031 and 1,851), so a model
             trained on them has seen test images; this package's validation
             uses the class lists and :obj:`trainval_loc` instead
-            (:func:`apnet_pyg.data.seen_validation_split`).
+            (:func:`apnet_pyg.data.splits.seen_validation_split`).
         seen_classes, unseen_classes (Tensor): Sorted class indices of the
             seen (trainval) and unseen (test) classes.
         train_classes, val_classes (Tensor, optional): Sorted class indices

@@ -133,11 +133,13 @@ def resolve_synsets(classes: Sequence[str],
     * an :mod:`nltk` synset name, *e.g.*, :obj:`"zebra.n.01"`,
     * a noun offset / ImageNet wnid, *e.g.*, :obj:`"n02391049"`,
     * a plain class name, *e.g.*, :obj:`"giant+panda"`,
-      :obj:`"German_shepherd"` or :obj:`"002.Laysan_Albatross"`: a leading
-      numeric prefix like :obj:`"002."` is removed, :obj:`"+"`, spaces and
-      :obj:`"-"` become :obj:`"_"`, and the first (most frequent) noun sense
-      of the result is taken, case-insensitively and with plurals reduced
-      by :mod:`nltk`'s morphy.
+      :obj:`"German_shepherd"` or :obj:`"029.American_Crow"`: a leading
+      numeric prefix like :obj:`"029."` is removed, :obj:`"+"` and spaces
+      become :obj:`"_"`, the name is looked up as it is and then with
+      :obj:`"-"` as :obj:`"_"` (WordNet has both :obj:`"four-poster"` and
+      :obj:`"access_road"`), and the first (most frequent) noun sense is
+      taken, case-insensitively and with plurals reduced by :mod:`nltk`'s
+      morphy.
 
     The first noun sense is often not the intended one (:obj:`"seal"` is
     first the wax, :obj:`"otter"` the fur), and many dataset class names

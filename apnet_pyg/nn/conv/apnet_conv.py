@@ -205,8 +205,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     :obj:`proj_channels=256, temperature=10.0, num_steps=1`, the
     configuration of the zero-shot pipeline.
 
-    Special cases: with :obj:`proj_channels=None` (:math:`f` the identity)
-    and no edge weights, the layer equals
+    Special cases: with :obj:`proj_channels=None` (:math:`f` the identity),
+    :obj:`num_steps=1` and no edge weights, the layer equals
     :class:`~torch_geometric.nn.conv.AGNNConv` with :math:`\beta = \gamma`.
     With :obj:`temperature=0`, :math:`\alpha_{i,j} = w_{i,j} / \sum_k
     w_{i,k}`: plain propagation with the row-normalised prior.
@@ -269,7 +269,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     tensor then.
 
     Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
-    under :func:`torch.autocast`) and devices always; node indices always
+    under :func:`torch.autocast`; on CPU the fused kernels compute in
+    float32 or float64 only, so half precision and low-precision autocast
+    need :obj:`fused=False`) and devices always; node indices always
     (out of range raises, without a host synchronisation); values (finite
     features, strictly positive weights) under
     :obj:`with torch_geometric.debug():`, in eager mode.
@@ -312,9 +314,10 @@ class APNetConv(APNetLayerMixin, MessagePassing):
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F)` or
           :math:`(|\mathcal{V}_t|, F_{s})` if bipartite, or
-          :math:`((|\mathcal{V}_t|, F_{s}), ((2, |\mathcal{E}|),
-          (|\mathcal{E}|)))` if :obj:`return_attention_weights=True`
-          (attention of shape :math:`(|\mathcal{E}|, T)` for
+          :math:`((|\mathcal{V}_t|, F_{s}), ((2, |\mathcal{E}'|),
+          (|\mathcal{E}'|)))` if :obj:`return_attention_weights=True`, with
+          :math:`\mathcal{E}'` the edges with the added self-loops
+          (attention of shape :math:`(|\mathcal{E}'|, T)` for
           :obj:`num_steps=T > 1`, one column per step)
     """
     def __init__(

@@ -70,7 +70,9 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
           adjacency :math:`(B, N, N)` or :math:`(N, N)` (broadcast over the
           batch; boolean, or non-negative weights),
           node mask :math:`(B, N)` *(optional)*
-        - **output:** node features :math:`(B, N, F)`, and the attention
+        - **output:** node features :math:`(B, N, F)` (:math:`B = 1` for
+          an :math:`(N, F)` input, as in
+          :class:`~torch_geometric.nn.dense.DenseGATConv`), and the attention
           :math:`(B, N, N)` (:math:`(B, N, N, T)` for :obj:`num_steps=T > 1`)
           if :obj:`return_attention_weights=True`
     """
@@ -117,9 +119,11 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
                 weights.
             mask (torch.Tensor, optional): Mask matrix
                 :math:`\mathbf{M} \in {\{ 0, 1 \}}^{B \times N}` indicating
-                the valid nodes for each graph (boolean, or any dtype whose
-                non-zero entries are the valid nodes: the output of a valid
-                node is never scaled by its mask value, unlike
+                the valid nodes for each graph (boolean, or zeros and ones
+                of any dtype; other values are refused under
+                :obj:`torch_geometric.debug()`, and otherwise read as
+                valid where non-zero: the output of a valid node is never
+                scaled by its mask value, unlike
                 :class:`~torch_geometric.nn.dense.DenseGATConv`).
                 (default: :obj:`None`)
             add_loop (bool, optional): If set to :obj:`False`, the layer will
