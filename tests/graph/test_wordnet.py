@@ -1,5 +1,6 @@
 import os.path as osp
 import random
+import re
 import time
 import warnings
 
@@ -53,6 +54,18 @@ def test_resolve_synsets_forms():
     ]
     assert resolve_synsets([]) == []
     assert names(resolve_synsets(('bedroom', ))) == ['bedroom.n.01']
+
+
+def test_resolve_synsets_docstring_examples_resolve():
+    # The class forms the docstring lists as accepted (its first bullet
+    # list): each one resolves (an earlier example, a CUB name, did not).
+    doc = resolve_synsets.__doc__
+    forms = doc[doc.index('Each class may be'):doc.index('The first noun')]
+    examples = re.findall(r':obj:`"([^"]+)"`', forms)
+    examples = [e for e in examples if not e.endswith('.') and e not in
+                ('+', '-', '_')]
+    assert len(examples) >= 7, examples
+    assert len(resolve_synsets(examples)) == len(examples)
 
 
 def test_resolve_synsets_errors():
