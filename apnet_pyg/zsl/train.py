@@ -239,6 +239,11 @@ def train_model(
         sampler.load_state_dict(state['sampler'])
         history = state['history']
         start_epoch = state['epoch']
+        if start_epoch > epochs:
+            raise ValueError(f"'{checkpoint}' was saved after epoch "
+                             f"{start_epoch}, past the {epochs} epochs asked "
+                             f"for: resume with epochs >= {start_epoch}, or "
+                             f"start over without it")
         if progress:
             print(f'{description}: resuming from {checkpoint} after epoch '
                   f'{start_epoch}/{epochs}', flush=True)
@@ -407,6 +412,17 @@ def data_differences(saved: Any, fingerprint: Dict[str, Any]) -> List[str]:
         return sorted(fingerprint)
     return sorted(key for key, value in fingerprint.items()
                   if saved.get(key) != value)
+
+
+def check_same_data(path: Path, fingerprint: Dict[str, Any], what: str,
+                    remedy: str) -> None:
+    r"""Raises unless the fingerprint recorded in the JSON file :obj:`path`
+    is :obj:`fingerprint` (:meth:`ZSLDataset.fingerprint`): :obj:`what`
+    (a run, a tuning's setting) was started on other data otherwise."""
+    changed = data_differences(_read_json(path), fingerprint)
+    if changed:
+        raise ValueError(f"'{path}': {what} was started on other data "
+                         f"(differs in: {', '.join(changed)}); {remedy}")
 
 
 def check_same_config(saved: Any, config: TrainConfig,
@@ -615,12 +631,9 @@ def run(
     fingerprint = data.fingerprint()
     data_path = out / DATA_FILE
     if resume and data_path.is_file():
-        changed = data_differences(_read_json(data_path), fingerprint)
-        if changed:
-            raise ValueError(f"'{data_path}': the run was started on other "
-                             f"data (differs in: {', '.join(changed)}); "
-                             f"resume with the --root it was started with, "
-                             f"or start over in another output folder")
+        check_same_data(data_path, fingerprint, 'the run',
+                        'resume with the --root it was started with, or '
+                        'start over in another output folder')
     atomic_write_text(json.dumps(config.to_dict(), indent=2), config_path)
     atomic_write_text(json.dumps(fingerprint, indent=2), data_path)
 

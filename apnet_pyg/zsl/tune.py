@@ -12,8 +12,10 @@ metric at its best epoch. No test image is read; what the winners do on the
 test classes is for :obj:`apnet-zsl train` with the winning flags to say.
 
 Each setting's selection is saved in :obj:`OUT/<setting>/selection.json`,
-so that a tuning that was interrupted continues where it stopped; the
-summary is :obj:`OUT/tuning.json`.
+so that a tuning that was interrupted continues where it stopped, on the
+same data only (each setting records its data's fingerprint, as a run
+does, in :obj:`OUT/<setting>/data.json` and in its selection); the summary
+is :obj:`OUT/tuning.json`.
 """
 import dataclasses
 import itertools
@@ -28,8 +30,9 @@ from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
 from apnet_pyg.zsl.environment import describe_environment
-from apnet_pyg.zsl.train import (ROWS, SELECTION_CHECKPOINT,
-                                 check_config_fits, first_best_index,
+from apnet_pyg.zsl.train import (DATA_FILE, ROWS, SELECTION_CHECKPOINT,
+                                 check_config_fits, check_same_data,
+                                 data_differences, first_best_index,
                                  select_on_validation)
 
 #: Fields a grid may not vary: they change the validation task itself (so
@@ -137,24 +140,28 @@ def tune(
         if config.attributes not in datasets:
             datasets[config.attributes] = load_data(config)
         check_config_fits(config, datasets[config.attributes])
+    fingerprints = {kind: data.fingerprint()
+                    for kind, data in datasets.items()}
     results = []
     for number, (setting, config) in enumerate(settings, start=1):
         data = datasets[config.attributes]
+        fingerprint = fingerprints[config.attributes]
         folder = out / setting_name(setting)
         if progress:
             print(f'setting {number}/{len(settings)}: '
                   f'{setting_name(setting)}', flush=True)
-        result = _finished_setting(folder, config, data)
+        result = _finished_setting(folder, config, data, fingerprint)
         if result is None:
             start = time.perf_counter()
             make_output_folder(folder)
+            _check_interrupted_setting(folder, fingerprint)
             # Resumes from an interrupted setting's checkpoint, if any.
             selection, history = select_on_validation(
                 data, config, folder, device, resume=True,
                 progress=progress)
             result = {'setting': setting, 'config': config.to_dict(),
                       'dataset': data.name, 'simulation': data.simulation,
-                      'selection': selection, 'history': history,
+                      'data': fingerprint, 'selection': selection, 'history': history,
                       'environment': describe_environment(device),
                       'wall_seconds': time.perf_counter() - start}
             atomic_write_text(json.dumps(result, indent=2),
@@ -197,11 +204,30 @@ def best_settings(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     return best
 
 
-def _finished_setting(folder: Path, config: TrainConfig,
-                      data: ZSLDataset) -> Optional[Dict[str, Any]]:
+def _check_interrupted_setting(folder: Path,
+                               fingerprint: Dict[str, Any]) -> None:
+    r"""Before a setting's selection phase starts or continues in
+    :obj:`folder`: an interrupted one there must have run on the same data
+    (its checkpoint is continued); records the data for the next time."""
+    data_path = folder / DATA_FILE
+    if data_path.is_file():
+        check_same_data(data_path, fingerprint, 'the setting',
+                        'tune again with the --root it was started with, '
+                        'or choose another --out')
+    elif (folder / SELECTION_CHECKPOINT).is_file():
+        raise ValueError(f"'{folder / SELECTION_CHECKPOINT}' has no record "
+                         f"of the data it was trained on ({DATA_FILE}): "
+                         f"delete it to run the setting from the start")
+    atomic_write_text(json.dumps(fingerprint, indent=2), data_path)
+
+
+def _finished_setting(folder: Path, config: TrainConfig, data: ZSLDataset,
+                      fingerprint: Dict[str, Any]
+                      ) -> Optional[Dict[str, Any]]:
     r"""The saved selection of this setting in :obj:`folder` if it was made
-    with the same configuration on the same data, else :obj:`None` (and a
-    selection of something else there is an error, not overwritten)."""
+    with the same configuration on the same data (:obj:`fingerprint`), else
+    :obj:`None` (and a selection of something else there is an error, not
+    overwritten)."""
     path = folder / SELECTION_FILE
     if not path.is_file():
         return None
@@ -209,7 +235,8 @@ def _finished_setting(folder: Path, config: TrainConfig,
         saved = json.loads(path.read_text())
         same = saved['config'] == config.to_dict() and \
             saved['dataset'] == data.name and \
-            saved['simulation'] == data.simulation
+            saved['simulation'] == data.simulation and \
+            not data_differences(saved['data'], fingerprint)
     except (ValueError, KeyError, TypeError):
         same = False
     if not same:

@@ -198,6 +198,13 @@ def test_resume_continues_exactly(tiny, tmp_path, training):
         train_model(build_model(config, tiny, classes), tiny, images,
                     classes, config.replace(lr=0.5), checkpoint=checkpoint,
                     resume=True, progress=False)
+    # The checkpoint now holds 3 epochs: resuming it for 2 would return the
+    # third epoch's model and history as the second's.
+    with pytest.raises(ValueError, match="saved after epoch 3, past the 2 "
+                       "epochs asked for: resume with epochs >= 3"):
+        train_model(build_model(config, tiny, classes), tiny, images,
+                    classes, config, epochs=2, checkpoint=checkpoint,
+                    resume=True, progress=False)
 
 
 def test_resume_with_another_configuration_keeps_config_json(tiny,

@@ -167,6 +167,55 @@ def test_tune_refuses_another_configuration_a_file_and_no_selection(
              GRID, tmp_path / 'none', progress=False)
 
 
+def interrupted_tune(data, out, monkeypatch):
+    r"""A one-setting tuning on :obj:`data` interrupted in its second epoch
+    (after the first epoch's checkpoint)."""
+    validate = train_module.validate
+    calls = []
+
+    def interrupting(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return validate(*args)
+
+    monkeypatch.setattr(train_module, 'validate', interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        tune(lambda config: data, BASE, {'lr': [1e-3]}, out, progress=False)
+    monkeypatch.undo()
+    assert (out / 'lr=0.001' / 'selection.pt').is_file()
+
+
+def test_tune_continues_and_reuses_only_on_the_same_data(tiny, tmp_path,
+                                                         monkeypatch):
+    # Two folders of real features of one dataset: no simulation record
+    # tells them apart, the data's fingerprint does.
+    real = dataclasses.replace(tiny, simulation=None)
+    other = dataclasses.replace(real, features=real.features.flip(0))
+
+    interrupted_tune(real, tmp_path / 'cut', monkeypatch)
+    with pytest.raises(ValueError, match=r"data.json': the setting was "
+                       r"started on other data \(differs in: features\); "
+                       r"tune again with the --root it was started with"):
+        tune(lambda config: other, BASE, {'lr': [1e-3]}, tmp_path / 'cut',
+             progress=False)
+    tune(lambda config: real, BASE, {'lr': [1e-3]}, tmp_path / 'cut',
+         progress=False)  # On its own data it continues.
+
+    with pytest.raises(FileExistsError, match='another configuration or '
+                       'dataset'):
+        tune(lambda config: other, BASE, {'lr': [1e-3]}, tmp_path / 'cut',
+             progress=False)
+
+    # A checkpoint without the record of its data is not continued.
+    interrupted_tune(real, tmp_path / 'old', monkeypatch)
+    (tmp_path / 'old' / 'lr=0.001' / 'data.json').unlink()
+    with pytest.raises(ValueError, match="selection.pt' has no record of "
+                       "the data it was trained on"):
+        tune(lambda config: real, BASE, {'lr': [1e-3]}, tmp_path / 'old',
+             progress=False)
+
+
 def test_tune_loads_the_attributes_each_setting_reads(tiny_root, tmp_path):
     loaded = []
 
