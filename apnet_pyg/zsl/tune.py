@@ -161,7 +161,8 @@ def tune(
                 progress=progress)
             result = {'setting': setting, 'config': config.to_dict(),
                       'dataset': data.name, 'simulation': data.simulation,
-                      'data': fingerprint, 'selection': selection, 'history': history,
+                      'data': fingerprint, 'selection': selection,
+                      'history': history,
                       'environment': describe_environment(device),
                       'wall_seconds': time.perf_counter() - start}
             atomic_write_text(json.dumps(result, indent=2),
