@@ -697,7 +697,9 @@ def run(
         'device': str(device),
         # Bit-for-bit repeatable only on the same processor and threads.
         'environment': describe_environment(device),
+        # This process's: a resumed run's covers the part after the resume.
         'wall_seconds': time.perf_counter() - start,
+        'resumed': resume,
         # The process's high-water mark (data loading included), Linux: KB.
         'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
         1024,

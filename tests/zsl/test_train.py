@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from apnet_pyg.data import load_xlsa17
+import apnet_pyg.zsl.train as train_module
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
@@ -37,6 +38,7 @@ def test_run_end_to_end(tiny, tmp_path):
     assert 'test_selected' not in saved  # opt-in only
     # Where it ran: a run repeats bit for bit only there.
     assert saved['environment'] == describe_environment('cpu')
+    assert saved['resumed'] is False  # wall_seconds covers the whole run.
     # On what: the data's fingerprint, also written when the run started.
     assert saved['data'] == tiny.fingerprint() == json.loads(
         (tmp_path / 'data.json').read_text())
@@ -205,6 +207,64 @@ def test_resume_continues_exactly(tiny, tmp_path, training):
         train_model(build_model(config, tiny, classes), tiny, images,
                     classes, config, epochs=2, checkpoint=checkpoint,
                     resume=True, progress=False)
+
+
+TIMING = ('wall_seconds', 'peak_rss_mb', 'ms_per_episode',
+          'episodes_per_second', 'resumed')
+
+
+def without_timing(value):
+    if isinstance(value, dict):
+        return {key: without_timing(item) for key, item in value.items()
+                if key not in TIMING}
+    if isinstance(value, list):
+        return [without_timing(item) for item in value]
+    return value
+
+
+# validate: once per selection epoch; class_graph_edges: once before the
+# final phase, then once per final epoch (all three with the test-selected
+# report; else only up to the latest selected epoch, which may be the first).
+@pytest.mark.parametrize('name, call, config', [
+    ('validate', 2, TINY),
+    ('class_graph_edges', 3, TINY.replace(report_test_selected=True)),
+])
+def test_interrupted_run_resumes_to_the_same_result(tiny, tmp_path,
+                                                    monkeypatch, name, call,
+                                                    config):
+    whole = run(tiny, config, tmp_path / 'whole', progress=False)
+    assert whole['resumed'] is False
+
+    # Interrupted at the end of the second epoch of a phase (the first's
+    # checkpoint is on disk), then resumed:
+    original = getattr(train_module, name)
+    calls = []
+
+    def interrupting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, name, interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny, config, tmp_path / 'cut', progress=False)
+    monkeypatch.undo()
+    resumed = run(tiny, config, tmp_path / 'cut', resume=True,
+                  progress=False)
+    assert resumed['resumed'] is True
+    assert without_timing(resumed) == without_timing(whole)
+    # The selected models, and both phases' last states (the selection
+    # phase's history is in its checkpoint only).
+    for path in (tmp_path / 'whole').glob('*.pt'):
+        saved = torch.load(path, weights_only=False)
+        again = torch.load(tmp_path / 'cut' / path.name, weights_only=False)
+        weights = 'state_dict' if 'state_dict' in saved else 'model'
+        for key, value in saved[weights].items():
+            assert torch.equal(value, again[weights][key]), (path, key)
+        if 'history' in saved:
+            assert without_timing(saved['history']) == \
+                without_timing(again['history'])
 
 
 def test_resume_with_another_configuration_keeps_config_json(tiny,
