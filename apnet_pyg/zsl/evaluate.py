@@ -195,8 +195,15 @@ def best_calibration(task: GZSLScores) -> float:
     (best seen score minus best unseen score) is at least :math:`c`, so
     :math:`S(c)` and :math:`U(c)` are step functions of :math:`c` with steps
     at the margins, and every step is tried. Returns the middle of the best
-    interval between two margins (the one nearest :math:`0` on ties)."""
+    interval between two margins (the one nearest :math:`0` on ties; a
+    point inside, away from the infinite end, for an interval that is
+    unbounded because a margin is infinite)."""
     margin, target = task.margin, task.target
+    if bool(torch.isnan(margin).any()):
+        raise ValueError("the scores give images a NaN margin (best seen "
+                         "minus best unseen score, e.g. -inf for every "
+                         "class): a calibration needs scores that rank "
+                         "the classes")
     seen_label = torch.isin(target, task.seen_classes)
     seen_right = seen_label & (task.seen_prediction == target)
     unseen_right = ~seen_label & (task.unseen_prediction == target)
@@ -222,6 +229,15 @@ def best_calibration(task: GZSLScores) -> float:
     low = torch.cat([margin[:1] - 1.0, margin])
     high = torch.cat([margin, margin[-1:] + 1.0])
     middle = (low + high) / 2
+    # An infinite margin bounds its interval at infinity: step inside from
+    # the finite end (by at least 1, which a huge end does not absorb).
+    low_inf, high_inf = torch.isinf(low), torch.isinf(high)
+    middle = torch.where(low_inf & ~high_inf,
+                         high - high.abs().clamp_min(1.0), middle)
+    middle = torch.where(~low_inf & high_inf,
+                         low + low.abs().clamp_min(1.0), middle)
+    middle = torch.where(low_inf & high_inf, torch.zeros_like(middle),
+                         middle)
     h = h.masked_fill(low >= high, -1.0)  # Empty intervals (tied margins).
     candidates = torch.nonzero(h == h.max()).view(-1)
     choice = candidates[middle[candidates].abs().argmin()]

@@ -86,6 +86,40 @@ def test_best_calibration_is_exact():
                        all_classes[shifted.argmax(dim=1)])
 
 
+@pytest.mark.parametrize('scores, labels', [
+    # An unseen image scored -inf by both seen classes: margin -inf.
+    ([[-float('inf'), -float('inf'), 0.0], [1.0, 0.0, 0.0]], [2, 0]),
+    # A seen image scored +inf by its class: margin +inf.
+    ([[0.0, 0.0, 1.0], [float('inf'), 0.0, 0.0]], [2, 0]),
+    # Both, with a huge finite margin between.
+    ([[-float('inf'), -float('inf'), 0.0], [float('inf'), 0.0, 0.0],
+      [1e17, 0.0, 0.0], [0.0, 0.0, 1.0]], [2, 0, 0, 2]),
+])
+def test_best_calibration_with_infinite_margins(scores, labels):
+    # The constant is finite and reaches the best H of a search that
+    # includes every margin (as c: the images at c are predicted seen).
+    scores, labels = torch.tensor(scores), torch.tensor(labels)
+    task = GZSLScores(lambda i, c: scores[i][:, c], labels,
+                      torch.nonzero(labels < 2).view(-1),
+                      torch.nonzero(labels >= 2).view(-1),
+                      torch.tensor([0, 1]), torch.tensor([2]))
+    constant = best_calibration(task)
+    assert torch.isfinite(torch.tensor(constant))
+    margins = task.margin[torch.isfinite(task.margin)].tolist()
+    tried = [m + d for m in margins + [0.0] for d in (-1.0, 0.0, 1.0)]
+    best = max(task.accuracies(c)['h'] for c in tried)
+    assert task.accuracies(constant)['h'] == best
+
+
+def test_best_calibration_refuses_nan_margins():
+    scores = torch.tensor([[-float('inf')] * 3, [1.0, 0.0, 0.0]])
+    task = GZSLScores(lambda i, c: scores[i][:, c], torch.tensor([2, 0]),
+                      torch.tensor([1]), torch.tensor([0]),
+                      torch.tensor([0, 1]), torch.tensor([2]))
+    with pytest.raises(ValueError, match='NaN margin'):
+        best_calibration(task)
+
+
 def test_evaluate_predictions_follows_the_protocol(tiny):
     calls = []
 
