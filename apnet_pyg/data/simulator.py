@@ -40,8 +40,9 @@ from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, FEATURE_DIM,
                                    FEATURES_FILE, SIMULATED_SIDECAR,
                                    SPLITS_FILE, ZSLDataset, dataset_dir,
                                    load_xlsa17, packaged_root)
-from apnet_pyg.utils import (atomic_write_text, check_int, check_number,
-                             make_output_folder, replace_atomically)
+from apnet_pyg.utils import (atomic_write_text, check_bool, check_int,
+                             check_number, make_output_folder,
+                             replace_atomically)
 
 SIMULATOR_VERSION = 2
 
@@ -102,8 +103,10 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
             :obj:`None` uses the copy shipped with the package.
             (default: :obj:`None`)
         seed (int, optional): Random seed. (default: :obj:`0`)
-        attributes (str, optional): The attributes :math:`g` reads,
-            :obj:`'att'` or :obj:`'original_att'`. (default: :obj:`'att'`)
+        attributes (str, optional): The attributes :math:`g` reads, a kind
+            of :data:`~apnet_pyg.data.xlsa17.ATTRIBUTE_KINDS`
+            (:obj:`'att'`, :obj:`'original_att'` or :obj:`'percent'`).
+            (default: :obj:`'att'`)
         compress (bool, optional): zlib-compress the .mat file (AWA2:
             about 15 s instead of 3-4 s on 2 cores, 214 MB instead of
             310 MB). (default: :obj:`False`)
@@ -112,6 +115,7 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
     Returns:
         Path: The written dataset folder :obj:`<out>/<DATASET>`.
     """
+    check_bool(compress, 'compress')
     source = dataset_dir(data_root if data_root is not None else
                          packaged_root(), dataset)
     target = Path(out) / source.name
@@ -132,9 +136,9 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
                 shutil.copyfile(source / filename, target / filename)
     # The sidecar before the features (features without it would pass for
     # real ones), and no earlier simulated features beside a new sidecar.
+    sidecar = json.dumps(data.simulation, indent=2)
     (target / FEATURES_FILE).unlink(missing_ok=True)
-    atomic_write_text(json.dumps(data.simulation, indent=2),
-                      target / SIMULATED_SIDECAR)
+    atomic_write_text(sidecar, target / SIMULATED_SIDECAR)
     _write_features(target / FEATURES_FILE, data.features.numpy(), labels,
                     image_files, compress)
     return target
@@ -167,11 +171,22 @@ def simulate_dataset(dataset: str,
     rngs = dict(zip(_STREAMS, (np.random.default_rng(s) for s in
                                np.random.SeedSequence(seed).spawn(
                                    len(_STREAMS)))))
-    labels, unlisted = simulate_labels(data, rngs['labels'],
-                                       opts['class_size_spread'])
-    prototypes = class_prototypes(data.attributes.double().numpy(), rngs,
-                                  opts)
-    features = sample_features(prototypes, labels, rngs, opts)
+    # Extreme options overflow: the checks below say so in one line,
+    # instead of NumPy's warnings before it.
+    with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
+        labels, unlisted = simulate_labels(data, rngs['labels'],
+                                           opts['class_size_spread'])
+        prototypes = class_prototypes(data.attributes.double().numpy(),
+                                      rngs, opts)
+        features = sample_features(prototypes, labels, rngs, opts)
+    finite = bool(np.isfinite(features).all())
+    if not finite or not features.any():
+        raise ValueError(f"the simulated features are "
+                         f"{'all zero' if finite else 'not finite'} with "
+                         f"these options (offset={opts['offset']:g}, "
+                         f"scale={opts['scale']:g}, shared_temperature="
+                         f"{opts['shared_temperature']:g}, ...): move the "
+                         f"extreme ones towards the defaults")
     sidecar = dict(
         simulator='apnet_pyg.data.simulator', version=SIMULATOR_VERSION,
         dataset=source.name, seed=seed, attributes=attributes,
@@ -190,6 +205,9 @@ def default_options(dataset: str) -> Dict[str, Any]:
     A command line should default its flags to these (or to :obj:`None`,
     passing only the options the user set), not to :obj:`DEFAULT_OPTIONS`,
     or the per-dataset values are overridden."""
+    if not isinstance(dataset, str):
+        raise ValueError(f"'dataset' must be a dataset name such as 'AWA2' "
+                         f"(got {type(dataset).__name__})")
     return {**DEFAULT_OPTIONS, **DATASET_OPTIONS.get(dataset.upper(), {})}
 
 
@@ -241,6 +259,10 @@ def simulate_labels(data: ZSLDataset, rng: np.random.Generator,
 
     weights = np.exp(class_size_spread *
                      rng.standard_normal(data.num_classes))
+    if not np.isfinite(weights).all() or not weights.all():
+        raise ValueError(f"'class_size_spread' is too large (got "
+                         f"{class_size_spread:g}): class sizes overflow; "
+                         f"real benchmarks need less than 1")
     labels = np.full(num_images, -1, dtype=np.int64)
     for images, classes in cells:
         if not images.size:
@@ -349,6 +371,8 @@ def check_options(opts: Dict[str, Any]) -> None:
         check_number(value, key)
         if value < 0:
             raise ValueError(f"'{key}' must be finite and >= 0 (got {value})")
+        # Python floats: a NumPy scalar would not go into the JSON sidecar.
+        opts[key] = float(value)
     for key in ('hidden_dim', 'noise_rank', 'shared_neighbours'):
         # Whole floats pass (--set KEY=VALUE options arrive as floats) and
         # become ints: they are used as sizes.

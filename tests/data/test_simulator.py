@@ -301,3 +301,34 @@ def test_failed_write_leaves_no_unmarked_features(tmp_path, monkeypatch):
     simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
                     seed=1)
     assert load_xlsa17(tmp_path / 'sim', 'TOY').simulated
+
+
+def test_numpy_scalar_options_and_bad_compress(tmp_path):
+    # NumPy scalars are options like any number: they once passed the
+    # checks, deleted the earlier features and failed in the JSON sidecar.
+    write_class_side(tmp_path / 'real')
+    simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real')
+    folder = simulate_xlsa17('TOY', tmp_path / 'sim',
+                             data_root=tmp_path / 'real',
+                             offset=np.float32(10.0), hidden_dim=np.int64(16))
+    sidecar = json.loads((folder / 'SIMULATED.json').read_text())
+    assert sidecar['options']['offset'] == 10.0
+    assert sidecar['options']['hidden_dim'] == 16
+    assert (folder / 'res101.mat').is_file()
+    with pytest.raises(ValueError, match="'compress' must be"):
+        simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
+                        compress='no')
+    with pytest.raises(ValueError, match="'dataset' must be a dataset name"):
+        default_options(5)
+
+
+@pytest.mark.parametrize('options, message', [
+    ({'scale': 1e-320}, 'all zero with these options'),
+    ({'offset': 1e300}, 'not finite with these options'),
+    ({'shared_temperature': 1e-320}, 'not finite with these options'),
+    ({'class_size_spread': 1000.0}, "'class_size_spread' is too large"),
+])
+def test_extreme_options_are_refused(tmp_path, options, message):
+    write_class_side(tmp_path / 'real')
+    with pytest.raises(ValueError, match=message):
+        simulate_dataset('TOY', tmp_path / 'real', **options)
