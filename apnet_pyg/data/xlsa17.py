@@ -145,7 +145,9 @@ class ZSLDataset:
     def fingerprint(self) -> Dict[str, Any]:
         r"""What identifies the data a model was trained on: the name,
         sizes and CRC-32 checksums of the class names, attributes, image
-        features, labels and splits (:obj:`None` for what is not loaded).
+        features, labels, each image split and each class split (the
+        validation task's :obj:`train` and :obj:`val` ones included;
+        :obj:`None` for what is not loaded).
         A run records it, so that resuming or evaluating it on other data
         (another simulation, another folder) is refused rather than mixed.
         """
@@ -166,8 +168,14 @@ class ZSLDataset:
             'images': self.num_images,
             'features': crc(self.features),
             'labels': crc(self.labels),
-            'splits': crc(torch.cat([self.trainval_loc, self.test_seen_loc,
-                                     self.test_unseen_loc])),
+            # One checksum per list: an image or class moved from one list
+            # to the next changes them.
+            'splits': {split: crc(getattr(self, f'{split}_loc'))
+                       for split in ('trainval', 'test_seen', 'test_unseen',
+                                     'train', 'val')},
+            'class_splits': {split: crc(getattr(self, f'{split}_classes'))
+                             for split in ('seen', 'unseen', 'train',
+                                           'val')},
         }
 
     def images_of(self, classes: Union[Tensor, Sequence[int]],

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import sys
 import warnings
 
@@ -379,3 +380,27 @@ def test_features_beyond_float32_fail_in_one_line_without_a_warning(
         with pytest.raises(ValueError, match="contain NaN or infinite "
                            "values in 12 images"):
             load_xlsa17(tmp_path, 'TOY')
+
+
+def test_fingerprint_tells_the_splits_apart(tiny_root):
+    data = load_xlsa17(tiny_root, 'TINY')
+    fingerprint = data.fingerprint()
+    assert load_xlsa17(tiny_root, 'TINY').fingerprint() == fingerprint
+    assert json.loads(json.dumps(fingerprint)) == fingerprint  # data.json
+    # One image moved from the end of one list to the start of the next:
+    # the lists joined end to end are the same.
+    moved = dataclasses.replace(
+        data, trainval_loc=data.trainval_loc[:-1],
+        test_seen_loc=torch.cat([data.trainval_loc[-1:],
+                                 data.test_seen_loc]))
+    # A class moved from the validation task's training classes to its
+    # validation classes: the images are the same, the task is not.
+    roles = dataclasses.replace(
+        data, train_classes=data.train_classes[:-1],
+        val_classes=torch.cat([data.train_classes[-1:], data.val_classes]))
+    features = dataclasses.replace(data, features=data.features + 1.0)
+    for other, key in ((moved, 'splits'), (roles, 'class_splits'),
+                       (features, 'features')):
+        changed = other.fingerprint()
+        assert [k for k in fingerprint if changed[k] != fingerprint[k]] == \
+            [key]
