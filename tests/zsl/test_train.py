@@ -281,6 +281,24 @@ def test_resume_with_another_configuration_keeps_config_json(tiny,
         TINY.to_dict()
 
 
+def test_data_differences_reads_earlier_records(tiny):
+    from apnet_pyg.zsl.train import data_differences
+    fingerprint = tiny.fingerprint()
+    assert data_differences(fingerprint, fingerprint) == []
+    assert data_differences({}, fingerprint) == sorted(fingerprint)
+    assert data_differences(None, fingerprint) == sorted(fingerprint)
+    # A record from before each split list had its own checksum: one
+    # checksum of the lists joined, no class splits. The rest is compared.
+    earlier = {**fingerprint, 'splits': '0123abcd'}
+    del earlier['class_splits']
+    assert data_differences(earlier, fingerprint) == []
+    earlier['features'] = '00000000'
+    assert data_differences(earlier, fingerprint) == ['features']
+    del earlier['attributes']
+    assert data_differences(earlier, fingerprint) == ['attributes',
+                                                      'features']
+
+
 def test_resume_or_evaluate_on_other_data_is_refused(tiny, tiny_root,
                                                      tmp_path):
     other = dataclasses.replace(tiny, features=tiny.features + 1.0)
