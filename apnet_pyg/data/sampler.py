@@ -313,8 +313,10 @@ class MinibatchSampler(_RandomSampler):
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        pass_order = state.get('pass_order')
+        # Everything checked before anything is set: a refused state leaves
+        # the sampler as it was.
+        pass_order = state.get('pass_order') if isinstance(state, dict) \
+            else None
         if pass_order is not None and (
                 not isinstance(pass_order, Tensor) or
                 pass_order.shape != self._images.shape):
@@ -322,8 +324,19 @@ class MinibatchSampler(_RandomSampler):
                              f"over another number of images (its pass "
                              f"order: {getattr(pass_order, 'shape', None)}, "
                              f"this sampler: {self._images.numel()})")
+        if pass_order is not None and not torch.equal(
+                pass_order.sort().values, torch.arange(pass_order.numel())):
+            raise ValueError("'state' holds a pass order that is not a "
+                             "permutation of the images")
+        next_batch = state.get('next_batch', 0) if isinstance(state, dict) \
+            else 0
+        if isinstance(next_batch, bool) or not isinstance(next_batch, int) \
+                or not 0 <= next_batch <= len(self):
+            raise ValueError(f"'state' holds a batch position outside "
+                             f"0..{len(self)} (got {next_batch!r})")
+        super().load_state_dict(state)
         self._pass_order = pass_order
-        self._next_batch = state.get('next_batch', 0)
+        self._next_batch = next_batch
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '

@@ -97,7 +97,9 @@ def seen_validation_split(data: ZSLDataset, fraction: float = 0.2,
         raise ValueError(f"'data' must be a ZSLDataset (got "
                          f"{type(data).__name__})")
     _check_fraction(fraction, 'fraction')
-    check_int(seed, 'seed')
+    check_int(seed, 'seed', minimum=0)
+    if seed >= 2 ** 64:  # torch.Generator's seeds: [0, 2^64 - 1].
+        raise ValueError(f"'seed' must be below 2^64 (got {seed})")
     if data.labels is None:
         raise ValueError(f"Dataset '{data.name}' was loaded without "
                          f"features/labels (load_features=False)")

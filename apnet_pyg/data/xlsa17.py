@@ -197,6 +197,11 @@ class ZSLDataset:
                              f"features/labels (load_features=False)")
         index = self.loc(split)
         classes = as_index_tensor(classes, 'classes')
+        outside = (classes < 0) | (classes >= self.num_classes)
+        if bool(outside.any()):
+            raise ValueError(f"'classes' must be class indices in "
+                             f"[0, {self.num_classes - 1}] (got "
+                             f"{int(classes[outside][0])})")
         keep = torch.isin(self.labels[index], classes)
         return index[keep]
 

@@ -179,3 +179,28 @@ def test_minibatch_sample_resumes_mid_pass():
     # A pass covers every image once:
     one_pass = torch.cat(expected[:len(straight)])
     assert one_pass.numel() == torch.unique(one_pass).numel()
+
+
+@pytest.mark.parametrize('change, message', [
+    (dict(pass_order=torch.zeros(LABELS.numel(), dtype=torch.long)),
+     'not a permutation'),
+    (dict(pass_order=torch.arange(3)), 'another number of images'),
+    (dict(next_batch=-1), r'batch position outside 0\.\.'),
+    (dict(next_batch=2.5), r'batch position outside 0\.\.'),
+    (dict(next_batch=True), r'batch position outside 0\.\.'),
+])
+def test_minibatch_load_state_dict_refuses_and_keeps_its_state(change,
+                                                               message):
+    classes = torch.arange(6)
+    sampler = MinibatchSampler(LABELS, classes, 4, generator=generator(3))
+    sampler.sample()
+    before = sampler.state_dict()
+    other = MinibatchSampler(LABELS, classes, 4, generator=generator(7))
+    other.sample()
+    state = {**other.state_dict(), **change}
+    with pytest.raises(ValueError, match=message):
+        sampler.load_state_dict(state)
+    after = sampler.state_dict()
+    assert torch.equal(after['generator'], before['generator'])
+    assert torch.equal(after['pass_order'], before['pass_order'])
+    assert after['next_batch'] == before['next_batch']

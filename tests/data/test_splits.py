@@ -58,3 +58,9 @@ def test_seen_validation_split(tiny_root):
     no_labels = load_xlsa17(tiny_root, 'TINY', load_features=False)
     with pytest.raises(ValueError, match='without features'):
         seen_validation_split(no_labels)
+    # Seeds are those of torch.Generator: -1 was taken as 2^64 - 1, 2^64
+    # failed inside torch without naming the seed.
+    with pytest.raises(ValueError, match="'seed' must be at least 0"):
+        seen_validation_split(data, 0.25, seed=-1)
+    with pytest.raises(ValueError, match="'seed' must be below 2\\^64"):
+        seen_validation_split(data, 0.25, seed=2 ** 64)

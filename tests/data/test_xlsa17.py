@@ -53,6 +53,10 @@ def test_load_tiny_dataset(tmp_path):
     # images_of: the training images of the train classes within trainval.
     assert data.images_of(data.train_classes).tolist() == [0, 2, 1, 3]
     assert data.images_of([2], 'test_seen').tolist() == [8]
+    for outside in ([-1], [data.num_classes]):  # Once: no images.
+        with pytest.raises(ValueError, match="'classes' must be class "
+                           "indices in"):
+            data.images_of(outside)
     assert 'TOY' in repr(data)
 
 
