@@ -104,25 +104,31 @@ def test_tune_never_reads_test_labels(tiny, tmp_path):
     assert corrupt == honest
 
 
-def test_tune_continues_where_it_stopped(tiny, tmp_path, monkeypatch):
-    whole = tune(lambda config: tiny, BASE, GRID, tmp_path / 'whole',
-                 progress=False)
-
-    # Interrupted in the second setting's second epoch:
+def interrupted_tune(data, out, monkeypatch, grid, call):
+    r"""A tuning of :obj:`grid` on :obj:`data` interrupted at the
+    :obj:`call`-th validation (the end of an epoch, before its
+    checkpoint)."""
     validate = train_module.validate
     calls = []
 
     def interrupting(*args):
         calls.append(1)
-        if len(calls) == 4:
+        if len(calls) == call:
             raise KeyboardInterrupt
         return validate(*args)
 
     monkeypatch.setattr(train_module, 'validate', interrupting)
     with pytest.raises(KeyboardInterrupt):
-        tune(lambda config: tiny, BASE, GRID, tmp_path / 'cut',
-             progress=False)
+        tune(lambda config: data, BASE, grid, out, progress=False)
     monkeypatch.undo()
+
+
+def test_tune_continues_where_it_stopped(tiny, tmp_path, monkeypatch):
+    whole = tune(lambda config: tiny, BASE, GRID, tmp_path / 'whole',
+                 progress=False)
+
+    # Interrupted in the second setting's second epoch:
+    interrupted_tune(tiny, tmp_path / 'cut', monkeypatch, GRID, call=4)
     assert (tmp_path / 'cut' / 'lr=0.001' / 'selection.json').is_file()
     assert (tmp_path / 'cut' / 'lr=0.003' / 'selection.pt').is_file()
 
@@ -167,25 +173,6 @@ def test_tune_refuses_another_configuration_a_file_and_no_selection(
              GRID, tmp_path / 'none', progress=False)
 
 
-def interrupted_tune(data, out, monkeypatch):
-    r"""A one-setting tuning on :obj:`data` interrupted in its second epoch
-    (after the first epoch's checkpoint)."""
-    validate = train_module.validate
-    calls = []
-
-    def interrupting(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return validate(*args)
-
-    monkeypatch.setattr(train_module, 'validate', interrupting)
-    with pytest.raises(KeyboardInterrupt):
-        tune(lambda config: data, BASE, {'lr': [1e-3]}, out, progress=False)
-    monkeypatch.undo()
-    assert (out / 'lr=0.001' / 'selection.pt').is_file()
-
-
 def test_tune_continues_and_reuses_only_on_the_same_data(tiny, tmp_path,
                                                          monkeypatch):
     # Two folders of real features of one dataset: no simulation record
@@ -193,7 +180,9 @@ def test_tune_continues_and_reuses_only_on_the_same_data(tiny, tmp_path,
     real = dataclasses.replace(tiny, simulation=None)
     other = dataclasses.replace(real, features=real.features.flip(0))
 
-    interrupted_tune(real, tmp_path / 'cut', monkeypatch)
+    interrupted_tune(real, tmp_path / 'cut', monkeypatch, {'lr': [1e-3]},
+                     call=2)
+    assert (tmp_path / 'cut' / 'lr=0.001' / 'selection.pt').is_file()
     with pytest.raises(ValueError, match=r"data.json': the setting was "
                        r"started on other data \(differs in: features\); "
                        r"tune again with the --root it was started with"):
@@ -208,7 +197,8 @@ def test_tune_continues_and_reuses_only_on_the_same_data(tiny, tmp_path,
              progress=False)
 
     # A checkpoint without the record of its data is not continued.
-    interrupted_tune(real, tmp_path / 'old', monkeypatch)
+    interrupted_tune(real, tmp_path / 'old', monkeypatch, {'lr': [1e-3]},
+                     call=2)
     (tmp_path / 'old' / 'lr=0.001' / 'data.json').unlink()
     with pytest.raises(ValueError, match="selection.pt' has no record of "
                        "the data it was trained on"):
