@@ -18,6 +18,7 @@ from torch_geometric.typing import (
 )
 from torch_geometric.utils import (
     is_torch_sparse_tensor,
+    remove_self_loops,
     softmax,
     to_edge_index,
     to_torch_coo_tensor,
@@ -580,9 +581,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              "several (each counts in the layer's softmax): "
                              "coalesce the graph, or explain with "
                              "add_self_loops=False")
-        keep = ~loops
-        return edge_index[:, keep], \
-            None if edge_weight is None else edge_weight[keep]
+        return remove_self_loops(edge_index, edge_weight)
 
     @staticmethod
     def _from_edge_index(edge_index: EdgeIndex,
