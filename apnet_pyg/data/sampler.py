@@ -111,12 +111,15 @@ class _RandomSampler:
         r"""Returns the generator state (to resume the sequence)."""
         return {'generator': self.generator.get_state()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def _check_state(self, state: Any) -> None:
         if not isinstance(state, dict) or \
                 not isinstance(state.get('generator'), Tensor):
             raise ValueError(f"'state' must be a {type(self).__name__}'s "
                              f"state_dict() (a dict with its 'generator' "
                              f"state; got {type(state).__name__})")
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._check_state(state)
         try:
             self.generator.set_state(state['generator'])
         except RuntimeError as error:
@@ -315,8 +318,8 @@ class MinibatchSampler(_RandomSampler):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         # Everything checked before anything is set: a refused state leaves
         # the sampler as it was.
-        pass_order = state.get('pass_order') if isinstance(state, dict) \
-            else None
+        self._check_state(state)
+        pass_order = state.get('pass_order')
         if pass_order is not None and (
                 not isinstance(pass_order, Tensor) or
                 pass_order.shape != self._images.shape):
@@ -328,8 +331,7 @@ class MinibatchSampler(_RandomSampler):
                 pass_order.sort().values, torch.arange(pass_order.numel())):
             raise ValueError("'state' holds a pass order that is not a "
                              "permutation of the images")
-        next_batch = state.get('next_batch', 0) if isinstance(state, dict) \
-            else 0
+        next_batch = state.get('next_batch', 0)
         if isinstance(next_batch, bool) or not isinstance(next_batch, int) \
                 or not 0 <= next_batch <= len(self):
             raise ValueError(f"'state' holds a batch position outside "
