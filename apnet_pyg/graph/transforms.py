@@ -43,7 +43,8 @@ class CosineThresholdGraph(BaseTransform):
         data.edge_index = cosine_threshold_graph(
             _node_attribute(data, self.attr), self.threshold,
             data.batch if 'batch' in data else None, self.loop)
-        data.edge_attr = None  # Edge features of the old graph are stale.
+        # The old graph's edge features and weights belong to other edges.
+        data.edge_attr = data.edge_weight = None
         return data
 
     def __repr__(self) -> str:
@@ -90,7 +91,8 @@ class CosineKNNGraph(BaseTransform):
         if self.force_undirected:
             edge_index = to_undirected(edge_index, num_nodes=data.num_nodes)
         data.edge_index = edge_index
-        data.edge_attr = None  # Edge features of the old graph are stale.
+        # The old graph's edge features and weights belong to other edges.
+        data.edge_attr = data.edge_weight = None
         return data
 
     def __repr__(self) -> str:

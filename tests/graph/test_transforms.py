@@ -23,9 +23,12 @@ def test_cosine_threshold_graph_transform():
     x = torch.randn(10, 3)
     transform = CosineThresholdGraph(threshold=0.5)
     assert str(transform) == 'CosineThresholdGraph(threshold=0.5000)'
-    data = transform(Data(x=x, edge_attr=torch.randn(4, 2)))
+    # The old graph's edge features and weights go with its edges:
+    data = transform(Data(x=x, edge_index=torch.tensor([[0, 1], [1, 0]]),
+                          edge_attr=torch.randn(2, 2),
+                          edge_weight=torch.rand(2)))
     assert torch.equal(data.edge_index, cosine_threshold_graph(x, 0.5))
-    assert data.edge_attr is None
+    assert data.edge_attr is None and data.edge_weight is None
 
     batch = Batch.from_data_list([Data(x=x[:4]), Data(x=x[4:])])
     data = CosineThresholdGraph(0.5, loop=True)(batch)
@@ -37,8 +40,11 @@ def test_cosine_knn_graph_transform():
     pos = torch.randn(10, 3)
     transform = CosineKNNGraph(k=3, attr='pos')
     assert str(transform) == 'CosineKNNGraph(k=3)'
-    data = transform(Data(pos=pos))
+    data = transform(Data(pos=pos, edge_index=torch.tensor([[0], [1]]),
+                          edge_attr=torch.randn(1, 2),
+                          edge_weight=torch.rand(1)))
     assert torch.equal(data.edge_index, cosine_knn_graph(pos, 3))
+    assert data.edge_attr is None and data.edge_weight is None
 
     # As PyG's KNNGraph: force_undirected, flow, loop.
     data = CosineKNNGraph(3, force_undirected=True, attr='pos')(Data(pos=pos))

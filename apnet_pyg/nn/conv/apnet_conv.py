@@ -144,6 +144,13 @@ class APNetLayerMixin:
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
 
+    @staticmethod
+    def _input_channels(lin: Optional[torch.nn.Module], declared: int) -> int:
+        r"""The number of input features :obj:`lin` reads: the declared
+        one, or for a lazy projection (:obj:`-1`) the size of its first
+        input once it has seen one (until then :obj:`-1`: any)."""
+        return lin.in_channels if isinstance(lin, Linear) else declared
+
     def _check_dtype(self, x: Tensor, name: str,
                      lin: Optional[torch.nn.Module]) -> None:
         r"""Checks that :obj:`x` has the dtype of the projection that reads
@@ -444,7 +451,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         if edge_weight is not None:
             if value_checks_enabled():
                 check_positive_weights(edge_weight)
-            log_weight = edge_weight.log().to(x_src.dtype)
+            # In x's dtype, as documented and as DenseAPNetConv does.
+            log_weight = edge_weight.to(x_src.dtype).log()
 
         loop_kept, pattern, perm = self._graph_structure(
             edge_index, size, bipartite, fused)
@@ -483,7 +491,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 raise ValueError(f"APNetConv({self.in_channels}) has one "
                                  f"projection per side of a bipartite graph "
                                  f"and needs x=(x_src, x_dst)")
-            check_features(x, 'x', channels=self.in_channels)
+            check_features(x, 'x', channels=self._input_channels(
+                self.lin, self.in_channels))
             self._check_dtype(x, 'x', self.lin)
             if value_checks_enabled():
                 check_finite(x, 'x')
@@ -494,9 +503,24 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              "of tensors (the target features define the "
                              "attention, so x_dst cannot be None)")
         x_src, x_dst = x
-        channels = self.in_channels if pair else (self.in_channels, ) * 2
+        if pair:
+            channels = (
+                self._input_channels(self.lin_src, self.in_channels[0]),
+                self._input_channels(self.lin_dst, self.in_channels[1]))
+        else:
+            channels = (self._input_channels(self.lin, self.in_channels),
+                        ) * 2
         check_features(x_src, 'x[0]', channels=channels[0])
         check_features(x_dst, 'x[1]', channels=channels[1])
+        if not pair and self.proj_channels is not None and \
+                x_src.size(-1) != x_dst.size(-1):
+            # Only a lazy layer gets here: a declared size checks each side.
+            raise ValueError(f"APNetConv({self.in_channels}, ...) projects "
+                             f"x[0] and x[1] with one shared projection, so "
+                             f"they need the same number of features (got "
+                             f"{x_src.size(-1)} and {x_dst.size(-1)}): pass "
+                             f"in_channels=(-1, -1) for one projection per "
+                             f"side")
         check_same_device(x_dst, 'x[1]', x_src, 'x[0]')
         self._check_dtype(x_src, 'x[0]',
                           self.lin if self.lin is not None else self.lin_src)
@@ -540,11 +564,15 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             target, source, value = adj_t.coo()
             index_t = torch.stack([target, source], dim=0)
         elif adj_t.layout == torch.sparse_coo and adj_t.requires_grad:
-            # to_edge_index marks COO coalesced in place, which autograd
-            # cannot differentiate. Coalescing is exact here: the weights
-            # of duplicate entries add up, as their terms in the softmax.
+            # _values() is not differentiable. Coalescing is exact here:
+            # the weights of duplicate entries add up, as their terms in
+            # the softmax.
             adj_t = adj_t.coalesce()
             index_t, value = adj_t.indices(), adj_t.values()
+        elif adj_t.layout == torch.sparse_coo:
+            # Not to_edge_index, which marks the caller's tensor coalesced
+            # in place: an uncoalesced one would then read wrong elsewhere.
+            index_t, value = adj_t._indices(), adj_t._values()
         else:
             index_t, value = to_edge_index(adj_t)
         if value is not None and value.dtype == torch.bool:

@@ -134,11 +134,16 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
         """
         if isinstance(x, Tensor) and x.dim() == 2:
             x = x.unsqueeze(0)
-        check_features(x, 'x', dim=3, channels=self.in_channels)
+        check_features(x, 'x', dim=3, channels=self._input_channels(
+            self.lin, self.in_channels))
         self._check_dtype(x, 'x', self.lin)
         if not isinstance(adj, Tensor):
             raise ValueError(f"'adj' must be a torch.Tensor "
                              f"(got {type(adj).__name__})")
+        if adj.layout != torch.strided:
+            raise ValueError(f"'adj' must be a dense tensor (got layout "
+                             f"{adj.layout}): pass adj.to_dense(), or the "
+                             f"sparse adjacency to APNetConv")
         adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
         B, N, _ = x.size()
         if adj.dim() != 3 or adj.shape[1:] != (N, N) or \

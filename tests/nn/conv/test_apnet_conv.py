@@ -250,6 +250,23 @@ def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
         conv(x, to_sparse(edge_index, size=(9, 9)))
 
 
+def test_apnet_conv_leaves_an_uncoalesced_adjacency_alone(
+        make_random_graph):
+    # Unsorted, with a duplicate: the caller's tensor must not be marked
+    # coalesced, or torch reads it wrong afterwards.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    edge_index = torch.cat([edge_index, edge_index[:, :1]], dim=1).flip(1)
+    edge_weight = torch.cat([edge_weight, edge_weight[:1]]).flip(0)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), edge_weight, (8, 8))
+    dense = adj_t.to_dense()
+    conv = conv64(6, 4)
+    out = conv(x, adj_t)
+    assert not adj_t.is_coalesced()
+    assert torch.equal(adj_t.to_dense(), dense)
+    assert torch.equal(adj_t.to_sparse_csr().to_dense(), dense)
+    assert torch.allclose(out, conv(x, edge_index, edge_weight), atol=1e-12)
+
+
 def test_apnet_conv_edge_index_input(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
@@ -451,6 +468,19 @@ def test_apnet_conv_lazy_in_channels(make_random_graph):
         assert conv(x, edge_index).size() == (8, 6)
         assert conv.lin.weight.size() == (4, 6)
     assert torch.equal(conv.lin.weight, torch.eye(4, 6, dtype=torch.float64))
+    # Once it has seen an input, its size is checked as a declared one's:
+    with pytest.raises(ValueError, match="'x' must have 6 features"):
+        conv(x[:, :5], edge_index)
+
+    # One shared projection needs sides of one size, as to_hetero gives
+    # a lazy layer node types of different sizes:
+    x_src, x_dst, bipartite_index, _ = bipartite_graph(channels=(6, 3))
+    with pytest.raises(ValueError, match=r"in_channels=\(-1, -1\)"):
+        APNetConv(-1, 4).double()((x_src, x_dst), bipartite_index)
+    conv = APNetConv((-1, -1), 4).double()
+    assert conv((x_src, x_dst), bipartite_index).shape == (4, 6)
+    with pytest.raises(ValueError, match=r"'x\[1\]' must have 3 features"):
+        conv((x_src, x_src[:4]), bipartite_index)
 
 
 def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
@@ -834,6 +864,19 @@ def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
     conv = APNetConv(6, 4)
     expected = conv(x, edge_index, edge_weight)
     assert torch.equal(conv(x, edge_index, edge_weight.double()), expected)
+
+    # Converted before the log, as DenseAPNetConv does: bfloat16 weights
+    # under float64 features give the float64 answer of those weights.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    low = edge_weight.bfloat16()
+    conv = conv64(6, 4)
+    expected = conv(x, edge_index, low.double())
+    assert torch.allclose(conv(x, edge_index, low), expected, atol=1e-12)
+    dense = DenseAPNetConv(6, 4, num_steps=1).double()
+    dense.load_state_dict(conv.state_dict())
+    adj = torch.zeros(8, 8, dtype=torch.bfloat16)
+    adj[edge_index[1], edge_index[0]] = low
+    assert torch.allclose(dense(x, adj)[0], expected, atol=1e-12)
 
 
 @pytest.mark.parametrize('fused', [True, False])

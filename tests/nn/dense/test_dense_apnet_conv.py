@@ -178,6 +178,8 @@ def test_dense_apnet_conv_bad_input():
         conv(x[..., :5], adj)
     with pytest.raises(ValueError, match="'mask' must have shape"):
         conv(x, adj, mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="'adj' must be a dense tensor"):
+        conv(x, adj.to_sparse())
     with pytest.raises(ValueError, match="must be an int"):
         DenseAPNetConv((6, 6))
 
