@@ -29,6 +29,7 @@ and files are written whole or not at all with :func:`replace_atomically`,
 import math
 import numbers
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional, Tuple, Union
@@ -268,10 +269,11 @@ def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
 
 
 def make_output_folder(folder: Union[str, Path]) -> Path:
-    r"""Creates :obj:`folder` and its parents if they do not exist and
-    returns it; where that fails (a parent is a file, a read-only place),
-    the error names the folder and says what to do, instead of the
-    system's bare "[Errno 2] No such file or directory"."""
+    r"""Creates :obj:`folder` and its parents if they do not exist,
+    checks that a file can be written in it, and returns it; where that
+    fails (a parent is a file, a read-only place), the error names the
+    folder and says what to do, instead of the system's bare "[Errno 2] No
+    such file or directory" after the work."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"the output folder '{folder}' is a file: "
@@ -280,6 +282,16 @@ def make_output_folder(folder: Union[str, Path]) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise type(error)(f"cannot create the output folder '{folder}' "
+                          f"({error.strerror or error}): choose a folder "
+                          f"you can write to") from error
+    try:
+        # An existing folder may still refuse files (permissions, a
+        # read-only or virtual file system, which root's access() misses).
+        handle, probe = tempfile.mkstemp(dir=folder, prefix='.write-test-')
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise type(error)(f"cannot write in the output folder '{folder}' "
                           f"({error.strerror or error}): choose a folder "
                           f"you can write to") from error
     return folder

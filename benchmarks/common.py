@@ -261,7 +261,9 @@ class PeakMemory:
     :func:`torch.cuda.max_memory_allocated` (its peak reset at entry); on
     CPU, the process's RSS high-water mark (``VmHWM``, reset at entry).
     Enter it after :func:`warm_up`, so that one-time first-call costs are
-    not counted."""
+    not counted. :obj:`peak_bytes` stays :obj:`None` on a CPU whose
+    high-water mark cannot be reset (no writable ``/proc/self/clear_refs``):
+    the process's lifetime peak would count the setup and the warm-up."""
     def __init__(self, device: torch.device):
         self.device = device
         self.peak_bytes: Optional[int] = None
@@ -283,9 +285,15 @@ class PeakMemory:
         if self.device.type == 'cuda':
             synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
+        elif not self.exact:
+            return
         else:
             peak = peak_rss_bytes()
         self.peak_bytes = max(0, peak - self.baseline)
+
+    @property
+    def peak_mb(self) -> Optional[float]:
+        return None if self.peak_bytes is None else self.peak_bytes / MB
 
 
 class LoadMonitor:

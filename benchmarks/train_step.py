@@ -170,7 +170,8 @@ def measure(args) -> List[dict]:
                 'min_ms': round(1e3 * min(values), 3),
                 'runs': len(values),
                 # One process runs all graphs: the peak is theirs together.
-                'peak_mb': round(memory.peak_bytes / 2**20, 1),
+                'peak_mb': None if memory.peak_mb is None
+                else round(memory.peak_mb, 1),
                 'threads': args.threads,
                 'other_cores': round(load.other_cores, 2),
                 'load_start': round(load.load_start, 2),

@@ -103,3 +103,20 @@ def test_check_output_file(tmp_path):
     with pytest.raises(ValueError, match=r"^--out '.*file/table.md': "
                        r"the output folder '.*file' is a file"):
         check_output_file(tmp_path / 'file' / 'table.md', '--out', 'x')
+
+
+def test_make_output_folder_refuses_a_folder_that_refuses_files(
+        tmp_path, monkeypatch):
+    # Found here, before the work, not when its results are written.
+    import tempfile
+    from apnet_pyg.utils import make_output_folder
+    assert make_output_folder(tmp_path / 'a' / 'b') == tmp_path / 'a' / 'b'
+    assert list((tmp_path / 'a' / 'b').iterdir()) == []  # Probe removed.
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, 'Read-only file system')
+
+    monkeypatch.setattr(tempfile, 'mkstemp', refuse)
+    with pytest.raises(OSError, match=f"cannot write in the output folder "
+                       f"'{tmp_path}' \\(Read-only file system\\)"):
+        make_output_folder(tmp_path)

@@ -147,6 +147,13 @@ def check_arguments(args: argparse.Namespace) -> None:
     named explicitly must hold Cora."""
     _refuse('--nodes', args.nodes or (), lambda n: n >= 2,
             'integers >= 2')
+    for flag in ('--nodes', '--degrees', '--features', '--methods'):
+        values = getattr(args, flag[2:]) or ()
+        repeated = [value for value in values if values.count(value) > 1]
+        if repeated:
+            # It would be measured again, and shown twice in every table.
+            raise ValueError(f"{flag} names {repeated[0]} twice: pass each "
+                             f"value once")
     degrees = [d for d in args.degrees or () if d != 'complete']
     _refuse('--degrees', degrees, _positive,
             "positive numbers or 'complete'")

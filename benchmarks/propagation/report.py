@@ -1,5 +1,4 @@
 r"""The markdown summary and the plots of the propagation benchmark."""
-import math
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
@@ -19,6 +18,7 @@ from benchmarks.propagation.grid import (
     PROJ_CHANNELS,
     SPARSE,
     grid_methods,
+    random_graph_spec,
 )
 from benchmarks.propagation.runner import BUSY_CORES
 
@@ -45,8 +45,10 @@ def _find(rows: Sequence[dict], **match) -> Optional[dict]:
 def _degree_rows(rows: Sequence[dict], degree) -> List[dict]:
     if degree == 'complete':
         return [row for row in rows if row['graph'] == 'complete']
+    # By the graph the requested degree gave at each N (its edges rounded
+    # to whole pairs), not by the degree that graph has.
     return [row for row in rows if row['graph'] == 'random'
-            and math.isclose(row['degree'], float(degree), rel_tol=1e-3)]
+            and row['E'] == random_graph_spec(row['N'], degree).num_edges]
 
 
 def _degree_label(degree) -> str:
@@ -107,7 +109,8 @@ def headline(rows: Sequence[dict], crossovers: Sequence[dict],
             f' s: {verdict(seconds <= TARGET_SECONDS)}); peak memory '
             f'**{format_mb(apnet["peak_mb"])}** (target <= '
             f'{TARGET_MB / 1024:g} GB: '
-            f'{verdict(apnet["peak_mb"] <= TARGET_MB)})'
+            + ('not measured' if apnet['peak_mb'] is None
+               else verdict(apnet['peak_mb'] <= TARGET_MB)) + ')'
             + (f'; forward alone {format_ms(forward["median_ms"])}, '
                f'{format_mb(forward["peak_mb"])}' if forward else '')
             + busy(apnet))
@@ -194,9 +197,11 @@ def _method_text(settings) -> str:
   {settings.min_time:g} s of them (up to {settings.max_runs}); wall-clock
   `time.perf_counter()` around each run (with `torch.cuda.synchronize()` on
   CUDA). Tables report the median (min in the CSV).
-- **Memory**: on CPU, the worker's peak resident set (`VmHWM`, reset just
-  before the warm-up) minus its resident set at that moment: what the pass
-  allocates on top of its inputs, allocator slack included. On CUDA,
+- **Memory**: on CPU, the worker's peak resident set over the timed runs
+  (`VmHWM`, reset after the warm-up, whose one-time costs are not counted,
+  and after freeing garbage and trimming the heap) minus its resident set
+  at that moment: what the pass allocates on top of its inputs, allocator
+  slack included; not measured (`-`) where the peak cannot be reset. On CUDA,
   `torch.cuda.max_memory_allocated()` minus `memory_allocated()` before the
   pass. `setup_mb` in the CSV is the inputs' memory.
 - **Skipped** configurations are recorded, not run: when the memory estimate
@@ -415,9 +420,10 @@ def write_plots(out_dir: str, rows: Sequence[dict],
 def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
                key: str, unit: str) -> None:
     degrees = list(settings.degrees)
+    # Wide enough for two columns of method names under one degree.
+    width, height = max(4.0 * len(degrees), 7.0), 3.4 * len(PASSES)
     figure, axes = plt.subplots(len(PASSES), len(degrees), squeeze=False,
-                                figsize=(4 * len(degrees), 3.4 * len(PASSES)),
-                                sharex=True)
+                                figsize=(width, height), sharex=True)
     grid = [row for row in rows if row['F'] == F and row['source'] == 'grid'
             and row['status'] == 'ok' and row[key]]
     for i, pass_ in enumerate(PASSES):
@@ -448,10 +454,17 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
                     handles.append(handle)
                     labels.append(label)
     if labels:
-        figure.legend(handles, labels, loc='lower center', ncol=len(labels),
+        # A method's name takes about 2.6 inches at this size: wrap the
+        # legend into the rows the figure's width needs.
+        columns = max(1, min(len(labels), int(width // 2.6)))
+        legend_rows = -(-len(labels) // columns)
+        figure.legend(handles, labels, loc='lower center', ncol=columns,
                       fontsize=9)
+    else:
+        legend_rows = 0
     figure.suptitle(f'F = {F} (APNet proj_channels = {PROJ_CHANNELS})')
-    figure.tight_layout(rect=(0, 0.06, 1, 1))
+    bottom = (0.1 + 0.22 * legend_rows) / height
+    figure.tight_layout(rect=(0, bottom, 1, 1))
     save_figure_atomically(figure, path, dpi=90)
     plt.close(figure)
 

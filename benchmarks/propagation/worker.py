@@ -79,7 +79,7 @@ def measure(spec: dict) -> dict:
         return result
 
     result.update(common.summarize_times(times), status='ok',
-                  peak_mb=memory.peak_bytes / MB,
+                  peak_mb=memory.peak_mb,
                   load_start=load.load_start, load_end=load.load_end,
                   other_cores=load.other_cores)
     return result

@@ -254,6 +254,12 @@ def test_machine_record_holds_the_run_environment():
     (['train_step', '--quick', '--warmup', '-1'],
      '--warmup must be an integer >= 0 (got -1)'),
     (['train_step', '--graphs', 'none', 'none'], '--graphs names a graph'),
+    (['propagation', '--nodes', '100', '100'], '--nodes names 100 twice'),
+    (['propagation', '--degrees', '4', '4.0'], '--degrees names 4.0 twice'),
+    (['propagation', '--features', '16', '16'],
+     '--features names 16 twice'),
+    (['propagation', '--methods', 'agnn', 'agnn'],
+     '--methods names agnn twice'),
 ])
 def test_bad_options_end_with_one_line_naming_the_flag(argv, message,
                                                        tmp_path, capsys):
@@ -297,6 +303,64 @@ def test_peak_memory_leaves_out_first_call_costs(monkeypatch):
                        'time_cap': 10}})
         assert result['status'] == 'ok'
         assert result['peak_mb'] < 16, (pass_, result['peak_mb'])
+
+
+def test_peak_memory_is_not_measured_where_the_peak_cannot_be_reset(
+        monkeypatch):
+    # The process's lifetime peak would count the setup and the warm-up.
+    from benchmarks import common
+    from benchmarks.propagation import worker
+    monkeypatch.setattr(common, '_reset_rss_peak', lambda: False)
+    result = worker.measure({
+        'method': 'agnn', 'graph': vars(grid.random_graph_spec(40, 4)),
+        'F': 16, 'pass': 'forward', 'device': 'cpu',
+        'threads': torch.get_num_threads(), 'seed': 0,
+        'memory_cap_bytes': 1 << 30,
+        'timing': {'min_runs': 1, 'min_time': 0, 'max_runs': 1,
+                   'time_cap': 10}})
+    assert result['status'] == 'ok' and result['peak_mb'] is None
+
+
+@pytest.mark.parametrize('suite', ['propagation', 'train_step'])
+def test_an_out_folder_that_refuses_files_is_refused_before_measuring(
+        suite, tmp_path, monkeypatch, capsys):
+    # An existing folder that cannot be written (read-only or virtual file
+    # system) was found only when the results were written, at the end.
+    import tempfile
+    from apnet_pyg.zsl.cli import run_script
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, 'Permission denied')
+
+    monkeypatch.setattr(tempfile, 'mkstemp', refuse)
+    argv = [suite, '--quick', '--out', str(tmp_path)]
+    if suite == 'propagation':
+        argv += ['--nodes', '40', '--degrees', '4', '--features', '16',
+                 '--methods', 'agnn', '--min-runs', '1', '--min-time', '0']
+    else:
+        argv += ['--steps', '1', '--warmup', '0']
+    assert run_script(main, argv) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        f"error: cannot write in the output folder '{tmp_path}' "
+        f"(Permission denied): choose a folder you can write to")
+    assert ' ok ' not in captured.out  # Nothing was measured.
+
+
+def test_summary_finds_a_degree_whose_edges_were_rounded(tmp_path):
+    # Degree 3.3 on 10 nodes gives 16 edge pairs (degree 3.2): its rows
+    # belong to the 3.3 row of the tables all the same.
+    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
+          '100', '--degrees', '3.3', '--features', '16', '--methods', 'agnn',
+          '--memory-cap-gb', '0.001'])  # Skipped without running.
+    _, rows = read_rows(tmp_path / 'propagation.csv')
+    assert {row['degree'] for row in rows} == {'3.2', '3.3'}
+    table_rows = [line for line in
+                  (tmp_path / 'README.md').read_text().splitlines()
+                  if line.startswith('| 3.3 | AGNNConv')]
+    assert table_rows and all(
+        '|  |' not in line and line.count('skip / skip') == 2
+        for line in table_rows), table_rows
 
 
 def test_summary_links_the_suite_readme_from_its_folder():
