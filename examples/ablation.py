@@ -15,7 +15,6 @@ table says so: accuracies on simulated features are not benchmark results.
 import argparse
 import dataclasses
 import itertools
-import json
 import math
 import sys
 from pathlib import Path
@@ -26,7 +25,8 @@ from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
-from apnet_pyg.zsl.train import METRICS_FILE
+from apnet_pyg.zsl.train import (METRICS_FILE, data_differences,
+                                 read_run_metrics)
 
 GRAPHS = ['none', 'wordnet', 'learned']
 HEADER = ('| variant | meta-training | graph | val ZSL acc (epoch) | '
@@ -64,9 +64,11 @@ def finished_run(run_dir, config, data):
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return None
-    metrics = json.loads(path.read_text())
-    if metrics.get('config') != config.to_dict() or \
-            metrics.get('simulation') != data.simulation:
+    metrics = read_run_metrics(run_dir)  # A damaged file: named.
+    # The same data: dataset, features, splits and the row's attributes
+    # (another --dataset or --root writes into the same --out-dir).
+    if metrics['config'] != config.to_dict() or \
+            data_differences(metrics.get('data'), data.fingerprint()):
         return None
     print(f'reusing the finished run in {run_dir}', flush=True)
     return metrics
@@ -175,7 +177,7 @@ def main(argv=None):
             print(f'variant: {variant}, training: {training}, graph: '
                   f'{graph}', flush=True)
             metrics = finished_run(out_dir / f'{variant}-{training}-{graph}',
-                                   config, data)
+                                   config, model_data)
             if metrics is None:
                 metrics = run(model_data, config,
                               out_dir / f'{variant}-{training}-{graph}',

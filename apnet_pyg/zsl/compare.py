@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
+from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import SOURCES, published
 from apnet_pyg.zsl.train import (
@@ -105,12 +106,19 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
         figures[name] = {key: baseline.get(key) for key in METRICS}
         validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
+    # Every option, also one recorded before it existed (its default).
+    config = TrainConfig.from_dict(saved['config']).to_dict()
+    # What the data is besides its seed: the simulator's version and
+    # options, or the real features' fingerprint.
+    data = ({'version': simulation.get('version'),
+             **(simulation.get('options') or {})}
+            if saved.get('simulated') else saved.get('data') or {})
     return {'run': run_dir, 'dataset': saved['dataset'],
             'simulated': bool(saved.get('simulated')),
-            'seed': saved['config']['seed'],
+            'seed': config['seed'],
             'selection': saved.get('selection', 'validation'),
-            'data_seed': simulation.get('seed'),
-            'config': saved['config'], 'figures': figures,
+            'data_seed': simulation.get('seed'), 'data': data,
+            'config': config, 'figures': figures,
             'validation': validation}
 
 
@@ -133,6 +141,15 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
     if differing:
         lines += [f"Note: the runs' configurations differ in "
                   f"{', '.join(differing)}.", '']
+    data_keys = sorted({key for run in runs for key in run['data']})
+    differing = [key for key in data_keys
+                 if len({repr(run['data'].get(key)) for run in runs}) > 1]
+    if differing:
+        # Else the spread would read as that of seeds alone.
+        what = ('simulator options (beyond the data seed)'
+                if group['simulated'] else 'data fingerprints')
+        lines += [f"Note: the runs were trained on different data: their "
+                  f"{what} differ in {', '.join(differing)}.", '']
     unselected = [run['run'] for run in runs
                   if run['selection'] != 'validation']
     if unselected:

@@ -47,6 +47,44 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
         assert all(0 <= value <= 100 for value in values)
 
 
+def test_ablation_reuses_a_finished_row_only_on_the_same_data(
+        tiny_root, tiny_class_side, tmp_path, capsys):
+    # Real features (no SIMULATED.json) carry no simulation record: two
+    # folders of one dataset differ only in their features.
+    import shutil
+    from apnet_pyg.data import simulate_xlsa17
+    from apnet_pyg.data.simulator import SIMULATED_SIDECAR
+    roots = [tmp_path / 'a', tmp_path / 'b']
+    shutil.copytree(tiny_root, roots[0])
+    simulate_xlsa17('TINY', roots[1], data_root=tiny_class_side, seed=1,
+                    isotropic_noise=2.0, lowrank_noise=1.0)
+    for root in roots:
+        (root / 'TINY' / SIMULATED_SIDECAR).unlink()
+    ablation = load_example('ablation')
+
+    def table(root):
+        ablation.main(['--dataset', 'TINY', '--root', str(root), '--out-dir',
+                       str(tmp_path / 'runs'), '--epochs', '1',
+                       '--iterations-per-epoch', '2', '--n-way', '4',
+                       '--graphs', 'none', '--trainings', 'episodic',
+                       '--no-baselines'])
+        out = capsys.readouterr().out
+        return 'reusing' in out, out[out.index('### TINY'):]
+
+    reused, first = table(roots[0])
+    assert not reused
+    assert table(roots[0]) == (True, first)
+    reused, second = table(roots[1])
+    assert not reused  # Retrained on the other features.
+    assert table(roots[1]) == (True, second)
+
+    metrics = tmp_path / 'runs' / 'paper-episodic-none' / 'metrics.json'
+    metrics.write_text('[1, 2]')
+    with pytest.raises(ValueError, match=f"'{metrics}' is not the "
+                       f"metrics.json of an apnet-zsl run"):
+        table(roots[1])
+
+
 def test_calibration_example(tiny_root, tmp_path):
     calibrate = load_example('calibrate_simulator')
     out = tmp_path / 'calibration.md'

@@ -155,6 +155,39 @@ def test_compare_validation_accuracies(tmp_path):
         compare_runs([runs[1]]))
 
 
+def test_compare_notes_runs_on_different_data(tmp_path):
+    # Data seeds are what a spread over simulations is for; other simulator
+    # options, or other real features, are not seed variation.
+    def simulation(seed, **options):
+        return {'simulation': {'seed': seed, 'version': 3,
+                               'options': {'scale': 1.0, **options}}}
+
+    same = [write_run(tmp_path / f'same{i}', data_seed=i,
+                      extra=simulation(i)) for i in range(2)]
+    assert 'trained on different data' not in format_comparison(
+        compare_runs(same))
+    other = write_run(tmp_path / 'other', extra=simulation(0, scale=2.0))
+    assert ("Note: the runs were trained on different data: their simulator "
+            "options (beyond the data seed) differ in scale." in
+            format_comparison(compare_runs(same + [other])))
+
+    real = [write_run(tmp_path / f'real{i}', simulated=False, extra={
+        'data': {'dataset': 'AWA2', 'features': features, 'labels': 'ab'}})
+        for i, features in enumerate(['01', '01', '02'])]
+    assert 'different data' not in format_comparison(compare_runs(real[:2]))
+    assert ("their data fingerprints differ in features." in
+            format_comparison(compare_runs(real)))
+
+
+def test_compare_reads_a_configuration_recorded_before_an_option(tmp_path):
+    run_dir = write_run(tmp_path / 'old')
+    metrics = json.loads((run_dir / 'metrics.json').read_text())
+    del metrics['config']['seen_val_fraction']
+    (run_dir / 'metrics.json').write_text(json.dumps(metrics))
+    summary = compare_runs([write_run(tmp_path / 'new'), run_dir])
+    assert 'configurations differ' not in format_comparison(summary)
+
+
 def test_compare_refuses_mixed_or_repeated_runs(tmp_path):
     simulated = write_run(tmp_path / 'sim')
     real = write_run(tmp_path / 'real', simulated=False)
