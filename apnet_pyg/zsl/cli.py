@@ -350,7 +350,11 @@ def _compare(args: argparse.Namespace) -> str:
     from apnet_pyg.zsl.compare import compare_runs, format_comparison
     out = check_output_file(args.out, '--out', 'a markdown file name') \
         if args.out else None
-    text = format_comparison(compare_runs(args.runs, args.baselines))
+    if args.root is not None and not args.baselines:
+        raise ValueError('--root is read for --baselines only: add '
+                         '--baselines, or drop --root')
+    text = format_comparison(compare_runs(args.runs, args.baselines,
+                                          args.root))
     print(text)
     if out is not None:
         atomic_write_text(text + '\n', out)
@@ -466,6 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument('--baselines', action='store_true',
                          help='fit ESZSL and SAE on the data of the runs '
                          'trained without them (the runs are not modified)')
+    compare.add_argument('--root', default=None,
+                         help='with --baselines: where the runs\' data is '
+                         '(default: the root each run was trained on)')
     compare.add_argument('--out', default=None,
                          help='also write the tables to this markdown file')
     return parser

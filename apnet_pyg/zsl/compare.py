@@ -51,6 +51,7 @@ PUBLISHED_AS = {CALIBRATED: None, TEST_SELECTED: 'APNet'}
 
 def compare_runs(run_dirs: Sequence[Union[str, Path]],
                  fit_missing_baselines: bool = False,
+                 root: Optional[Union[str, Path]] = None,
                  ) -> Dict[str, Dict[str, Any]]:
     r"""The runs of :obj:`run_dirs` grouped by dataset, in order of first
     appearance: for each, :obj:`simulated` and :obj:`runs` (one summary per
@@ -58,9 +59,9 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     :obj:`metrics.json` key, :obj:`None` where it has none).
 
     With :obj:`fit_missing_baselines`, the baselines of a run trained
-    without them are fitted on its data (read from where it was trained;
-    the run is not modified) and its summary's :obj:`baselines_fitted` is
-    :obj:`True`."""
+    without them are fitted on its data (read from :obj:`root`, by
+    default from where it was trained; the run is not modified) and its
+    summary's :obj:`baselines_fitted` is :obj:`True`."""
     if not run_dirs:
         raise ValueError("'run_dirs' is empty: name at least one run")
     seen_dirs = set()
@@ -75,8 +76,15 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
         saved = read_run_metrics(run_dir)
         fitted = fit_missing_baselines and not saved.get('baselines')
         if fitted:
+            try:
+                data = run_dataset(run_dir, saved, root)
+            except (OSError, ValueError) as error:
+                # Name the run: several may be read.
+                raise type(error)(
+                    f"the data of the run '{run_dir}' (for its baselines): "
+                    f"{error}") from None
             saved = {**saved, 'baselines': fit_baselines(
-                run_dataset(run_dir, saved), saved['data_root'])}
+                data, root or saved['data_root'])}
         summary = _summary(str(run_dir), saved)
         summary['baselines_fitted'] = fitted
         group = groups.setdefault(summary['dataset'], {

@@ -222,3 +222,35 @@ def test_compare_fits_missing_baselines(tiny_root, tmp_path):
     assert 'Baselines fitted now on the data of' in text
     # No published figures for a dataset outside the benchmark.
     assert '(' not in table_rows(text)['ESZSL'][0]
+
+
+def test_compare_fits_missing_baselines_from_another_root(tiny_root,
+                                                          tmp_path, capsys):
+    # The data moved: compare takes --root, as its error asks, and names
+    # the run whose data it cannot find.
+    import shutil
+    from apnet_pyg.data import load_xlsa17
+    from apnet_pyg.zsl.cli import main
+    tiny = TrainConfig(class_channels=8, hidden_channels=8, proj_channels=4,
+                       n_way=4, epochs=1, iterations_per_epoch=2)
+    moved = tmp_path / 'moved'
+    shutil.copytree(tiny_root, moved)
+    saved_run = tmp_path / 'run'
+    run(load_xlsa17(moved, 'TINY', attributes=tiny.attributes), tiny,
+        saved_run, progress=False, data_root=str(moved))
+    shutil.rmtree(moved)
+    with pytest.raises(FileNotFoundError, match=f"the data of the run "
+                       f"'{saved_run}' \\(for its baselines\\): "):
+        compare_runs([saved_run], fit_missing_baselines=True)
+    summary = compare_runs([saved_run], fit_missing_baselines=True,
+                           root=tiny_root)['TINY']['runs'][0]
+    expected = fit_baselines(load_run(saved_run, tiny_root)[1], tiny_root)
+    assert summary['figures']['ESZSL'] == {key: expected['ESZSL'][key]
+                                           for key in METRICS}
+    assert main(['compare', '--runs', str(saved_run), '--baselines',
+                 '--root', str(tiny_root)]) == 0
+    assert main(['compare', '--runs', str(saved_run), '--root',
+                 str(tiny_root)]) == 1
+    assert capsys.readouterr().err.strip().endswith(
+        'error: --root is read for --baselines only: add --baselines, or '
+        'drop --root')
