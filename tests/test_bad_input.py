@@ -1721,6 +1721,21 @@ cli('cli/compare-metrics.json-without-figures',
         {k: v for k, v in c.metrics().items() if k != 'gzsl_h'})))],
     r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
     r"\(KeyError: 'gzsl_h'\)")
+cli('cli/evaluate-unfinished-run',
+    lambda c: ['evaluate', '--run', str(c.checkpoint_run(b'x'))],
+    r"'.*' holds an unfinished run \(last checkpoint \w+\.pt, no "
+    r"metrics.json\): finish it with 'apnet-zsl train ... --out .* "
+    r"--resume'")
+cli('cli/evaluate-metrics.json-without-row-epochs',
+    lambda c: ['evaluate', '--run', str(c.run_with('metrics.json', json.dumps(
+        {**c.metrics(), 'epochs': {}})))],
+    r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
+    r"\(TypeError: 'epochs' has no epoch for the zsl row\)")
+cli('cli/compare-metrics.json-baseline-without-figures',
+    lambda c: ['compare', '--runs', str(c.run_with('metrics.json', json.dumps(
+        {**c.metrics(), 'baselines': {'ESZSL': {'zsl_acc': 'x'}}})))],
+    r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
+    r"\(TypeError: baseline 'ESZSL' lacks a figure\)")
 cli('cli/compare-a-run-twice',
     lambda c: ['compare', '--runs', str(c.run), str(c.run) + '/.'],
     r"'run_dirs' \(--runs\) names the run '.*' twice: each run counts once")
@@ -1742,6 +1757,10 @@ cli('cli/plot--out-.png',
 cli('cli/plot--out-a-directory',
     lambda c: ['plot', '--run', str(c.run), '--out', str(c.tmp)],
     r"the figure's path '.*' is a directory: name a .png file")
+cli('cli/plot--out-under-a-file',  # Before the (corrupt) model is read.
+    lambda c: ['plot', '--run', str(c.run_with('model-epoch1.pt', b'')),
+               '--out', str(write(c.tmp / 'f', 'x') / 'a.png')],
+    r"the output folder '.*f' is a file: choose another folder")
 cli('cli/plot-corrupt-model',
     lambda c: ['plot', '--run', str(c.run_with('model-epoch1.pt', b'')),
                '--out', str(c.tmp / 'a.png')],

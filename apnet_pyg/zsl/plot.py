@@ -21,6 +21,7 @@ def check_plot_output(out: Union[str, Path]) -> None:
     if out.suffix.lower() != '.png':  # ('.png' alone has no suffix.)
         raise ValueError(f"the figure's path '{out}' must name a .png file, "
                          f"e.g. 'classes.png'")
+    make_output_folder(out.parent)  # Created and writable, or named.
     _plotting_modules()
 
 

@@ -827,11 +827,23 @@ def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
         TrainConfig.from_dict(saved['config'])
         if not isinstance(saved['dataset'], str):
             raise TypeError("'dataset' is not a name")
-        if not isinstance(saved['epochs'], dict):  # what evaluate reads
+        epochs = saved['epochs']  # what evaluate reads
+        if not isinstance(epochs, dict):
             raise TypeError("'epochs' is not a dictionary")
-        for key in METRICS:
-            if not isinstance(saved[key], (int, float)):
+        calibrated = 'gzsl_calibrated' in epochs
+        for row in ('zsl', 'gzsl') + ('gzsl_calibrated', ) * calibrated:
+            if not _is_count(epochs.get(row)):
+                raise TypeError(f"'epochs' has no epoch for the {row} row")
+        numbers = METRICS + (('calibration', 'gzsl_cal_seen',
+                              'gzsl_cal_unseen', 'gzsl_cal_h')
+                             if calibrated else ())
+        for key in numbers:
+            if not _is_number(saved[key]):
                 raise TypeError(f"'{key}' is not a number")
+        for name, figures in (saved.get('baselines') or {}).items():
+            if not isinstance(figures, dict) or not all(
+                    _is_number(figures.get(key)) for key in METRICS):
+                raise TypeError(f"baseline {name!r} lacks a figure")
     except (ValueError, KeyError, TypeError) as error:
         raise _not_a_run(metrics_path, error) from None
     return saved
@@ -875,11 +887,29 @@ def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
     return data
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 1
+
+
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
     r"""The path and parsed content of a run's :obj:`metrics.json` (its
     fields unchecked); a clear error when it is missing or not JSON."""
     metrics_path = Path(run_dir) / METRICS_FILE
     if not metrics_path.is_file():
+        checkpoints = [name for name in (FINAL_CHECKPOINT,
+                                         SELECTION_CHECKPOINT)
+                       if (Path(run_dir) / name).is_file()]
+        if checkpoints:
+            raise FileNotFoundError(
+                f"'{run_dir}' holds an unfinished run (last checkpoint "
+                f"{checkpoints[0]}, no {METRICS_FILE}): finish it with "
+                f"'apnet-zsl train ... --out {run_dir} --resume' and the "
+                f"options it was started with")
         raise FileNotFoundError(f"No {METRICS_FILE} in '{run_dir}': is it a "
                                 f"finished 'apnet-zsl train' run?")
     try:

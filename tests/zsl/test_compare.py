@@ -17,7 +17,9 @@ def write_run(folder, dataset='AWA2', simulated=True, seed=0, data_seed=0,
               figures=None, baselines=None, extra=None, **config):
     r"""A metrics.json holding what compare reads (no model files)."""
     figures = figures or {}
-    metrics = {'dataset': dataset, 'simulated': simulated, 'epochs': {},
+    metrics = {'dataset': dataset, 'simulated': simulated,
+               'epochs': {'zsl': 1, 'gzsl': 1, 'gzsl_calibrated': 1},
+               'calibration': 0.0,
                'config': TrainConfig(seed=seed, **config).to_dict(),
                'simulation': {'seed': data_seed} if simulated else None,
                **{key: figures.get(key, 10.0) for key in APNET_KEYS}}
