@@ -102,6 +102,8 @@ def main(argv=None):
         'ESZSL': lambda images, classes: eszsl_scores(
             v, benchmark.features[images], benchmark.attributes, classes),
     }
+    if data.simulated:
+        print(f'{data.name}: SIMULATED features (not a benchmark result)')
     print('| pair A : B | model | margin on A images, mean ± std (share '
           '> 0) | margin on B images | d\' |')
     print('|---|---|---|---|---|')

@@ -188,6 +188,8 @@ def main(argv=None):
             writer.writerows(records)
 
     replace_atomically(args.out, write)
+    if data.simulated:
+        print(f'{data.name}: SIMULATED features (not a benchmark result)')
     print('\n'.join(epoch_lines(records)))
     print(f'wrote {args.out} ({len(records)} episodes)')
     return records

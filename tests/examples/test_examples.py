@@ -329,6 +329,8 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
                                                 rel=1e-6)
     assert out.read_text().splitlines()[0] == ','.join(trace.COLUMNS)
     assert all(r['step_norm'] > 0 and r['grad_norm'] > 0 for r in records)
+    assert 'TINY: SIMULATED features (not a benchmark result)' in \
+        capsys.readouterr().out
 
     changed = trace.main(['--run', str(run_dir), '--episodes', '3',
                           '--set', 'weight_decay=0', 'lr=1e-3',
@@ -377,7 +379,9 @@ def test_pair_margins_example(tiny_root, tmp_path, capsys):
                                  f'{a}:{b}'])
     assert [r['model'] for r in results] == ['APNet', 'ESZSL']
     assert all(r['pair'] == (a, b) for r in results)
-    assert f'| {a} : {b} | ESZSL |' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f'| {a} : {b} | ESZSL |' in out
+    assert 'TINY: SIMULATED features (not a benchmark result)' in out
     # The APNet margin, scored directly with the ZSL row's model:
     from apnet_pyg.zsl import apnet_score_fn, load_model
     images = data.test_unseen_loc[data.labels[data.test_unseen_loc] ==
