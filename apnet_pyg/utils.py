@@ -44,11 +44,18 @@ def _described(value: Any) -> str:
     return f'{type(value).__name__} {value!r}'
 
 
+def is_real_number(value: Any) -> bool:
+    r"""Whether :obj:`value` is a real number: not a string, and not a
+    bool (which Python counts as an integer)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def check_number(value: Any, name: str, minimum: Optional[float] = None,
                  maximum: Optional[float] = None) -> float:
-    r"""Checks that :obj:`value` is a finite real number (not a string nor
-    a bool) in :obj:`[minimum, maximum]` and returns it as a float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    r"""Checks that :obj:`value` is a finite real number
+    (:func:`is_real_number`) in :obj:`[minimum, maximum]` and returns it as
+    a float."""
+    if not is_real_number(value):
         raise ValueError(f"'{name}' must be a real number (got "
                          f"{_described(value)})")
     value = float(value)

@@ -34,7 +34,8 @@ from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, SIMULATOR_VERSION,
                                       check_options, default_options,
                                       simulate_dataset)
 from apnet_pyg.data.xlsa17 import DATASETS
-from apnet_pyg.utils import atomic_write_text, check_output_file
+from apnet_pyg.utils import (atomic_write_text, check_output_file,
+                             is_real_number)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.metrics import METRICS
@@ -303,9 +304,6 @@ LOG_KEYS = ('opts', 'res', 'within', 'dist', 'seeds', 'search_seed', 'index')
 def _setting_problem(setting):
     """What keeps one line of a --search log from being tabulated, or
     None."""
-    def number(value):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
     if not isinstance(setting, dict):
         return f'a JSON {type(setting).__name__}, not an object'
     missing = [key for key in LOG_KEYS if key not in setting]
@@ -314,16 +312,16 @@ def _setting_problem(setting):
     res = setting['res']
     if not isinstance(res, dict) or not all(
             isinstance(res.get(name), dict) and
-            all(number(res[name].get(key)) for key in METRICS)
+            all(is_real_number(res[name].get(key)) for key in METRICS)
             for name in BASELINES):
         return f"'res' lacks the metrics of {', '.join(BASELINES)}"
     if not isinstance(setting['opts'], dict) or \
-            not all(map(number, setting['opts'].values())):
+            not all(map(is_real_number, setting['opts'].values())):
         return "'opts' is not a dictionary of numbers"
     if not isinstance(setting['seeds'], list) or \
             not all(isinstance(seed, int) for seed in setting['seeds']):
         return "'seeds' is not a list of integers"
-    if not all(number(setting[key]) for key in ('within', 'dist')):
+    if not all(is_real_number(setting[key]) for key in ('within', 'dist')):
         return "'within' or 'dist' is not a number"
     return None
 

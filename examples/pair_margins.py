@@ -18,7 +18,7 @@ import torch
 
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
-from apnet_pyg.zsl.cli import add_run_arguments, run_script
+from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments, run_script
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
 from apnet_pyg.zsl.train import load_run
 
@@ -92,10 +92,10 @@ def main(argv=None):
         saved, data = load_run(args.run, args.root)
     except (OSError, ValueError) as error:
         raise SystemExit(f'error: {error}') from None
-    pairs = [check_pair(pair, data, args.root or saved['data_root'])
-             for pair in args.pairs]
+    root = args.root or saved['data_root']
+    pairs = [check_pair(pair, data, root) for pair in args.pairs]
 
-    benchmark = baseline_dataset(data, args.root or saved['data_root'])
+    benchmark = baseline_dataset(data, root)
     v = fit_eszsl_validated(**closed_form_arguments(benchmark))[0]
     models = {
         'APNet': apnet_score_fn(load_model(args.run, 'zsl'), data),
@@ -103,7 +103,7 @@ def main(argv=None):
             v, benchmark.features[images], benchmark.attributes, classes),
     }
     if data.simulated:
-        print(f'{data.name}: SIMULATED features (not a benchmark result)')
+        print(f'{data.name}: {SIMULATED_TAG}')
     print('| pair A : B | model | margin on A images, mean ± std (share '
           '> 0) | margin on B images | d\' |')
     print('|---|---|---|---|---|')

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
-from apnet_pyg.zsl.cli import add_run_arguments, run_script
+from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments, run_script
 from apnet_pyg.zsl.config import parse_option_value
 from apnet_pyg.zsl.train import (check_config_fits, make_optimizer,
                                  make_sampler, make_scheduler,
@@ -189,7 +189,7 @@ def main(argv=None):
 
     replace_atomically(args.out, write)
     if data.simulated:
-        print(f'{data.name}: SIMULATED features (not a benchmark result)')
+        print(f'{data.name}: {SIMULATED_TAG}')
     print('\n'.join(epoch_lines(records)))
     print(f'wrote {args.out} ({len(records)} episodes)')
     return records

@@ -51,12 +51,15 @@ UNSELECTED_ROW_TITLES = {'zsl': 'ZSL (last epoch)',
                          'gzsl': 'GZSL (last epoch)'}
 
 
+#: What a result on simulated features is labelled with.
+SIMULATED_TAG = 'SIMULATED features (not a benchmark result)'
+
+
 def format_table(metrics: Dict, title: Optional[str] = None) -> str:
     r"""The result table of a run as markdown: one row per selection (ZSL,
     GZSL, calibrated GZSL, and the test-selected rows if reported),
     labelled simulated when the features were."""
-    tag = ('SIMULATED features (not a benchmark result)'
-           if metrics.get('simulated') else 'real features')
+    tag = SIMULATED_TAG if metrics.get('simulated') else 'real features'
     epochs = metrics.get('epochs', {})
     titles = ROW_TITLES if metrics.get('selection', 'validation') == \
         'validation' else UNSELECTED_ROW_TITLES

@@ -51,8 +51,8 @@ from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
 from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import (atomic_write_text, make_output_folder,
-                             replace_atomically)
+from apnet_pyg.utils import (atomic_write_text, is_real_number,
+                             make_output_folder, replace_atomically)
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.environment import describe_environment
@@ -832,17 +832,19 @@ def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
             raise TypeError("'epochs' is not a dictionary")
         calibrated = 'gzsl_calibrated' in epochs
         for row in ('zsl', 'gzsl') + ('gzsl_calibrated', ) * calibrated:
-            if not _is_count(epochs.get(row)):
+            epoch = epochs.get(row)
+            if not (is_real_number(epoch) and isinstance(epoch, int) and
+                    epoch >= 1):
                 raise TypeError(f"'epochs' has no epoch for the {row} row")
         numbers = METRICS + (('calibration', 'gzsl_cal_seen',
                               'gzsl_cal_unseen', 'gzsl_cal_h')
                              if calibrated else ())
         for key in numbers:
-            if not _is_number(saved[key]):
+            if not is_real_number(saved[key]):
                 raise TypeError(f"'{key}' is not a number")
         for name, figures in (saved.get('baselines') or {}).items():
             if not isinstance(figures, dict) or not all(
-                    _is_number(figures.get(key)) for key in METRICS):
+                    is_real_number(figures.get(key)) for key in METRICS):
                 raise TypeError(f"baseline {name!r} lacks a figure")
     except (ValueError, KeyError, TypeError) as error:
         raise _not_a_run(metrics_path, error) from None
@@ -885,15 +887,6 @@ def run_dataset(run_dir: Union[str, Path], saved: Dict[str, Any],
                              f"{', '.join(changed)}): pass the folder it was "
                              f"trained on as root (--root)")
     return data
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and \
-        value >= 1
 
 
 def _read_metrics(run_dir: Union[str, Path]) -> Tuple[Path, Any]:
