@@ -453,15 +453,13 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
                 if label not in labels:
                     handles.append(handle)
                     labels.append(label)
+    # A method's name takes about 2.6 inches at this size: wrap the legend
+    # into the rows the figure's width needs.
+    columns = max(1, min(len(labels), int(width // 2.6)))
+    legend_rows = -(-len(labels) // columns)
     if labels:
-        # A method's name takes about 2.6 inches at this size: wrap the
-        # legend into the rows the figure's width needs.
-        columns = max(1, min(len(labels), int(width // 2.6)))
-        legend_rows = -(-len(labels) // columns)
         figure.legend(handles, labels, loc='lower center', ncol=columns,
                       fontsize=9)
-    else:
-        legend_rows = 0
     figure.suptitle(f'F = {F} (APNet proj_channels = {PROJ_CHANNELS})')
     bottom = (0.1 + 0.22 * legend_rows) / height
     figure.tight_layout(rect=(0, bottom, 1, 1))

@@ -503,15 +503,13 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              "of tensors (the target features define the "
                              "attention, so x_dst cannot be None)")
         x_src, x_dst = x
-        if pair:
-            channels = (
-                self._input_channels(self.lin_src, self.in_channels[0]),
-                self._input_channels(self.lin_dst, self.in_channels[1]))
-        else:
-            channels = (self._input_channels(self.lin, self.in_channels),
-                        ) * 2
-        check_features(x_src, 'x[0]', channels=channels[0])
-        check_features(x_dst, 'x[1]', channels=channels[1])
+        # The projection that reads each side, and its declared input size.
+        lins = (self.lin_src, self.lin_dst) if pair else (self.lin, ) * 2
+        declared = self.in_channels if pair else (self.in_channels, ) * 2
+        names = ('x[0]', 'x[1]')
+        for name, side, lin, channels in zip(names, x, lins, declared):
+            check_features(side, name,
+                           channels=self._input_channels(lin, channels))
         if not pair and self.proj_channels is not None and \
                 x_src.size(-1) != x_dst.size(-1):
             # Only a lazy layer gets here: a declared size checks each side.
@@ -522,10 +520,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                              f"in_channels=(-1, -1) for one projection per "
                              f"side")
         check_same_device(x_dst, 'x[1]', x_src, 'x[0]')
-        self._check_dtype(x_src, 'x[0]',
-                          self.lin if self.lin is not None else self.lin_src)
-        self._check_dtype(x_dst, 'x[1]',
-                          self.lin if self.lin is not None else self.lin_dst)
+        for name, side, lin in zip(names, x, lins):
+            self._check_dtype(side, name, lin)
         if self.proj_channels is None and x_src.size(-1) != x_dst.size(-1):
             raise ValueError(f"Without a projection (proj_channels=None) the "
                              f"cosine compares x[0] and x[1] directly, so "
