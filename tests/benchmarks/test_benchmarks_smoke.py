@@ -29,6 +29,17 @@ def read_rows(path: Path):
         return reader.fieldnames, list(reader)
 
 
+def smallest_run_argv(suite, out, propagation_flags):
+    r"""A --quick run of :obj:`suite` into :obj:`out`: one node count,
+    degree, width and method (and :obj:`propagation_flags`) for the
+    propagation suite, one episode without warm-up for train_step."""
+    argv = [suite, '--quick', '--out', out]
+    if suite == 'propagation':
+        return argv + ['--nodes', '40', '--degrees', '4', '--features', '16',
+                       '--methods', 'agnn', *propagation_flags]
+    return argv + ['--steps', '1', '--warmup', '0']
+
+
 def record_replacements(monkeypatch):
     r"""The names of the files written atomically (by :func:`os.replace`
     of a temporary file) from now on."""
@@ -333,12 +344,8 @@ def test_an_out_folder_that_refuses_files_is_refused_before_measuring(
         raise PermissionError(13, 'Permission denied')
 
     monkeypatch.setattr(tempfile, 'mkstemp', refuse)
-    argv = [suite, '--quick', '--out', str(tmp_path)]
-    if suite == 'propagation':
-        argv += ['--nodes', '40', '--degrees', '4', '--features', '16',
-                 '--methods', 'agnn', '--min-runs', '1', '--min-time', '0']
-    else:
-        argv += ['--steps', '1', '--warmup', '0']
+    argv = smallest_run_argv(suite, str(tmp_path),
+                             ['--min-runs', '1', '--min-time', '0'])
     assert run_script(main, argv) == 1
     captured = capsys.readouterr()
     assert captured.err.strip() == (
@@ -461,12 +468,7 @@ def test_empty_out_is_refused(suite, tmp_path, monkeypatch, capsys):
     from benchmarks import common
     results = tmp_path / 'results'
     monkeypatch.setattr(common, 'RESULTS_ROOT', str(results))
-    argv = [suite, '--quick', '--out', '']
-    if suite == 'propagation':
-        argv += ['--nodes', '40', '--degrees', '4', '--features', '16',
-                 '--methods', 'agnn', '--memory-cap-gb', '0.001']
-    else:
-        argv += ['--steps', '1', '--warmup', '0']
+    argv = smallest_run_argv(suite, '', ['--memory-cap-gb', '0.001'])
     assert run_script(main, argv) == 1
     err = capsys.readouterr().err
     assert err.strip() == ('error: --out is empty: name an output folder, '
