@@ -33,8 +33,9 @@ import torch
 from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, SIMULATOR_VERSION,
                                       check_options, default_options,
                                       simulate_dataset)
-from apnet_pyg.data.xlsa17 import DATASETS
-from apnet_pyg.utils import (atomic_write_text, check_output_file,
+from apnet_pyg.data.xlsa17 import (DATASETS, check_dataset_name,
+                                   dataset_dir, packaged_root)
+from apnet_pyg.utils import (atomic_write_text, check_int, check_output_file,
                              is_real_number)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import run_script
@@ -150,12 +151,8 @@ def score_setting(dataset, seeds, data_root=None, **options):
 def search(dataset, seeds, count, search_seed, log, data_root=None):
     """Runs both baselines on `count` random settings (stream
     `search_seed`) and writes one JSON line per setting to `log`."""
-    if Path(log).exists():
-        # A stream always starts at its first setting: appending would
-        # repeat settings.
-        raise SystemExit(f'error: --search-log {log} exists; pass a new file')
+    check_search_log(log)
     rng = np.random.default_rng(search_seed)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
     for index in range(count):
         start = time.perf_counter()
         line = dict(score_setting(dataset, seeds, data_root,
@@ -326,6 +323,66 @@ def _setting_problem(setting):
     return None
 
 
+def check_search_log(log):
+    """Refuses a --search-log that exists (a stream always starts at its
+    first setting: appending would repeat settings) or that cannot be
+    written, before any setting is run."""
+    if Path(log).exists():
+        raise ValueError(f'--search-log {log} exists; pass a new file')
+    check_output_file(log, '--search-log', 'a new JSON-lines file name')
+
+
+def check_seeds(seeds, flag):
+    """Refuses data seeds the simulator does not take, or a seed given
+    twice (it would count twice in the mean), naming `flag`."""
+    for seed in seeds:
+        try:
+            check_int(seed, 'seed', minimum=0)
+        except ValueError as error:
+            raise ValueError(f'{flag}: {error}') from None
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"{flag} names a seed twice "
+                         f"({' '.join(map(str, seeds))}): pass each once")
+
+
+def check_arguments(args):
+    """Refuses bad flags with a one-line error before anything is
+    simulated or fitted (the loops over datasets and seeds would otherwise
+    reach a bad one minutes in)."""
+    root = args.data_root if args.data_root is not None else packaged_root()
+    folders = []
+    for name in args.datasets:
+        try:
+            check_dataset_name(name.strip())
+        except ValueError:
+            raise ValueError(f"--datasets must name dataset folders such as "
+                             f"AWA2 (got {name!r})") from None
+        try:
+            folders.append(dataset_dir(root, name))
+        except NotADirectoryError as error:
+            raise ValueError(f'--data-root: {error}') from None
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--datasets {name!r}: {error}" +
+                             ('' if args.data_root is not None else
+                              ' (--data-root gives another class side)')) \
+                from None
+    if len(set(folders)) < len(folders):
+        raise ValueError(f"--datasets names a dataset twice "
+                         f"({' '.join(args.datasets)}): pass each once")
+    check_seeds(args.seeds, '--seeds')
+    if args.recheck_seeds is not None:
+        check_seeds(args.recheck_seeds, '--recheck-seeds')
+    if args.search_seed is not None:
+        try:
+            check_int(args.search_seed, 'search_seed', minimum=0)
+        except ValueError as error:
+            raise ValueError(f'--search-seed: {error}') from None
+    if args.search_log:
+        check_search_log(args.search_log)
+    if args.out is not None:
+        check_output_file(args.out, '--out', 'a markdown file name')
+
+
 def _name(setting):
     if 'index' not in setting:
         return 'defaults'
@@ -361,6 +418,8 @@ def main(argv=None):
                         f'settings to recheck (default: {RECHECK_TOP})')
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.search is not None and args.summarize:
+        raise SystemExit('error: pass --search or --summarize, not both')
     # A flag of the other mode would silently do nothing.
     for flags, mode, given in (
             (('search_seed', 'search_log'), '--search',
@@ -371,11 +430,10 @@ def main(argv=None):
             if getattr(args, name) is not None and not given:
                 raise SystemExit(f"error: --{name.replace('_', '-')} goes "
                                  f"with {mode}")
-    if args.out is not None:
-        try:
-            check_output_file(args.out, '--out', 'a markdown file name')
-        except ValueError as error:
-            raise SystemExit(f'error: {error}') from None
+    try:
+        check_arguments(args)
+    except ValueError as error:
+        raise SystemExit(f'error: {error}') from None
     if args.search is not None or args.summarize:
         return _search_main(args)
     overrides = parse_overrides(args.set)
@@ -446,8 +504,6 @@ def parse_overrides(items):
 
 
 def _search_main(args):
-    if args.search is not None and args.summarize:
-        raise SystemExit('error: pass --search or --summarize, not both')
     if len(args.datasets) != 1 or args.set:
         raise SystemExit('error: --search and --summarize take one dataset '
                          'in --datasets and no --set')

@@ -28,7 +28,7 @@ import torch
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
 from apnet_pyg.data.xlsa17 import (check_dataset_name, dataset_dir,
                                    packaged_root)
-from apnet_pyg.utils import atomic_write_text, check_output_file
+from apnet_pyg.utils import atomic_write_text, check_int, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
 from apnet_pyg.zsl.cli import run_script
 from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
@@ -118,6 +118,15 @@ def check_arguments(args):
                          ('' if args.data_root is not None else
                           ' (--data-root gives another class side)')) \
             from None
+    for seed in args.seeds:
+        try:
+            check_int(seed, 'seed', minimum=0)
+        except ValueError as error:
+            raise ValueError(f'--seeds: {error}') from None
+    if len(set(args.seeds)) < len(args.seeds):
+        raise ValueError(f"--seeds names a seed twice "
+                         f"({' '.join(map(str, args.seeds))}): pass each "
+                         f"once")
     if args.out is not None:
         check_output_file(args.out, '--out', 'a markdown file name')
 

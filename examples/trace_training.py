@@ -32,9 +32,10 @@ from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments, run_script
 from apnet_pyg.zsl.config import parse_option_value
-from apnet_pyg.zsl.train import (check_config_fits, make_optimizer,
-                                 make_sampler, make_scheduler,
-                                 read_run_metrics, run_dataset)
+from apnet_pyg.zsl.train import (check_config_fits, check_k_shot,
+                                 make_optimizer, make_sampler,
+                                 make_scheduler, read_run_metrics,
+                                 run_dataset)
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -179,6 +180,11 @@ def main(argv=None):
         raise ValueError(f'--set: {error}' if overrides else
                          f"{error}: the run's configuration does not fit "
                          f"this data (--root)") from None
+    if config.training == 'episodic':
+        # Before the model is built; named as this script takes k_shot.
+        check_k_shot(data, data.trainval_loc, data.seen_classes, config,
+                     f'--set k_shot={config.k_shot}' if 'k_shot' in
+                     overrides else "the run's; --set k_shot=K overrides it")
     records = trace(data, config, args.episodes, args.adam_eps)
 
     def write(path):

@@ -141,24 +141,34 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
                                                 gamma=config.lr_decay)
 
 
+def check_k_shot(data: ZSLDataset, images: Tensor, classes: Tensor,
+                 config: TrainConfig, flag: str = '--k-shot') -> None:
+    r"""Checks that every class of :obj:`classes` has
+    :obj:`config.k_shot` images among :obj:`images`, as an episode draws
+    them; otherwise a one-line :class:`ValueError` naming :obj:`k_shot`
+    and :obj:`flag`, the way the user set it (:obj:`apnet-zsl`'s
+    :obj:`--k-shot`; a script that reads it otherwise passes its own).
+    (The sampler would advise its :obj:`allow_replacement`, which the
+    pipeline does not offer.)"""
+    counts = torch.bincount(data.labels[images],
+                            minlength=data.num_classes)[classes]
+    fewest = int(counts.argmin())
+    if int(counts[fewest]) < config.k_shot:
+        raise ValueError(
+            f"k_shot={config.k_shot} ({flag}) exceeds the "
+            f"{int(counts[fewest])} training images of class "
+            f"'{data.class_names[int(classes[fewest])]}', the fewest "
+            f"among the classes trained on: use k_shot <= "
+            f"{int(counts[fewest])}")
+
+
 def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
                  config: TrainConfig):
     r"""The episode (or mini-batch) sampler of :func:`train_model` over
     :obj:`images` of :obj:`classes`, seeded by :obj:`config.seed`."""
     generator = torch.Generator().manual_seed(config.seed + 1)
     if config.training == 'episodic':
-        # The sampler would advise its allow_replacement, which the
-        # pipeline does not offer: name the option to change instead.
-        counts = torch.bincount(data.labels[images],
-                                minlength=data.num_classes)[classes]
-        fewest = int(counts.argmin())
-        if int(counts[fewest]) < config.k_shot:
-            raise ValueError(
-                f"k_shot={config.k_shot} (--k-shot) exceeds the "
-                f"{int(counts[fewest])} training images of class "
-                f"'{data.class_names[int(classes[fewest])]}', the fewest "
-                f"among the classes trained on: use k_shot <= "
-                f"{int(counts[fewest])}")
+        check_k_shot(data, images, classes, config)
         return EpisodeSampler(data.labels, classes, config.n_way,
                               config.k_shot, generator, pool=images)
     return MinibatchSampler(data.labels, classes,

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from apnet_pyg.zsl.baselines import BASELINES
 from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.zsl.metrics import METRICS
 from planetoid_toy import write_raw_cora
 from test_examples import load_example
 
@@ -56,6 +58,11 @@ def tiny_run(tmp_path_factory, tiny_root):
      "an integer or 'none'"),
     (['--set', 'n_way=100'], '--set: n_way=100 exceeds the 6 seen classes '
      'of TINY'),
+    # The script's own flag, not apnet-zsl's --k-shot; before the model.
+    (['--set', 'k_shot=1000'], 'k_shot=1000 (--set k_shot=1000) exceeds '
+     'the '),
+    (['--set', 'k-shot=1000'], 'k_shot=1000 (--set k_shot=1000) exceeds '
+     'the '),
 ])
 def test_trace_training_refuses_bad_flags(flags, message, tiny_run,
                                           tmp_path, monkeypatch, capsys):
@@ -65,6 +72,23 @@ def test_trace_training_refuses_bad_flags(flags, message, tiny_run,
             str(tmp_path / 'trace.csv')] + flags
     assert one_line_error(trace.main, argv, capsys).startswith(
         f'error: {message}')
+
+
+def test_trace_training_names_the_runs_k_shot(tiny_run, tmp_path,
+                                              monkeypatch, capsys):
+    trace = load_example('trace_training')
+    monkeypatch.setattr(trace, 'trace', work_reached)
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    metrics = json.loads((tiny_run / 'metrics.json').read_text())
+    metrics['config']['k_shot'] = 1000  # more than the data has
+    (run_dir / 'metrics.json').write_text(json.dumps(metrics))
+    err = one_line_error(trace.main, ['--run', str(run_dir), '--episodes',
+                                      '1', '--out', str(tmp_path / 't.csv')],
+                         capsys)
+    assert err.startswith("error: k_shot=1000 (the run's; --set k_shot=K "
+                          "overrides it) exceeds the ")
+    assert '--k-shot' not in err
 
 
 def test_trace_training_reads_set_with_the_field_type(tiny_run, tmp_path):
@@ -138,6 +162,49 @@ def test_calibration_checks_set_before_the_work(item, message, monkeypatch,
     assert err.startswith(f'error: {message}')
 
 
+@pytest.mark.parametrize('flags, message', [
+    (['--datasets', 'TINY', 'OKAPI'], "--datasets 'OKAPI': No dataset "
+     "folder 'OKAPI' in"),
+    (['--datasets', 'TINY', '..'], "--datasets must name dataset folders "
+     "such as AWA2 (got '..')"),
+    (['--datasets', 'TINY', 'tiny'], '--datasets names a dataset twice '
+     '(TINY tiny): pass each once'),
+    (['--data-root', '{tmp}/a-file'], "--data-root: The data root "
+     "'{tmp}/a-file' is a file"),
+    (['--seeds', '0', '-1'], "--seeds: 'seed' must be at least 0 (got -1)"),
+    (['--seeds', '1', '1'], '--seeds names a seed twice (1 1): pass each '
+     'once'),
+    (['--search', '1', '--search-log', '{tmp}/a-file/log.jsonl'],
+     "--search-log '{tmp}/a-file/log.jsonl': the output folder "
+     "'{tmp}/a-file' is a file"),
+    (['--search', '1', '--search-seed', '-1', '--search-log',
+      '{tmp}/new.jsonl'], "--search-seed: 'search_seed' must be at least 0 "
+     "(got -1)"),
+    (['--summarize', '{tmp}/log.jsonl', '--recheck-seeds', '0', '-1'],
+     "--recheck-seeds: 'seed' must be at least 0 (got -1)"),
+])
+def test_calibration_checks_flags_before_the_work(flags, message, tiny_root,
+                                                  tmp_path, monkeypatch,
+                                                  capsys):
+    calibrate = load_example('calibrate_simulator')
+    for work in ('calibrate', 'score_setting', 'simulate_dataset'):
+        monkeypatch.setattr(calibrate, work, work_reached)
+    # Figures to search towards: --search and --summarize run on TINY.
+    monkeypatch.setattr(calibrate, 'published', lambda dataset, method: {
+        key: 50.0 for key in ('zsl_acc', 'gzsl_unseen', 'gzsl_seen')})
+    (tmp_path / 'a-file').write_text('')
+    # A --search log of seed 0: --summarize reads it, then runs the work.
+    figures = {name: {key: 50.0 for key in METRICS} for name in BASELINES}
+    (tmp_path / 'log.jsonl').write_text(json.dumps(dict(
+        opts={}, res=figures, within=0, dist=1.0, seeds=[0], search_seed=0,
+        index=0)) + '\n')
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
+    argv = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
+            '0'] + flags  # The last --datasets, --seeds counts.
+    err = one_line_error(calibrate.main, argv, capsys)
+    assert err.startswith(f'error: {message.format(tmp=tmp_path)}')
+
+
 @pytest.mark.parametrize('line, problem', [
     ({'a': 1}, "it lacks 'opts', 'res'"),
     ([1, 2], 'a JSON list, not an object'),
@@ -184,7 +251,7 @@ def test_planetoid_names_an_unreadable_raw_file(name, content, message,
                         f'into {folder} again')
 
 
-# 6. --out, checked before the work; eszsl_per_class.py --dataset -----------
+# 6. --out, checked before the work; eszsl_per_class.py --dataset, --seeds ----
 
 def out_cases(tmp_path):
     (tmp_path / 'a-file').write_text('')
@@ -230,3 +297,18 @@ def test_eszsl_per_class_names_dataset(dataset, message, tiny_root,
                                         str(tiny_root), '--seeds', '0'],
                          capsys)
     assert err.startswith(f'error: {message}')
+
+
+@pytest.mark.parametrize('seeds, message', [
+    (['-1'], "--seeds: 'seed' must be at least 0 (got -1)"),
+    (['0', '-1'], "--seeds: 'seed' must be at least 0 (got -1)"),
+    (['2', '2'], '--seeds names a seed twice (2 2): pass each once'),
+])
+def test_eszsl_per_class_names_seeds(seeds, message, tiny_root, monkeypatch,
+                                     capsys):
+    example = load_example('eszsl_per_class')
+    monkeypatch.setattr(example, 'simulate_dataset', work_reached)
+    err = one_line_error(example.main, ['--dataset', 'TINY', '--data-root',
+                                        str(tiny_root), '--seeds', *seeds],
+                         capsys)
+    assert err == f'error: {message}'
