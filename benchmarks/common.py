@@ -90,6 +90,65 @@ def machine_slug(machine: Dict[str, str]) -> str:
     return f"cpu-{_slug(model)}-{machine['cores']}c"
 
 
+def processor(machine: Dict[str, str]) -> str:
+    r"""The processor a machine record names: the GPU's name for a CUDA
+    device, else the CPU's name with its family, model and stepping
+    (:func:`~apnet_pyg.zsl.environment.cpu_id`; a record written before
+    they were recorded says so), which tell apart the generations that a
+    name such as ``AMD EPYC`` covers."""
+    if machine.get('gpu', 'none') != 'none':
+        return machine['gpu']
+    cpu_id = machine.get('cpu_id') or 'family and model not recorded'
+    return f"{machine.get('cpu', '')}, {cpu_id}"
+
+
+def recorded_machines(folder: str) -> List[Tuple[str, Dict[str, str]]]:
+    r"""The machine records of the results in :obj:`folder`, as
+    ``(file, record)``: the ``## Machine`` table of the propagation suite's
+    ``README.md`` and the ``Machine:`` line of ``train_step.md``."""
+    records = []
+    for name in ('README.md', 'train_step.md'):
+        path = osp.join(folder, name)
+        try:
+            with open(path, encoding='utf-8') as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if name == 'README.md' and '\n## Machine\n' in text:
+            section = text.split('\n## Machine\n', 1)[1].split('\n## ')[0]
+            rows = re.findall(r'^\| (\w+) \| (.*) \|$', section, re.M)
+            records.append((path, {k: v.strip() for k, v in rows}))
+        elif name == 'train_step.md':
+            line = next((line for line in text.splitlines()
+                         if line.startswith('Machine: ')), None)
+            if line is not None:
+                items = line[len('Machine: '):].split(', ')
+                records.append((path, {
+                    key: value.strip() for key, _, value in
+                    (item.partition(' ') for item in items)}))
+    return records
+
+
+def check_results_folder(folder: str, machine: Dict[str, str],
+                         slug: str) -> None:
+    r"""Refuses to write the default results of :obj:`machine` into
+    :obj:`folder` (``results/<slug>``) where its results record another
+    :func:`processor`, or only the name of this one (written before the
+    family and model were recorded, on any processor of that name): the
+    folder name does not tell processors of one name apart, and the
+    committed results of one would be overwritten with those of another.
+    :obj:`--machine` or :obj:`--out` choose the folder explicitly."""
+    ours = processor(machine)
+    for path, record in recorded_machines(folder):
+        theirs = processor(record)
+        if theirs != ours:
+            raise ValueError(
+                f"'{path}' holds the results of a processor not recorded "
+                f"as this one (recorded: {theirs}; this one: {ours}): pass "
+                f"--machine NAME to write to benchmarks/results/NAME "
+                f"(--machine {slug} replaces them), or --out FOLDER")
+
+
 def check_device(device: str) -> None:
     r"""Refuses a :obj:`--device` the suites cannot measure on: they time
     and measure memory on the CPU or a CUDA device only."""
@@ -127,7 +186,9 @@ def prepare_run(device: str, threads: int, quick: bool,
     not there, a thread count below 1, a :obj:`--machine` that is not a
     folder name and an empty :obj:`--out`, fixes the thread count,
     describes the machine and creates the output directory (default
-    ``results/<machine>[/quick]``). Returns ``(machine, slug, out_dir)``."""
+    ``results/<machine>[/quick]``, refused where its results, or those of
+    ``results/<machine>``, are not recorded as this processor's:
+    :func:`check_results_folder`). Returns ``(machine, slug, out_dir)``."""
     if out is not None and not out.strip():
         # An empty --out would fall back to the default, the committed
         # results folder of this machine.
@@ -143,6 +204,10 @@ def prepare_run(device: str, threads: int, quick: bool,
     slug = machine_name or machine_slug(machine)
     out_dir = out if out is not None else osp.join(
         RESULTS_ROOT, slug, 'quick' if quick else '')
+    if machine_name is None and out is None:
+        for folder in dict.fromkeys([osp.join(RESULTS_ROOT, slug),
+                                     osp.normpath(out_dir)]):
+            check_results_folder(folder, machine, slug)
     make_output_folder(out_dir)
     return machine, slug, out_dir
 

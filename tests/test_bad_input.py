@@ -13,6 +13,7 @@ Adding a row is one line in :data:`CASES`; the inputs come from the lazy
 :class:`Ctx` (a temporary folder, the tiny simulated dataset, a tiny
 trained run, broken copies of each).
 """
+import dataclasses
 import json
 import math
 import re
@@ -79,6 +80,8 @@ from apnet_pyg.zsl.evaluate import (
     GZSLScores,
     best_calibration,
     evaluate_predictions,
+    evaluate_scores,
+    validate,
     zsl_accuracy,
 )
 from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
@@ -1421,6 +1424,30 @@ case('zsl_accuracy/no-images',
          lambda images, classes: torch.zeros(images.numel(), classes.numel()),
          LABELS, torch.tensor([], dtype=int), torch.tensor([2, 3])),
      ValueError, r"None of 'classes' has a sample in 'target'")
+case('zsl_accuracy/no-classes',  # Was an IndexError (argmax over none).
+     lambda c: zsl_accuracy(
+         lambda images, classes: torch.zeros(images.numel(), classes.numel()),
+         LABELS, torch.arange(4), torch.tensor([], dtype=int)),
+     ValueError, r"'classes' is empty: pass the candidate classes")
+case('GZSLScores/no-unseen-classes',
+     lambda c: GZSLScores(
+         lambda images, classes: torch.zeros(images.numel(), classes.numel()),
+         LABELS, torch.arange(4), torch.arange(4, 8), torch.tensor([0, 1]),
+         torch.tensor([], dtype=int)), ValueError,
+     r"'unseen_classes' is empty: GZSL classifies images among the seen and "
+     r"the unseen classes; pass at least one of each")
+case('evaluate_scores/no-unseen-classes',
+     lambda c: evaluate_scores(
+         dataclasses.replace(c.data, unseen_classes=torch.tensor(
+             [], dtype=int)),
+         lambda images, classes: torch.zeros(images.numel(), classes.numel())),
+     ValueError, r"'data.unseen_classes' is empty: the test protocol needs "
+     r"unseen and seen classes")
+case('validate/no-validation-classes',
+     lambda c: validate(c.data, seen_validation_split(c.data)._replace(
+         val_classes=torch.tensor([], dtype=int)),
+         lambda images, classes: torch.zeros(images.numel(), classes.numel())),
+     ValueError, r"'split.val_classes' is empty: .*seen_validation_split")
 for what, predict, message in [
         ('outside-the-candidates',
          lambda images, classes: torch.full((images.numel(), ), 99),

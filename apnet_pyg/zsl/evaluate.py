@@ -20,7 +20,7 @@ All accuracies are in percent.
 """
 import math
 import numbers
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -113,7 +113,11 @@ def _percent(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
 
 def _zsl_predictions(score_fn: ScoreFn, image_index: Tensor,
                      classes: Tensor) -> Tensor:
-    # The class of highest score among 'classes' of every image.
+    # The class of highest score among 'classes' of every image (an argmax
+    # over no class is an IndexError).
+    if classes.numel() == 0:
+        raise ValueError("'classes' is empty: pass the candidate classes to "
+                         "classify the images among (at least one)")
     return classes[score_fn(image_index, classes).argmax(dim=1)]
 
 
@@ -155,10 +159,17 @@ class GZSLScores:
     r"""The scores of a GZSL task, computed once: images of seen and unseen
     classes against all candidate classes, from which :meth:`accuracies`
     and :func:`best_calibration` read :math:`S`, :math:`U`, :math:`H` for
-    any calibration constant."""
+    any calibration constant. Needs at least one seen and one unseen
+    class."""
     def __init__(self, score_fn: ScoreFn, labels: Tensor,
                  seen_images: Tensor, unseen_images: Tensor,
                  seen_classes: Tensor, unseen_classes: Tensor):
+        for name, classes in (('seen_classes', seen_classes),
+                              ('unseen_classes', unseen_classes)):
+            if classes.numel() == 0:  # Else an IndexError below.
+                raise ValueError(f"'{name}' is empty: GZSL classifies "
+                                 f"images among the seen and the unseen "
+                                 f"classes; pass at least one of each")
         self.classes = torch.cat([seen_classes, unseen_classes])
         self.seen_classes, self.unseen_classes = seen_classes, unseen_classes
         images = torch.cat([seen_images, unseen_images])
@@ -266,6 +277,16 @@ def _protocol(score_fn: ScoreFn, labels: Tensor, seen_images: Tensor,
     return {prefix + key: value for key, value in metrics.items()}
 
 
+def _check_not_empty(name: str, owner: Any, fields: Sequence[str],
+                     fix: str) -> None:
+    # Sizes only (no pass over the data): an empty set of classes or images
+    # would fail deep inside the protocol, as an IndexError or under the
+    # name of another function's argument.
+    for field in fields:
+        if getattr(owner, field).numel() == 0:
+            raise ValueError(f"'{name}.{field}' is empty: {fix}")
+
+
 def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
                     calibration: Optional[float] = None) -> Dict[str, float]:
     r"""The test protocol of the module docstring for :obj:`score_fn`:
@@ -280,6 +301,10 @@ def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
         # test-selected, optimistic result.
         raise ValueError(f"'calibration' must be a finite number chosen on "
                          f"validation data, or None (got {calibration!r})")
+    _check_not_empty('data', data, ('unseen_classes', 'test_unseen_loc',
+                                    'seen_classes', 'test_seen_loc'),
+                     'the test protocol needs unseen and seen classes with '
+                     'test images of each; evaluate a dataset that has them')
     return _protocol(score_fn, data.labels, data.test_seen_loc,
                      data.test_unseen_loc, data.seen_classes,
                      data.unseen_classes, calibration, prefix='')
@@ -294,6 +319,11 @@ def validate(data: ZSLDataset, split: ValidationSplit,
     training and validation classes; and the calibration constant of
     highest validation :math:`H` with its :math:`S`, :math:`U`,
     :math:`H`."""
+    _check_not_empty('split', split, ('val_classes', 'unseen_val_images',
+                                      'train_classes', 'seen_val_images'),
+                     'validation needs validation and training classes with '
+                     'images of each; build the split with '
+                     'seen_validation_split')
     return _protocol(score_fn, data.labels, split.seen_val_images,
                      split.unseen_val_images, split.train_classes,
                      split.val_classes, 'best', prefix='val_')

@@ -475,3 +475,130 @@ def test_empty_out_is_refused(suite, tmp_path, monkeypatch, capsys):
                            'or leave --out out for '
                            'benchmarks/results/<machine>')
     assert not results.exists()
+
+
+def fake_processor(monkeypatch, family, model):
+    r"""Makes :obj:`/proc/cpuinfo` describe an ``AMD EPYC`` of
+    :obj:`family` and :obj:`model`: one name for several generations, as a
+    virtual machine shows them."""
+    import builtins
+    import io
+    real_open = builtins.open
+    text = (f'processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: '
+            f'{family}\nmodel\t\t: {model}\nmodel name\t: AMD EPYC\n'
+            f'stepping\t: 1\n\n')
+
+    def cpuinfo(path, *args, **kwargs):
+        if str(path) == '/proc/cpuinfo':
+            return io.StringIO(text)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, 'open', cpuinfo)
+
+
+# The machine records of the results committed before the family and model
+# were recorded (benchmarks/results/cpu-amd-epyc-2c), abridged.
+OLD_README = """# Propagation benchmark: `cpu-amd-epyc-2c`
+
+## Machine
+
+|  |  |
+|---|---|
+| cpu | AMD EPYC |
+| cores | 2 |
+| gpu | none |
+| device | cpu |
+
+## Method
+"""
+OLD_TRAIN_STEP = """# Training step benchmark: `cpu-amd-epyc-2c`
+
+Machine: cpu AMD EPYC, cores 2, ram_gb 23.5, gpu none, device cpu, threads 2
+"""
+
+
+def test_default_results_of_another_processor_are_not_overwritten(
+        tmp_path, monkeypatch, capsys):
+    # The default folder is named after the CPU's name, which one AMD EPYC
+    # generation shares with another: a default run on one overwrote the
+    # committed results of the other.
+    from apnet_pyg.zsl.cli import run_script
+    from benchmarks import common
+    results = tmp_path / 'results'
+    monkeypatch.setattr(common, 'RESULTS_ROOT', str(results))
+    fake_processor(monkeypatch, 25, 1)
+    slug = common.machine_slug(common.describe_machine('cpu'))
+    assert slug.startswith('cpu-amd-epyc-')
+    argv = ['train_step', '--quick', '--threads', '1', '--steps', '1',
+            '--warmup', '0']
+
+    def refused(record, theirs, ours='family 25 model 1 stepping 1'):
+        assert run_script(main, argv) == 1
+        captured = capsys.readouterr()
+        assert captured.err.strip() == (
+            f"error: '{record}' holds the results of a processor not "
+            f"recorded as this one (recorded: {theirs}; this one: AMD "
+            f"EPYC, {ours}): pass --machine NAME to write to "
+            f"benchmarks/results/NAME (--machine {slug} replaces them), or "
+            f"--out FOLDER")
+        assert '| total |' not in captured.out  # Nothing was measured.
+
+    # Results that record the name only may be any generation's.
+    folder = results / slug
+    folder.mkdir(parents=True)
+    (folder / 'README.md').write_text(OLD_README)
+    refused(folder / 'README.md', 'AMD EPYC, family and model not recorded')
+    (folder / 'README.md').unlink()
+    (folder / 'train_step.md').write_text(OLD_TRAIN_STEP)
+    refused(folder / 'train_step.md',
+            'AMD EPYC, family and model not recorded')
+    assert (folder / 'train_step.md').read_text() == OLD_TRAIN_STEP
+    assert not (folder / 'quick').exists()
+    # Named explicitly, the folder is the user's choice.
+    threads = torch.get_num_threads()
+    assert common.prepare_run('cpu', threads, True, slug)[2] == \
+        str(folder / 'quick')
+    assert common.prepare_run('cpu', threads, True,
+                              out=str(tmp_path / 'o'))[2] == \
+        str(tmp_path / 'o')
+
+    # A folder of this processor's own results is written again; another
+    # generation's default run is refused.
+    (folder / 'train_step.md').unlink()
+    for _ in range(2):
+        assert run_script(main, argv) == 0
+    record = folder / 'quick' / 'train_step.md'
+    assert 'cpu_id family 25 model 1 stepping 1' in record.read_text()
+    capsys.readouterr()
+    fake_processor(monkeypatch, 26, 2)
+    refused(record, 'AMD EPYC, family 25 model 1 stepping 1',
+            ours='family 26 model 2 stepping 1')
+
+
+def test_results_folder_check_reads_the_suites_machine_records(tmp_path):
+    # Each suite's own record reads back as its processor (the propagation
+    # suite's README table here; train_step's line in the test above); a
+    # GPU is told by its full name, which the folder name shortens.
+    from benchmarks.common import (check_results_folder, processor,
+                                   recorded_machines)
+    from benchmarks.propagation.report import _machine_table
+
+    def machine(**changes):
+        return {'cpu': 'AMD EPYC', 'cpu_id': 'family 25 model 1 stepping 1',
+                'cpu_capability': 'AVX2', 'cores': '2', 'gpu': 'none',
+                'device': 'cpu', **changes}
+
+    for record in (machine(), machine(cpu_id=''),
+                   machine(gpu='NVIDIA H100 80GB HBM3', device='cuda')):
+        (tmp_path / 'README.md').write_text(
+            f'# x\n\n## Machine\n\n{_machine_table(record)}\n\n## Plots\n')
+        assert recorded_machines(str(tmp_path)) == [
+            (str(tmp_path / 'README.md'), record)]
+        check_results_folder(str(tmp_path), record, 'x')
+    assert processor(record) == 'NVIDIA H100 80GB HBM3'
+    with pytest.raises(ValueError, match=r"recorded: NVIDIA H100 80GB HBM3; "
+                       r"this one: NVIDIA H100 PCIe\)"):
+        check_results_folder(str(tmp_path),
+                             machine(gpu='NVIDIA H100 PCIe'), 'cuda-h100')
+    (tmp_path / 'README.md').write_text('# No machine record\n')
+    check_results_folder(str(tmp_path), machine(cpu='Other'), 'x')

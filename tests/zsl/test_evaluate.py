@@ -215,3 +215,50 @@ def test_evaluate_needs_features(tiny_root):
                   num_centroids=1, graph='none')
     with pytest.raises(ValueError, match='needs image features'):
         evaluate(model, data)
+
+
+def test_empty_classes_or_images_are_named(tiny):
+    # No unseen class (or image) once gave a bare IndexError from an argmax
+    # over no class; every entry point names its own argument.
+    import dataclasses
+    none = torch.zeros(0, dtype=torch.long)
+    score_fn, labels = oracle(tiny), tiny.labels
+    images, unseen = tiny.test_unseen_loc, tiny.unseen_classes
+    for call in (zsl_accuracy, zsl_per_class):
+        with pytest.raises(ValueError) as error:
+            call(score_fn, labels, images, none)
+        assert str(error.value) == (
+            "'classes' is empty: pass the candidate classes to classify the "
+            "images among (at least one)")
+    for name in ('seen_classes', 'unseen_classes'):
+        sets = {'seen_classes': tiny.seen_classes, 'unseen_classes': unseen,
+                name: none}
+        with pytest.raises(ValueError, match=f"^'{name}' is empty: GZSL "
+                           f"classifies images among the seen and the "
+                           f"unseen classes; pass at least one of each$"):
+            GZSLScores(score_fn, labels, tiny.test_seen_loc, images, **sets)
+
+    model = APNet(tiny.attribute_dim, class_channels=8, hidden_channels=8,
+                  num_centroids=1, graph='none')
+    for field in ('unseen_classes', 'test_unseen_loc', 'seen_classes',
+                  'test_seen_loc'):
+        data = dataclasses.replace(tiny, **{field: none})
+        for call in (lambda: evaluate_scores(data, score_fn),
+                     lambda: evaluate(model, data),
+                     lambda: evaluate_predictions(
+                         data, lambda i, c: c[score_fn(i, c).argmax(1)])):
+            with pytest.raises(ValueError) as error:
+                call()
+            assert str(error.value) == (
+                f"'data.{field}' is empty: the test protocol needs unseen "
+                f"and seen classes with test images of each; evaluate a "
+                f"dataset that has them")
+
+    split = seen_validation_split(tiny, 0.25, seed=0)
+    for field in ('val_classes', 'unseen_val_images', 'train_classes',
+                  'seen_val_images'):
+        with pytest.raises(ValueError, match=f"^'split.{field}' is empty: "
+                           f"validation needs validation and training "
+                           f"classes with images of each; build the split "
+                           f"with seen_validation_split$"):
+            validate(tiny, split._replace(**{field: none}), score_fn)
