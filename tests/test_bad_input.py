@@ -1685,6 +1685,21 @@ cli('cli/simulate--out-under-a-file',
     lambda c: ['simulate', '--dataset', 'TOY', '--data-root', str(c.toy()),
                '--out', str(write(c.tmp / 'o', 'x'))],
     r"cannot create the output folder '.*TOY' \(Not a directory\)")
+cli('cli/baselines--seed-negative',
+    lambda c: ['baselines', '--dataset', 'TINY', '--root', str(c.tiny_root),
+               '--seed', '-1'],
+    r"'seed' must lie in \[0, 2\^32 - 1\] \(got -1\)")
+cli('cli/baselines--seen-val-fraction-1',
+    lambda c: ['baselines', '--dataset', 'TINY', '--root', str(c.tiny_root),
+               '--seen-val-fraction', '1'],
+    r"'seen_val_fraction' must lie in \(0, 1\) \(got 1.0\)")
+cli('cli/baselines--out-directory',
+    lambda c: ['baselines', '--dataset', 'TINY', '--root', str(c.tiny_root),
+               '--out', str(c.tmp)],
+    r"--out '.*' is a directory: give a JSON file name")
+cli('cli/baselines-no-features',
+    lambda c: ['baselines', '--dataset', 'TINY', '--root', str(c.tmp)],
+    r"No dataset folder 'TINY' in")
 cli('cli/compare--out-under-a-file',
     lambda c: ['compare', '--runs', str(c.run), '--out',
                str(write(c.tmp / 'o', 'x') / 'table.md')],
@@ -1766,6 +1781,10 @@ cli('cli/compare-metrics.json-baseline-without-figures',
 cli('cli/compare-a-run-twice',
     lambda c: ['compare', '--runs', str(c.run), str(c.run) + '/.'],
     r"'run_dirs' \(--runs\) names the run '.*' twice: each run counts once")
+cli('cli/compare-a-copy-of-a-run',  # Was averaged as a second seed.
+    lambda c: ['compare', '--runs', str(c.run), str(c.run_copy())],
+    r"'run_dirs' \(--runs\): '.*' is a copy of the run '.*' \(the same "
+    r"metrics.json, timings included\): each run counts once")
 cli('cli/compare-simulated-and-real',
     lambda c: ['compare', '--runs', str(c.run), str(c.run_with(
         'metrics.json', json.dumps({**c.metrics(), 'simulated': False})))],

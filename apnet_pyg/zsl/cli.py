@@ -14,7 +14,9 @@ Subcommands:
 * :obj:`compare`: finished runs next to the published figures
   (:mod:`apnet_pyg.zsl.compare`);
 * :obj:`tune`: APNet's hyper-parameters chosen on the validation task, as
-  the baselines' are (:mod:`apnet_pyg.zsl.tune`).
+  the baselines' are (:mod:`apnet_pyg.zsl.tune`);
+* :obj:`baselines`: the closed-form baselines alone on a dataset
+  (:mod:`apnet_pyg.zsl.baselines`).
 """
 import argparse
 import dataclasses
@@ -220,8 +222,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import (METRICS_FILE,
-                                     check_run_dir, load_dataset, run)
+    from apnet_pyg.zsl.train import (METRICS_FILE, check_run_dir,
+                                     load_dataset, run, validation_task)
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
     _device(args.device)
@@ -235,7 +237,8 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
     metrics_path = Path(args.out) / METRICS_FILE
     if args.baselines:
         from apnet_pyg.zsl.baselines import fit_baselines
-        metrics['baselines'] = fit_baselines(data, root)
+        metrics['baselines'] = fit_baselines(data, root,
+                                             validation_task(data, config))
         print(format_baselines(metrics['baselines']))
         atomic_write_text(json.dumps(metrics, indent=2), metrics_path)
     print(f'wrote {metrics_path} and the models '
@@ -260,17 +263,26 @@ def _tune(args: argparse.Namespace) -> Dict:
 
 
 def format_baselines(results: Dict) -> str:
-    r"""The baselines' rows (hyper-parameters chosen on the validation
-    classes; GZSL uncalibrated, as published) as markdown."""
+    r"""The baselines' rows as markdown: hyper-parameters chosen on the
+    validation classes, GZSL raw (as published) and with calibrated
+    stacking (the constant :math:`c` chosen on the validation task, as
+    APNet's; blank for runs recorded before the baselines had it)."""
     from apnet_pyg.zsl.baselines import hyper_parameters
     lines = ['', '| baseline (closed form; chosen on the validation classes) '
-             '| ZSL acc | S | U | H |', '|---|---|---|---|---|']
+             '| ZSL acc | S | U | H | calibrated S | U | H |',
+             '|---|---|---|---|---|---|---|---|']
     for name, metrics in results.items():
-        lines.append(f"| {name} ({hyper_parameters(metrics)}) | "
-                     f"{metrics['zsl_acc']:.1f} | "
-                     f"{metrics['gzsl_seen']:.1f} | "
-                     f"{metrics['gzsl_unseen']:.1f} | "
-                     f"{metrics['gzsl_h']:.1f} |")
+        calibrated = 'gzsl_cal_h' in metrics
+        constant = (f"; c = {metrics['calibration']:.3g}" if calibrated
+                    else '')
+        cells = [metrics[key] for key in ('zsl_acc', 'gzsl_seen',
+                                          'gzsl_unseen', 'gzsl_h')]
+        cells += [metrics[key] for key in ('gzsl_cal_seen',
+                                           'gzsl_cal_unseen', 'gzsl_cal_h')
+                  ] if calibrated else []
+        lines.append(f"| {name} ({hyper_parameters(metrics)}{constant}) | " +
+                     ' | '.join(f'{cell:.1f}' for cell in cells) +
+                     ' |' + ' |' * (3 * (not calibrated)))
     return '\n'.join(lines)
 
 
@@ -365,6 +377,31 @@ def _compare(args: argparse.Namespace) -> str:
     return text
 
 
+def _baselines(args: argparse.Namespace) -> Dict:
+    from apnet_pyg.data.xlsa17 import load_xlsa17
+    from apnet_pyg.zsl.baselines import fit_baselines
+    from apnet_pyg.zsl.train import validation_task
+    out = check_output_file(args.out, '--out', 'a JSON file name') \
+        if args.out else None
+    # The validation task of a run with these flags (the rest of the
+    # configuration does not enter it); checked before the data is read.
+    config = TrainConfig().replace(**{
+        name: getattr(args, name) for name in ('seed', 'seen_val_fraction')
+        if getattr(args, name) is not None})
+    data = load_xlsa17(args.root, args.dataset)
+    results = fit_baselines(data, args.root, validation_task(data, config))
+    tag = SIMULATED_TAG if data.simulated else 'real features'
+    print(f'{data.name}: {tag}\n' + format_baselines(results))
+    if out is not None:
+        atomic_write_text(json.dumps({
+            'dataset': data.name, 'simulated': data.simulated,
+            'data': data.fingerprint(), 'seed': config.seed,
+            'seen_val_fraction': config.seen_val_fraction,
+            'baselines': results}, indent=2), out)
+        print(f'wrote {out}')
+    return results
+
+
 COMMANDS = {
     'simulate': _simulate,
     'train': lambda args: _train(args, args.root),
@@ -373,6 +410,7 @@ COMMANDS = {
     'pipeline': _pipeline,
     'compare': _compare,
     'tune': _tune,
+    'baselines': _baselines,
 }
 
 
@@ -463,6 +501,22 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
     tune.add_argument('--no-progress', action='store_true',
                       help='print nothing while training')
+
+    baselines = commands.add_parser(
+        'baselines', help='the closed-form ESZSL and SAE alone: ZSL, raw and '
+        'calibrated GZSL (no test image read for any choice)')
+    baselines.add_argument('--dataset', required=True, help=dataset_help)
+    baselines.add_argument('--root', required=True,
+                           help='folder holding <DATASET>/res101.mat')
+    for name in ('seed', 'seen_val_fraction'):
+        option = TrainConfig.__dataclass_fields__[name]
+        baselines.add_argument(
+            '--' + name.replace('_', '-'), type=option_parser(name),
+            default=None, help=f"{option.metadata['help']}; the validation "
+            f"task the calibration is chosen on is a run's with the same "
+            f"value (default: {option.default})")
+    baselines.add_argument('--out', default=None,
+                           help='also write the figures to this JSON file')
 
     compare = commands.add_parser(
         'compare', help='finished runs next to the published figures')

@@ -5,21 +5,28 @@ For every dataset among the runs, two tables:
 * the figures (ZSL, GZSL :math:`U`, :math:`S`, :math:`H`) of APNet's rows
   (ZSL and raw GZSL, each selected on validation, and calibrated stacking)
   and of the baselines the runs carry (:obj:`apnet-zsl train
-  --baselines`), as the mean and sample standard deviation (ddof 1) over
+  --baselines`; raw and calibrated), as the mean and sample standard deviation (ddof 1) over
   the runs, with the published figure on the real features in parentheses
   (:mod:`apnet_pyg.zsl.published`);
 * per run, APNet against ESZSL on the same data: the difference of their
-  ZSL accuracies and the ratio of their :math:`H` (raw and calibrated),
-  under the same comparison of the published figures;
+  ZSL accuracies and the ratio of their :math:`H` (raw to raw, and
+  calibrated to calibrated where the run's ESZSL records it), under the
+  same comparison of the published figures;
 * where the runs' baselines record it, the same per run on the validation
   classes: APNet's validation ZSL accuracy at its ZSL row's epoch and the
   baselines' at their chosen hyper-parameters (no test image involved).
+
+Each run counts once in the means: a run named twice, or copied to another
+folder, is refused; runs of the same configuration, seed and data that are
+not copies (reruns) are noted as such, as are runs trained on different
+data.
 
 Runs on simulated features are labelled so: their figures say how the
 methods compare on the simulator's generative model, the published ones
 are on the real features. One dataset's runs must all be simulated or all
 real.
 """
+import json
 import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -33,20 +40,21 @@ from apnet_pyg.zsl.train import (
     TEST_SELECTED_LABEL,
     read_run_metrics,
     run_dataset,
+    validation_task,
 )
 
-CALIBRATED = 'APNet, calibrated stacking'
+CALIBRATED_SUFFIX = ', calibrated stacking'
+CALIBRATED = 'APNet' + CALIBRATED_SUFFIX
 TEST_SELECTED = f'APNet, {TEST_SELECTED_LABEL}'
-# APNet's rows: the metrics.json key of each figure (the calibrated row has
-# no ZSL figure).
-APNET_ROWS = {
-    'APNet': dict(zip(METRICS, METRICS)),
-    CALIBRATED: {'gzsl_unseen': 'gzsl_cal_unseen',
-                 'gzsl_seen': 'gzsl_cal_seen', 'gzsl_h': 'gzsl_cal_h'},
-}
-# The published figures each row is shown with: the paper does not
-# calibrate, and selects on the test set (as the optimistic row does).
-PUBLISHED_AS = {CALIBRATED: None, TEST_SELECTED: 'APNet'}
+# The metrics.json key of each figure of a method's raw row and of its
+# calibrated row (which has no ZSL figure), APNet's and the baselines'.
+RAW_FIGURES = dict(zip(METRICS, METRICS))
+CALIBRATED_FIGURES = {'gzsl_unseen': 'gzsl_cal_unseen',
+                      'gzsl_seen': 'gzsl_cal_seen', 'gzsl_h': 'gzsl_cal_h'}
+APNET_ROWS = {'APNet': RAW_FIGURES, CALIBRATED: CALIBRATED_FIGURES}
+# The published figures the optimistic row is shown with: the paper
+# selects on the test set. No published figure is calibrated.
+PUBLISHED_AS = {TEST_SELECTED: 'APNet'}
 
 
 def compare_runs(run_dirs: Sequence[Union[str, Path]],
@@ -61,10 +69,17 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     With :obj:`fit_missing_baselines`, the baselines of a run trained
     without them are fitted on its data (read from :obj:`root`, by
     default from where it was trained; the run is not modified) and its
-    summary's :obj:`baselines_fitted` is :obj:`True`."""
+    summary's :obj:`baselines_fitted` is :obj:`True`.
+
+    Each run counts once: a folder named twice, or a copy of a run (the
+    same :obj:`metrics.json`, which records its timings: a rerun's
+    differ), is refused."""
     if not run_dirs:
         raise ValueError("'run_dirs' is empty: name at least one run")
     seen_dirs = set()
+    # A run's whole record (figures, history, timings) -> its folder: a
+    # copy of a run at another path is no second run.
+    seen_records: Dict[str, Union[str, Path]] = {}
     groups: Dict[str, Dict[str, Any]] = {}
     for run_dir in run_dirs:
         key = Path(run_dir).resolve()
@@ -74,6 +89,14 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
                              f"the means")
         seen_dirs.add(key)
         saved = read_run_metrics(run_dir)
+        record = json.dumps(saved, sort_keys=True)
+        if record in seen_records:
+            raise ValueError(
+                f"'run_dirs' (--runs): '{run_dir}' is a copy of the run "
+                f"'{seen_records[record]}' (the same metrics.json, timings "
+                f"included): each run counts once in the means, so name "
+                f"one of them")
+        seen_records[record] = run_dir
         fitted = fit_missing_baselines and not saved.get('baselines')
         if fitted:
             try:
@@ -83,8 +106,10 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
                 raise type(error)(
                     f"the data of the run '{run_dir}' (for its baselines): "
                     f"{error}") from None
+            # Calibrated on the run's own validation task.
             saved = {**saved, 'baselines': fit_baselines(
-                data, root or saved['data_root'])}
+                data, root or saved['data_root'], validation_task(
+                    data, TrainConfig.from_dict(saved['config'])))}
         summary = _summary(str(run_dir), saved)
         summary['baselines_fitted'] = fitted
         group = groups.setdefault(summary['dataset'], {
@@ -99,9 +124,14 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     return groups
 
 
+def _figures(saved: Dict[str, Any],
+             sources: Dict[str, str]) -> Dict[str, Optional[float]]:
+    return {key: saved.get(sources[key]) if key in sources else None
+            for key in METRICS}
+
+
 def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
-    figures = {name: {key: saved.get(sources[key]) if key in sources
-                      else None for key in METRICS}
+    figures = {name: _figures(saved, sources)
                for name, sources in APNET_ROWS.items()}
     if saved.get('test_selected'):  # --report-test-selected
         figures[TEST_SELECTED] = {key: saved['test_selected'].get(key)
@@ -111,7 +141,11 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
     if isinstance(selection, dict):
         validation['APNet'] = selection['zsl'].get(ROWS['zsl'])
     for name, baseline in (saved.get('baselines') or {}).items():
-        figures[name] = {key: baseline.get(key) for key in METRICS}
+        figures[name] = _figures(baseline, RAW_FIGURES)
+        # Baselines recorded before they were calibrated have no such row.
+        if 'gzsl_cal_h' in baseline:
+            figures[name + CALIBRATED_SUFFIX] = _figures(baseline,
+                                                         CALIBRATED_FIGURES)
         validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
     # Every option, also one recorded before it existed (its default).
@@ -158,6 +192,18 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
                 if group['simulated'] else 'data fingerprints')
         lines += [f"Note: the runs were trained on different data: their "
                   f"{what} differ in {', '.join(differing)}.", '']
+    # Not copies (compare_runs refuses those) but reruns of one seed: their
+    # spread is the machine's or the resumption's, not that of seeds.
+    reruns: Dict[str, List[str]] = {}
+    for run in runs:
+        key = json.dumps([run['config'], run['data_seed'], run['data']],
+                         sort_keys=True)
+        reruns.setdefault(key, []).append(run['run'])
+    for names in reruns.values():
+        if len(names) > 1:
+            lines += [f"Note: {', '.join(names)} have the same "
+                      f"configuration, seed and data: reruns of one seed, "
+                      f"not independent seeds.", '']
     unselected = [run['run'] for run in runs
                   if run['selection'] != 'validation']
     if unselected:
@@ -168,7 +214,8 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
     methods = list(dict.fromkeys(name for run in runs
                                  for name in run['figures']))
     for name in methods:
-        twin = PUBLISHED_AS.get(name, name)
+        twin = PUBLISHED_AS.get(
+            name, None if name.endswith(CALIBRATED_SUFFIX) else name)
         reference = published(dataset, twin) if twin else \
             dict.fromkeys(METRICS)
         cells = [_mean_cell([run['figures'].get(name, {}).get(key)
@@ -183,13 +230,18 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
     for run in runs:
         apnet, calibrated = (run['figures']['APNet'],
                              run['figures'][CALIBRATED])
-        eszsl = run['figures'].get('ESZSL', dict.fromkeys(METRICS))
+        unknown = dict.fromkeys(METRICS)
+        eszsl = run['figures'].get('ESZSL', unknown)
+        # Calibrated against calibrated: both constants are chosen on the
+        # same validation task ('-' where ESZSL's was not recorded).
+        eszsl_calibrated = run['figures'].get('ESZSL' + CALIBRATED_SUFFIX,
+                                              unknown)
         data_seed = '-' if run['data_seed'] is None else run['data_seed']
         lines.append(
             f"| {run['run']} | {run['seed']} | {data_seed} | "
             f"{_difference(apnet['zsl_acc'], eszsl['zsl_acc'])} | "
             f"{_ratio(apnet['gzsl_h'], eszsl['gzsl_h'])} | "
-            f"{_ratio(calibrated['gzsl_h'], eszsl['gzsl_h'])} |")
+            f"{_ratio(calibrated['gzsl_h'], eszsl_calibrated['gzsl_h'])} |")
     paper, eszsl = published(dataset, 'APNet'), published(dataset, 'ESZSL')
     lines.append(f"| published ({SOURCES['APNet']}; {SOURCES['ESZSL']}) "
                  f"| | | {_difference(paper['zsl_acc'], eszsl['zsl_acc'])} "

@@ -11,6 +11,11 @@ from apnet_pyg.utils import as_index_tensor, check_number
 # published tables: ZSL, GZSL U, GZSL S, H.
 METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
 
+#: The calibrated-stacking figures beside them in metrics.json: the constant
+#: chosen on validation, then GZSL S, U and H with it.
+CALIBRATED_METRICS = ('calibration', 'gzsl_cal_seen', 'gzsl_cal_unseen',
+                      'gzsl_cal_h')
+
 
 def per_class_accuracy(pred: Tensor, target: Tensor,
                        classes: Optional[Tensor] = None) -> float:

@@ -48,7 +48,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
-from apnet_pyg.data.splits import seen_validation_split
+from apnet_pyg.data.splits import (ValidationSplit,
+                                  seen_validation_split)
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
 from apnet_pyg.utils import (atomic_write_text, is_real_number,
@@ -62,7 +63,7 @@ from apnet_pyg.zsl.evaluate import (
     evaluate_scores,
     validate,
 )
-from apnet_pyg.zsl.metrics import METRICS
+from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
 
 SIMULATED_LABEL = ('simulated features: not a reproduction of the paper, '
                    'only a check that the pipeline works')
@@ -557,6 +558,15 @@ def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
     return selection
 
 
+def validation_task(data: ZSLDataset,
+                    config: TrainConfig) -> ValidationSplit:
+    r"""The validation task a run with :obj:`config` selects on (its share
+    of held-out seen images, drawn with its seed); the run's baselines
+    choose their calibration on the same one."""
+    return seen_validation_split(data, config.seen_val_fraction,
+                                 config.seed)
+
+
 def select_on_validation(
     data: ZSLDataset,
     config: TrainConfig,
@@ -573,8 +583,7 @@ def select_on_validation(
     image. Its checkpoint is :obj:`out/selection.pt`, from which
     :obj:`resume` continues."""
     out = Path(out)
-    split = seen_validation_split(data, config.seen_val_fraction,
-                                  config.seed)
+    split = validation_task(data, config)
     validation_n_way = min(config.n_way, split.train_classes.numel())
     if config.training == 'episodic' and validation_n_way < config.n_way:
         warnings.warn(
@@ -846,15 +855,17 @@ def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
             if not (is_real_number(epoch) and isinstance(epoch, int) and
                     epoch >= 1):
                 raise TypeError(f"'epochs' has no epoch for the {row} row")
-        numbers = METRICS + (('calibration', 'gzsl_cal_seen',
-                              'gzsl_cal_unseen', 'gzsl_cal_h')
-                             if calibrated else ())
+        numbers = METRICS + (CALIBRATED_METRICS if calibrated else ())
         for key in numbers:
             if not is_real_number(saved[key]):
                 raise TypeError(f"'{key}' is not a number")
         for name, figures in (saved.get('baselines') or {}).items():
+            # Runs recorded before the baselines were calibrated have only
+            # the raw figures.
+            keys = METRICS + (CALIBRATED_METRICS if isinstance(figures, dict)
+                              and 'calibration' in figures else ())
             if not isinstance(figures, dict) or not all(
-                    is_real_number(figures.get(key)) for key in METRICS):
+                    is_real_number(figures.get(key)) for key in keys):
                 raise TypeError(f"baseline {name!r} lacks a figure")
     except (ValueError, KeyError, TypeError) as error:
         raise _not_a_run(metrics_path, error) from None

@@ -4,11 +4,15 @@ import pytest
 import torch
 
 from apnet_pyg.data import load_xlsa17
+from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.zsl.baselines import (BASELINES, eszsl_metrics,
                                      hyper_parameters, sae_metrics)
-from apnet_pyg.zsl.eszsl import fit_eszsl_validated, predict_eszsl
-from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
-from apnet_pyg.zsl.sae import fit_sae_validated, predict_sae
+from apnet_pyg.zsl.eszsl import (eszsl_scores, fit_eszsl,
+                                 fit_eszsl_validated, predict_eszsl)
+from apnet_pyg.zsl.metrics import (CALIBRATED_METRICS, harmonic_mean,
+                                   per_class_accuracy)
+from apnet_pyg.zsl.sae import (fit_sae, fit_sae_validated, predict_sae,
+                               sae_scores)
 
 
 @pytest.fixture(scope='module')
@@ -82,6 +86,88 @@ def test_choice_ignores_the_test_images(tiny, name):
     scrambled = dataclasses.replace(tiny, features=features, labels=labels)
     metrics, other = BASELINES[name](tiny), BASELINES[name](scrambled)
     assert hyper_parameters(other) == hyper_parameters(metrics)
+    # Nor the calibration constant: it comes from the validation task.
+    assert other['calibration'] == metrics['calibration']
+    # (while the test figures it gives do change)
+    assert [other[key] for key in CALIBRATED_METRICS[1:]] != \
+        [metrics[key] for key in CALIBRATED_METRICS[1:]]
+
+
+def scorer(data, name, metrics, images):
+    # The baseline with its chosen hyper-parameters fitted on 'images' (of
+    # their own classes), as scores(image_index, classes).
+    features, labels = data.features[images], data.labels[images]
+    classes = labels.unique()
+    if name == 'ESZSL':
+        v = fit_eszsl(features, labels, data.attributes, classes,
+                      metrics['gamma'], metrics['lam'])
+        return lambda index, candidates: eszsl_scores(
+            v, data.features[index], data.attributes, candidates)
+    w = fit_sae(features, labels, data.attributes, classes, metrics['lam'])
+    return lambda index, candidates: sae_scores(
+        w, data.features[index], data.attributes, candidates,
+        metrics['space'])
+
+
+def stacked(data, scores, seen_images, unseen_images, seen_classes,
+            unseen_classes, constant):
+    # Calibrated stacking written out: the constant off every seen class's
+    # score, then the argmax over all classes; (S, U, H) in %.
+    classes = torch.cat([seen_classes, unseen_classes])
+
+    def accuracy(images, own):
+        candidate = scores(images, classes).clone()
+        candidate[:, :seen_classes.numel()] -= constant
+        return 100 * per_class_accuracy(classes[candidate.argmax(1)],
+                                        data.labels[images], own)
+
+    s = accuracy(seen_images, seen_classes)
+    u = accuracy(unseen_images, unseen_classes)
+    return s, u, harmonic_mean(s, u)
+
+
+@pytest.mark.parametrize('name', sorted(BASELINES))
+def test_calibrated_stacking(tiny, name):
+    metrics = BASELINES[name](tiny)
+    # The constant is the best one on the validation task, for the
+    # baseline fitted on that task's training images ...
+    split = seen_validation_split(tiny)
+    validation = (split.seen_val_images, split.unseen_val_images,
+                  split.train_classes, split.val_classes)
+    scores = scorer(tiny, name, metrics, split.train_images)
+    everything = torch.cat(validation[:2])
+    classes = torch.cat(validation[2:])
+    all_scores = scores(everything, classes)
+    seen = split.train_classes.numel()
+    margin = (all_scores[:, :seen].max(1).values -
+              all_scores[:, seen:].max(1).values).sort().values
+    # Every distinct outcome of the constant: below, between and above
+    # the images' margins.
+    candidates = torch.cat([margin[:1] - 1, (margin[1:] + margin[:-1]) / 2,
+                            margin[-1:] + 1])
+    best = max(stacked(tiny, scores, *validation, float(c))[2]
+               for c in candidates)
+    chosen = stacked(tiny, scores, *validation, metrics['calibration'])
+    assert chosen[2] == pytest.approx(best)
+    # ... and is applied to the baseline fitted on all seen classes.
+    scores = scorer(tiny, name, metrics, tiny.trainval_loc)
+    s, u, h = stacked(tiny, scores, tiny.test_seen_loc, tiny.test_unseen_loc,
+                      tiny.seen_classes, tiny.unseen_classes,
+                      metrics['calibration'])
+    assert (metrics['gzsl_cal_seen'], metrics['gzsl_cal_unseen'],
+            metrics['gzsl_cal_h']) == pytest.approx((s, u, h))
+    assert hyper_parameters(metrics) == ', '.join(
+        f'{key}={metrics[key]:g}' if isinstance(metrics[key], float)
+        else f'{key}={metrics[key]}' for key in (
+            ('gamma', 'lam') if name == 'ESZSL' else ('lam', 'space')))
+
+
+def test_calibration_task_of_another_dataset(tiny):
+    split = seen_validation_split(tiny)
+    other = split._replace(train_classes=split.train_classes[1:])
+    with pytest.raises(ValueError, match="'split' must be a validation "
+                       "task of 'TINY'"):
+        eszsl_metrics(tiny, other)
 
 
 def test_bad_input(tiny_root):

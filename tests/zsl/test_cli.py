@@ -276,3 +276,29 @@ def test_example_scripts_print_one_line_errors():
                                     "folder 'NOPE'")
     assert len(result.stderr.splitlines()) == 1
     assert 'Traceback' not in result.stderr
+
+
+def test_cli_baselines(tiny_root, tmp_path, capsys):
+    # The baselines alone, calibrated on the validation task of a run with
+    # the same seed and held-out share:
+    from apnet_pyg.data import load_xlsa17
+    from apnet_pyg.data.splits import seen_validation_split
+    from apnet_pyg.zsl.baselines import fit_baselines
+    out = tmp_path / 'baselines.json'
+    assert main(['baselines', '--dataset', 'TINY', '--root', str(tiny_root),
+                 '--seed', '3', '--seen-val-fraction', '0.3', '--out',
+                 str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = load_xlsa17(tiny_root, 'TINY')
+    expected = fit_baselines(data, tiny_root,
+                             seen_validation_split(data, 0.3, 3))
+    saved = json.loads(out.read_text())
+    assert saved['baselines'] == expected
+    assert (saved['seed'], saved['seen_val_fraction']) == (3, 0.3)
+    assert saved['data'] == data.fingerprint()
+    assert printed.startswith('TINY: SIMULATED features')
+    eszsl = expected['ESZSL']
+    assert (f"| ESZSL (gamma={eszsl['gamma']:g}, lam={eszsl['lam']:g}; "
+            f"c = {eszsl['calibration']:.3g}) | {eszsl['zsl_acc']:.1f} | "
+            in printed)
+    assert f"| {eszsl['gzsl_cal_h']:.1f} |\n" in printed

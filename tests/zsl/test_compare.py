@@ -6,7 +6,7 @@ import pytest
 from apnet_pyg.zsl import TrainConfig
 from apnet_pyg.zsl.baselines import fit_baselines
 from apnet_pyg.zsl.compare import compare_runs, format_comparison
-from apnet_pyg.zsl.metrics import METRICS
+from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
 from apnet_pyg.zsl.published import PUBLISHED, published
 from apnet_pyg.zsl.train import load_run, run
 
@@ -31,8 +31,13 @@ def write_run(folder, dataset='AWA2', simulated=True, seed=0, data_seed=0,
     return folder
 
 
-def baseline(zsl, u, s, h):
-    return dict(zip(METRICS, (zsl, u, s, h)))
+def baseline(zsl, u, s, h, calibrated=None):
+    # 'calibrated': (c, S, U, H) of calibrated stacking (none in runs
+    # recorded before the baselines had it).
+    figures = dict(zip(METRICS, (zsl, u, s, h)))
+    if calibrated is not None:
+        figures.update(zip(CALIBRATED_METRICS, calibrated))
+    return figures
 
 
 def table_rows(text):
@@ -45,7 +50,10 @@ def table_rows(text):
 def test_compare_means_and_published_figures(tmp_path):
     zsl = [58.0, 57.6, 61.8]
     cal_h = [60.1, 63.6, 65.5]
-    eszsl = [baseline(62.4, 2.4, 87.7, 4.7), baseline(63.1, 2.3, 86.0, 4.9),
+    # The third run's ESZSL was recorded before the baselines were
+    # calibrated.
+    eszsl = [baseline(62.4, 2.4, 87.7, 4.7, (0.05, 64.5, 58.4, 61.3)),
+             baseline(63.1, 2.3, 86.0, 4.9, (0.06, 66.0, 52.0, 58.2)),
              baseline(63.6, 2.5, 89.9, 4.5)]
     runs = [write_run(tmp_path / f'run{i}', data_seed=i,
                       figures={'zsl_acc': zsl[i], 'gzsl_h': 1.0 + i,
@@ -75,7 +83,16 @@ def test_compare_means_and_published_figures(tmp_path):
         assert row[:2] == ['0', str(i)]
         assert row[2] == f"{zsl[i] - eszsl[i]['zsl_acc']:+.1f}"
         assert row[3] == f"{(1.0 + i) / eszsl[i]['gzsl_h']:.1f}x"
-        assert row[4] == f"{cal_h[i] / eszsl[i]['gzsl_h']:.1f}x"
+        # Calibrated against calibrated, where recorded:
+        assert row[4] == (f"{cal_h[i] / eszsl[i]['gzsl_cal_h']:.1f}x"
+                          if i < 2 else '-')
+    # ESZSL's calibrated row: the two runs that record it, no ZSL figure,
+    # no published twin.
+    calibrated = rows['ESZSL, calibrated stacking']
+    assert calibrated[0] == ''
+    assert calibrated[3] == (f'{statistics.mean([61.3, 58.2]):.1f} ± '
+                             f'{statistics.stdev([61.3, 58.2]):.1f} '
+                             f'[2 runs]')
     paper, reference = PUBLISHED['AWA2']['APNet'], PUBLISHED['AWA2']['ESZSL']
     published_row = next(row for name, row in rows.items()
                          if name.startswith('published'))
@@ -110,7 +127,7 @@ def test_compare_labels_test_selected_and_unselected_rows(tmp_path):
     optimistic = baseline(70.0, 50.0, 80.0, 61.5)
     runs = [write_run(tmp_path / 'a', extra={'test_selected': {
         'label': 'x', 'zsl_epoch': 3, 'gzsl_epoch': 4, **optimistic}}),
-            write_run(tmp_path / 'b', extra={'selection': 'none'})]
+            write_run(tmp_path / 'b', seed=1, extra={'selection': 'none'})]
     text = format_comparison(compare_runs(runs))
     rows = table_rows(text)
     # The authors' protocol, shown with the paper's (test-selected) figures:
@@ -173,7 +190,7 @@ def test_compare_notes_runs_on_different_data(tmp_path):
             "options (beyond the data seed) differ in scale." in
             format_comparison(compare_runs(same + [other])))
 
-    real = [write_run(tmp_path / f'real{i}', simulated=False, extra={
+    real = [write_run(tmp_path / f'real{i}', simulated=False, seed=i, extra={
         'data': {'dataset': 'AWA2', 'features': features, 'labels': 'ab'}})
         for i, features in enumerate(['01', '01', '02'])]
     assert 'different data' not in format_comparison(compare_runs(real[:2]))
@@ -200,6 +217,43 @@ def test_compare_refuses_mixed_or_repeated_runs(tmp_path):
         compare_runs([simulated, tmp_path / 'sim' / '..' / 'sim'])
     with pytest.raises(ValueError, match="'run_dirs' is empty"):
         compare_runs([])
+
+
+def test_compare_refuses_a_copy_of_a_run(tmp_path):
+    # A copy at another path once counted as a second seed (+- 0.0). The
+    # run's record tells it: a rerun's timings differ, a copy's do not.
+    import shutil
+    timed = {'wall_seconds': 12.5, 'history': [{'ms_per_episode': 3.25}]}
+    run_dir = write_run(tmp_path / 'run', extra=timed)
+    copy = shutil.copytree(run_dir, tmp_path / 'backup' / 'run')
+    other = write_run(tmp_path / 'other', seed=1, extra=timed)
+    with pytest.raises(ValueError) as error:
+        compare_runs([run_dir, other, copy])
+    assert str(error.value) == (
+        f"'run_dirs' (--runs): '{copy}' is a copy of the run '{run_dir}' "
+        f"(the same metrics.json, timings included): each run counts once "
+        f"in the means, so name one of them")
+    # Reformatted, it is the same record.
+    (copy / 'metrics.json').write_text(json.dumps(json.loads(
+        (copy / 'metrics.json').read_text()), indent=2))
+    with pytest.raises(ValueError, match="is a copy of the run"):
+        compare_runs([run_dir, copy])
+
+
+def test_compare_notes_reruns_of_one_seed(tmp_path):
+    # Not a copy (the timings differ), but the same configuration, seed and
+    # data: a rerun, whose spread is not that of seeds.
+    runs = [write_run(tmp_path / f'run{i}', extra={'wall_seconds': 10.0 + i})
+            for i in range(2)]
+    seeds = [write_run(tmp_path / 'seed1', seed=1),
+             write_run(tmp_path / 'data1', data_seed=1)]
+    text = format_comparison(compare_runs(runs + seeds))
+    assert 'AWA2, 4 runs' in text
+    assert (f"Note: {runs[0]}, {runs[1]} have the same configuration, seed "
+            f"and data: reruns of one seed, not independent seeds." in text)
+    assert text.count('reruns of one seed') == 1
+    assert 'reruns of one seed' not in format_comparison(
+        compare_runs(runs[:1] + seeds))
 
 
 def test_compare_fits_missing_baselines(tiny_root, tmp_path):
