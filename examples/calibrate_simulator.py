@@ -33,12 +33,11 @@ import torch
 from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, SIMULATOR_VERSION,
                                       check_options, default_options,
                                       simulate_dataset)
-from apnet_pyg.data.xlsa17 import (DATASETS, check_dataset_name,
-                                   dataset_dir, packaged_root)
+from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.utils import (atomic_write_text, check_int, check_output_file,
                              is_real_number)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.zsl.cli import check_dataset_flag, run_script
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 
@@ -349,23 +348,8 @@ def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated or fitted (the loops over datasets and seeds would otherwise
     reach a bad one minutes in)."""
-    root = args.data_root if args.data_root is not None else packaged_root()
-    folders = []
-    for name in args.datasets:
-        try:
-            check_dataset_name(name.strip())
-        except ValueError:
-            raise ValueError(f"--datasets must name dataset folders such as "
-                             f"AWA2 (got {name!r})") from None
-        try:
-            folders.append(dataset_dir(root, name))
-        except NotADirectoryError as error:
-            raise ValueError(f'--data-root: {error}') from None
-        except (OSError, ValueError) as error:
-            raise ValueError(f"--datasets {name!r}: {error}" +
-                             ('' if args.data_root is not None else
-                              ' (--data-root gives another class side)')) \
-                from None
+    folders = [check_dataset_flag(name, args.data_root, '--datasets')
+               for name in args.datasets]
     if len(set(folders)) < len(folders):
         raise ValueError(f"--datasets names a dataset twice "
                          f"({' '.join(args.datasets)}): pass each once")

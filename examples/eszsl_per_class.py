@@ -26,11 +26,9 @@ import sys
 import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
-from apnet_pyg.data.xlsa17 import (check_dataset_name, dataset_dir,
-                                   packaged_root)
 from apnet_pyg.utils import atomic_write_text, check_int, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.zsl.cli import check_dataset_flag, run_script
 from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
                                  fit_eszsl_validated)
 
@@ -102,22 +100,7 @@ def table(data, runs, lams):
 def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated."""
-    name = args.dataset
-    try:
-        check_dataset_name(name.strip())
-    except ValueError:
-        raise ValueError(f"--dataset must name a dataset folder such as "
-                         f"AWA2 (got {name!r})") from None
-    try:
-        dataset_dir(args.data_root if args.data_root is not None else
-                    packaged_root(), name)
-    except NotADirectoryError as error:
-        raise ValueError(f'--data-root: {error}') from None
-    except (OSError, ValueError) as error:
-        raise ValueError(f"--dataset {name!r}: {error}" +
-                         ('' if args.data_root is not None else
-                          ' (--data-root gives another class side)')) \
-            from None
+    check_dataset_flag(args.dataset, args.data_root, '--dataset')
     for seed in args.seeds:
         try:
             check_int(seed, 'seed', minimum=0)

@@ -455,10 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help='random seed of the simulation (default: 0)')
     _add_simulate_arguments(simulate)
 
+    def add_data_arguments(command: argparse.ArgumentParser) -> None:
+        command.add_argument('--dataset', required=True, help=dataset_help)
+        command.add_argument('--root', required=True,
+                             help='folder holding <DATASET>/res101.mat')
+
     train = commands.add_parser('train', help='train and evaluate a model')
-    train.add_argument('--dataset', required=True, help=dataset_help)
-    train.add_argument('--root', required=True,
-                       help='folder holding <DATASET>/res101.mat')
+    add_data_arguments(train)
     train.add_argument('--out', required=True, help='run directory')
     _add_train_arguments(train, recipe='paper', baselines=False)
 
@@ -487,9 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser(
         'tune', help="APNet's hyper-parameters chosen on the validation "
         "task (no test image read)")
-    tune.add_argument('--dataset', required=True, help=dataset_help)
-    tune.add_argument('--root', required=True,
-                      help='folder holding <DATASET>/res101.mat')
+    add_data_arguments(tune)
     tune.add_argument('--out', required=True,
                       help='folder of the settings\' selections (a tuning '
                       'there continues where it stopped)')
@@ -505,9 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines = commands.add_parser(
         'baselines', help='the closed-form ESZSL and SAE alone: ZSL, raw and '
         'calibrated GZSL (no test image read for any choice)')
-    baselines.add_argument('--dataset', required=True, help=dataset_help)
-    baselines.add_argument('--root', required=True,
-                           help='folder holding <DATASET>/res101.mat')
+    add_data_arguments(baselines)
     for name in ('seed', 'seen_val_fraction'):
         option = TrainConfig.__dataclass_fields__[name]
         baselines.add_argument(
@@ -610,6 +609,31 @@ def error_line(error: Exception) -> str:
         message = f'{type(error).__name__}: {message} (--debug shows the ' \
             f'traceback)'
     return f'error: {message}'
+
+
+def check_dataset_flag(name: str, data_root: Optional[str],
+                       flag: str) -> Path:
+    r"""The class-side folder of the dataset :obj:`name`, given as
+    :obj:`flag`, in :obj:`data_root` (a script's :obj:`--data-root`) or
+    the packaged class side: a one-line :class:`ValueError` naming the flag
+    otherwise, before any work."""
+    from apnet_pyg.data.xlsa17 import (check_dataset_name, dataset_dir,
+                                       packaged_root)
+    try:
+        check_dataset_name(name.strip())
+    except ValueError:
+        raise ValueError(f"{flag} must name a dataset folder such as AWA2 "
+                         f"(got {name!r})") from None
+    try:
+        return dataset_dir(data_root if data_root is not None else
+                           packaged_root(), name)
+    except NotADirectoryError as error:
+        raise ValueError(f'--data-root: {error}') from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{flag} {name!r}: {error}" +
+                         ('' if data_root is not None else
+                          ' (--data-root gives another class side)')) \
+            from None
 
 
 def run_script(main: Callable[[List[str]], Any],

@@ -165,7 +165,7 @@ def test_calibration_checks_set_before_the_work(item, message, monkeypatch,
 @pytest.mark.parametrize('flags, message', [
     (['--datasets', 'TINY', 'OKAPI'], "--datasets 'OKAPI': No dataset "
      "folder 'OKAPI' in"),
-    (['--datasets', 'TINY', '..'], "--datasets must name dataset folders "
+    (['--datasets', 'TINY', '..'], "--datasets must name a dataset folder "
      "such as AWA2 (got '..')"),
     (['--datasets', 'TINY', 'tiny'], '--datasets names a dataset twice '
      '(TINY tiny): pass each once'),
