@@ -18,12 +18,12 @@ refitted with the chosen hyper-parameters on all seen classes'
 
 GZSL is reported raw (as published) and with calibrated stacking (Chao et
 al., ECCV 2016), as APNet's: the constant is the one of best :math:`H` on
-APNet's validation task (:func:`apnet_pyg.data.splits.
-seen_validation_split`), scored by the baseline fitted with its chosen
-hyper-parameters on that task's training images (:obj:`trainclasses1`
-minus the held-out seen-validation images). So both methods' calibrated
-rows are chosen the same way, on the same images. No test label is read
-before the final evaluation.
+APNet's validation task
+(:func:`~apnet_pyg.data.splits.seen_validation_split`), scored by the
+baseline fitted with its chosen hyper-parameters on that task's training
+images (:obj:`trainclasses1` minus the held-out seen-validation images).
+So both methods' calibrated rows are chosen the same way, on the same
+images. No test label is read before the final evaluation.
 """
 import dataclasses
 import functools
