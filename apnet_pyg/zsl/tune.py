@@ -31,9 +31,10 @@ from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
 from apnet_pyg.zsl.environment import describe_environment
 from apnet_pyg.zsl.train import (DATA_FILE, ROWS, SELECTION_CHECKPOINT,
-                                 check_config_fits, check_same_data,
-                                 data_differences, first_best_index,
-                                 select_on_validation)
+                                 check_config_fits, check_k_shot,
+                                 check_same_data, data_differences,
+                                 first_best_index, select_on_validation,
+                                 validation_task)
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the
@@ -139,7 +140,15 @@ def tune(
     for _, config in settings:
         if config.attributes not in datasets:
             datasets[config.attributes] = load_data(config)
-        check_config_fits(config, datasets[config.attributes])
+        data = datasets[config.attributes]
+        check_config_fits(config, data)
+        if config.training == 'episodic':
+            # Else a setting's episodes would fail only once the settings
+            # before it had trained.
+            split = validation_task(data, config)
+            check_k_shot(data, split.train_images, split.train_classes,
+                         config, '--grid' if 'k_shot' in grid else
+                         '--k-shot')
     fingerprints = {kind: data.fingerprint()
                     for kind, data in datasets.items()}
     results = []

@@ -164,6 +164,15 @@ def test_tune_refuses_another_configuration_a_file_and_no_selection(
         tune(lambda config: tiny, BASE, {'n_way': [4, 20]},
              tmp_path / 'n_way', progress=False)
     assert not (tmp_path / 'n_way').exists()
+    # So does a setting whose episodes need more images than a class has,
+    # named as the grid set it (the first setting was trained before).
+    with pytest.raises(ValueError, match=r'k_shot=1000 \(--grid\) exceeds'):
+        tune(lambda config: tiny, BASE, {'k_shot': [1, 1000]},
+             tmp_path / 'k_shot', progress=False)
+    assert not (tmp_path / 'k_shot').exists()
+    with pytest.raises(ValueError, match=r'k_shot=1000 \(--k-shot\)'):
+        tune(lambda config: tiny, BASE.replace(k_shot=1000), GRID,
+             tmp_path / 'k_shot', progress=False)
     (tmp_path / 'file').write_text('')
     with pytest.raises(NotADirectoryError, match="'.*file' is a file"):
         tune(lambda config: tiny, BASE, GRID, tmp_path / 'file',
