@@ -1778,6 +1778,13 @@ cli('cli/compare-metrics.json-baseline-without-figures',
         {**c.metrics(), 'baselines': {'ESZSL': {'zsl_acc': 'x'}}})))],
     r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
     r"\(TypeError: baseline 'ESZSL' lacks a figure\)")
+cli('cli/compare-metrics.json-baseline-half-calibrated',
+    lambda c: ['compare', '--runs', str(c.run_with('metrics.json', json.dumps(
+        {**c.metrics(), 'baselines': {'ESZSL': {
+            **dict.fromkeys(('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h'),
+                            1.0), 'gzsl_cal_h': 'oops'}}})))],
+    r"'.*metrics.json' is not the metrics.json of an apnet-zsl run "
+    r"\(TypeError: baseline 'ESZSL' lacks a figure\)")
 cli('cli/compare-a-run-twice',
     lambda c: ['compare', '--runs', str(c.run), str(c.run) + '/.'],
     r"'run_dirs' \(--runs\) names the run '.*' twice: each run counts once")

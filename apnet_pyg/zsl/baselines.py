@@ -87,6 +87,16 @@ def calibration_task(data: ZSLDataset,
                          f"'{data.name}' (seen_validation_split(data)): its "
                          f"classes are not the dataset's trainclasses1 and "
                          f"valclasses1")
+    # Its images too: exactly the trainval images of those classes (a test
+    # image among them would let test data choose the constant).
+    seen = torch.cat([split.train_images, split.seen_val_images]).sort()[0]
+    if not (torch.equal(seen, data.images_of(data.train_classes).sort()[0])
+            and torch.equal(split.unseen_val_images.sort()[0],
+                            data.images_of(data.val_classes).sort()[0])):
+        raise ValueError(f"'split' must be a validation task of "
+                         f"'{data.name}' (seen_validation_split(data)): its "
+                         f"images are not the trainval images of "
+                         f"trainclasses1 and valclasses1")
     return split
 
 

@@ -67,7 +67,8 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     :obj:`metrics.json` key, :obj:`None` where it has none).
 
     With :obj:`fit_missing_baselines`, the baselines of a run trained
-    without them are fitted on its data (read from :obj:`root`, by
+    without them (or recorded before they were calibrated) are fitted on
+    its data (read from :obj:`root`, by
     default from where it was trained; the run is not modified) and its
     summary's :obj:`baselines_fitted` is :obj:`True`.
 
@@ -97,7 +98,8 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
                 f"included): each run counts once in the means, so name "
                 f"one of them")
         seen_records[record] = run_dir
-        fitted = fit_missing_baselines and not saved.get('baselines')
+        fitted = fit_missing_baselines and (
+            not saved.get('baselines') or _uncalibrated(saved))
         if fitted:
             try:
                 data = run_dataset(run_dir, saved, root)
@@ -128,6 +130,12 @@ def _figures(saved: Dict[str, Any],
              sources: Dict[str, str]) -> Dict[str, Optional[float]]:
     return {key: saved.get(sources[key]) if key in sources else None
             for key in METRICS}
+
+
+def _uncalibrated(saved: Dict[str, Any]) -> bool:
+    # Baselines recorded before they were calibrated.
+    return any('gzsl_cal_h' not in figures
+               for figures in (saved.get('baselines') or {}).values())
 
 
 def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
@@ -254,6 +262,13 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
         lines += ['', f"No baselines in {', '.join(missing)}: train with "
                   f"--baselines, or compare with --baselines, to compare "
                   f"with ESZSL."]
+    uncalibrated = [run['run'] for run in runs if 'ESZSL' in run['figures']
+                    and 'ESZSL' + CALIBRATED_SUFFIX not in run['figures']]
+    if uncalibrated:
+        lines += ['', f"The baselines of {', '.join(uncalibrated)} were "
+                  f"recorded before they were calibrated (no calibrated "
+                  f"H to divide by): compare with --baselines to fit them "
+                  f"again on the run's data."]
     return '\n'.join(lines)
 
 

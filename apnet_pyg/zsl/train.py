@@ -863,7 +863,8 @@ def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
             # Runs recorded before the baselines were calibrated have only
             # the raw figures.
             keys = METRICS + (CALIBRATED_METRICS if isinstance(figures, dict)
-                              and 'calibration' in figures else ())
+                              and any(key in figures for key in
+                                      CALIBRATED_METRICS) else ())
             if not isinstance(figures, dict) or not all(
                     is_real_number(figures.get(key)) for key in keys):
                 raise TypeError(f"baseline {name!r} lacks a figure")

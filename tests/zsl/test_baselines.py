@@ -166,8 +166,15 @@ def test_calibration_task_of_another_dataset(tiny):
     split = seen_validation_split(tiny)
     other = split._replace(train_classes=split.train_classes[1:])
     with pytest.raises(ValueError, match="'split' must be a validation "
-                       "task of 'TINY'"):
+                       "task of 'TINY'.*its classes"):
         eszsl_metrics(tiny, other)
+    # Test images among the validation images would let test data choose
+    # the constant.
+    for field, test in (('seen_val_images', tiny.test_seen_loc),
+                        ('unseen_val_images', tiny.test_unseen_loc)):
+        with pytest.raises(ValueError, match="'split' must be a validation "
+                           "task of 'TINY'.*its images"):
+            sae_metrics(tiny, split._replace(**{field: test}))
 
 
 def test_bad_input(tiny_root):

@@ -279,6 +279,24 @@ def test_compare_fits_missing_baselines(tiny_root, tmp_path):
     # No published figures for a dataset outside the benchmark.
     assert '(' not in table_rows(text)['ESZSL'][0]
 
+    # Baselines recorded before they were calibrated: a note without
+    # --baselines, fitted again with it (on the run's validation task).
+    metrics = json.loads(before)
+    metrics['baselines'] = {name: {key: expected[name][key]
+                                   for key in METRICS}
+                            for name in expected}
+    (saved_run / 'metrics.json').write_text(json.dumps(metrics))
+    text = format_comparison(compare_runs([saved_run]))
+    assert table_rows(text)[str(saved_run)][4] == '-'
+    assert (f'The baselines of {saved_run} were recorded before they were '
+            f'calibrated' in text)
+    summary = compare_runs([saved_run], fit_missing_baselines=True)
+    figures = summary['TINY']['runs'][0]['figures']
+    assert figures['ESZSL, calibrated stacking']['gzsl_h'] == \
+        expected['ESZSL']['gzsl_cal_h']
+    assert 'recorded before they were calibrated' not in \
+        format_comparison(summary)
+
 
 def test_compare_fits_missing_baselines_from_another_root(tiny_root,
                                                           tmp_path, capsys):
