@@ -4,8 +4,9 @@ GZSL S, U and H (raw and with calibrated stacking), plus ZSL accuracy, and
 rows for the closed-form ESZSL and SAE baselines. Every APNet configuration
 selects its epochs (and calibration constant) on the validation task, the
 baselines their hyper-parameters on the validation classes and their
-calibration constant on the same validation task; never on test data. With several --variants, one block of rows per variant (the readings
-of the paper, the authors' code and v0.1: docs/apnet-fidelity.md).
+calibration constant on the same validation task; never on test data.
+With several --variants, one block of rows per variant (the readings of
+the paper, the authors' code and v0.1: docs/apnet-fidelity.md).
 
     python examples/ablation.py --dataset AWA2 --root data --out ablation.md
 

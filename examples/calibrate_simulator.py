@@ -37,7 +37,8 @@ from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.utils import (atomic_write_text, check_int, check_output_file,
                              is_real_number)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
-from apnet_pyg.zsl.cli import check_dataset_flag, run_script
+from apnet_pyg.zsl.cli import (check_dataset_flag, check_seeds_flag,
+                               run_script)
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 
@@ -331,19 +332,6 @@ def check_search_log(log):
     check_output_file(log, '--search-log', 'a new JSON-lines file name')
 
 
-def check_seeds(seeds, flag):
-    """Refuses data seeds the simulator does not take, or a seed given
-    twice (it would count twice in the mean), naming `flag`."""
-    for seed in seeds:
-        try:
-            check_int(seed, 'seed', minimum=0)
-        except ValueError as error:
-            raise ValueError(f'{flag}: {error}') from None
-    if len(set(seeds)) < len(seeds):
-        raise ValueError(f"{flag} names a seed twice "
-                         f"({' '.join(map(str, seeds))}): pass each once")
-
-
 def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated or fitted (the loops over datasets and seeds would otherwise
@@ -353,9 +341,9 @@ def check_arguments(args):
     if len(set(folders)) < len(folders):
         raise ValueError(f"--datasets names a dataset twice "
                          f"({' '.join(args.datasets)}): pass each once")
-    check_seeds(args.seeds, '--seeds')
+    check_seeds_flag(args.seeds, '--seeds')
     if args.recheck_seeds is not None:
-        check_seeds(args.recheck_seeds, '--recheck-seeds')
+        check_seeds_flag(args.recheck_seeds, '--recheck-seeds')
     if args.search_seed is not None:
         try:
             check_int(args.search_seed, 'search_seed', minimum=0)

@@ -26,9 +26,10 @@ import sys
 import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
-from apnet_pyg.utils import atomic_write_text, check_int, check_output_file
+from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
-from apnet_pyg.zsl.cli import check_dataset_flag, run_script
+from apnet_pyg.zsl.cli import (check_dataset_flag, check_seeds_flag,
+                               run_script)
 from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores,
                                  fit_eszsl_validated)
 
@@ -101,15 +102,7 @@ def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated."""
     check_dataset_flag(args.dataset, args.data_root, '--dataset')
-    for seed in args.seeds:
-        try:
-            check_int(seed, 'seed', minimum=0)
-        except ValueError as error:
-            raise ValueError(f'--seeds: {error}') from None
-    if len(set(args.seeds)) < len(args.seeds):
-        raise ValueError(f"--seeds names a seed twice "
-                         f"({' '.join(map(str, args.seeds))}): pass each "
-                         f"once")
+    check_seeds_flag(args.seeds, '--seeds')
     if args.out is not None:
         check_output_file(args.out, '--out', 'a markdown file name')
 

@@ -638,6 +638,21 @@ def check_dataset_flag(name: str, data_root: Optional[str],
             from None
 
 
+def check_seeds_flag(seeds: List[int], flag: str) -> None:
+    r"""Refuses data seeds given as :obj:`flag` that the simulator does not
+    take, or a seed given twice (it would count twice in a mean), in one
+    line naming the flag."""
+    from apnet_pyg.utils import check_int
+    for seed in seeds:
+        try:
+            check_int(seed, 'seed', minimum=0)
+        except ValueError as error:
+            raise ValueError(f'{flag}: {error}') from None
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"{flag} names a seed twice "
+                         f"({' '.join(map(str, seeds))}): pass each once")
+
+
 def run_script(main: Callable[[List[str]], Any],
                argv: Optional[List[str]] = None) -> int:
     r"""Runs the :obj:`main(argv)` of an example or benchmark script as

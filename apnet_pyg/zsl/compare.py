@@ -5,9 +5,9 @@ For every dataset among the runs, two tables:
 * the figures (ZSL, GZSL :math:`U`, :math:`S`, :math:`H`) of APNet's rows
   (ZSL and raw GZSL, each selected on validation, and calibrated stacking)
   and of the baselines the runs carry (:obj:`apnet-zsl train
-  --baselines`; raw and calibrated), as the mean and sample standard deviation (ddof 1) over
-  the runs, with the published figure on the real features in parentheses
-  (:mod:`apnet_pyg.zsl.published`);
+  --baselines`; raw and calibrated), as the mean and sample standard
+  deviation (ddof 1) over the runs, with the published figure on the real
+  features in parentheses (:mod:`apnet_pyg.zsl.published`);
 * per run, APNet against ESZSL on the same data: the difference of their
   ZSL accuracies and the ratio of their :math:`H` (raw to raw, and
   calibrated to calibrated where the run's ESZSL records it), under the

@@ -48,8 +48,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
-from apnet_pyg.data.splits import (ValidationSplit,
-                                  seen_validation_split)
+from apnet_pyg.data.splits import ValidationSplit, seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
 from apnet_pyg.nn.models.apnet import APNet
 from apnet_pyg.utils import (atomic_write_text, is_real_number,
