@@ -9,8 +9,8 @@ import importlib
 import sys
 from typing import List, Optional
 
-from apnet_pyg.zsl.cli import run_script
-from apnet_pyg.zsl.environment import available_cores
+from apnet_pyg.scripting import run_script
+from apnet_pyg.environment import available_cores
 
 #: Suite name -> module.
 SUITES = {

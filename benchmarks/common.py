@@ -40,7 +40,7 @@ import psutil
 import torch
 
 from apnet_pyg.utils import atomic_write_text, make_output_folder
-from apnet_pyg.zsl.environment import describe_environment
+from apnet_pyg.environment import describe_environment
 
 MB = float(1 << 20)
 GB = float(1 << 30)
@@ -60,7 +60,7 @@ def log(text: str) -> None:
 # ---------------------------------------------------------------------------
 def describe_machine(device: str) -> Dict[str, str]:
     r"""The facts a reader needs to compare two result files: those of
-    :func:`~apnet_pyg.zsl.environment.describe_environment` (the thread
+    :func:`~apnet_pyg.environment.describe_environment` (the thread
     count torch runs with now), the memory and the OS."""
     # Everything describe_environment records, so the two never disagree.
     return {
@@ -93,7 +93,7 @@ def machine_slug(machine: Dict[str, str]) -> str:
 def processor(machine: Dict[str, str]) -> str:
     r"""The processor a machine record names: the GPU's name for a CUDA
     device, else the CPU's name with its family, model and stepping
-    (:func:`~apnet_pyg.zsl.environment.cpu_id`; a record written before
+    (:func:`~apnet_pyg.environment.cpu_id`; a record written before
     they were recorded says so), which tell apart the generations that a
     name such as ``AMD EPYC`` covers."""
     if machine.get('gpu', 'none') != 'none':

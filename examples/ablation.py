@@ -25,7 +25,7 @@ from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.train import (METRICS_FILE, data_differences,
                                  read_run_metrics, validation_task)
 

@@ -37,8 +37,8 @@ from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.utils import (atomic_write_text, check_int, check_output_file,
                              is_real_number)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
-from apnet_pyg.zsl.cli import (check_dataset_flag, check_seeds_flag,
-                               run_script)
+from apnet_pyg.scripting import run_script
+from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
 

@@ -21,7 +21,7 @@ from torch.nn import Linear
 
 from apnet_pyg.graph import load_wordnet, wordnet_noun_graph
 from apnet_pyg.nn import APNetConv
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.scripting import run_script
 
 
 class Net(torch.nn.Module):

@@ -18,7 +18,8 @@ import torch
 
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
-from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments, run_script
+from apnet_pyg.scripting import run_script
+from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
 from apnet_pyg.zsl.train import load_run
 

@@ -48,7 +48,7 @@ from torch_geometric.nn import AGNNConv, GATConv
 from apnet_pyg.data.planetoid import raw_folder, read_raw_planetoid
 from apnet_pyg.nn import APNetConv
 from apnet_pyg.utils import atomic_write_text, check_output_file
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.scripting import run_script
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_RAW = osp.join(ROOT, '..', 'shared', 'data', 'planetoid')

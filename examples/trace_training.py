@@ -30,7 +30,8 @@ import torch.nn.functional as F
 
 from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
-from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments, run_script
+from apnet_pyg.scripting import run_script
+from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments
 from apnet_pyg.zsl.config import parse_option_value
 from apnet_pyg.zsl.train import (check_config_fits, check_k_shot,
                                  make_optimizer, make_sampler,

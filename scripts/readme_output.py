@@ -119,7 +119,7 @@ def check() -> list:
 
 
 def machine() -> str:
-    from apnet_pyg.zsl.environment import available_cores, cpu_model
+    from apnet_pyg.environment import available_cores, cpu_model
     return f'{available_cores()} cores of an {cpu_model()}'
 
 

@@ -55,7 +55,7 @@ from apnet_pyg.utils import (atomic_write_text, is_real_number,
                              make_output_folder, replace_atomically)
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
-from apnet_pyg.zsl.environment import describe_environment
+from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
     class_graph_edges,

@@ -29,7 +29,7 @@ import torch
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
-from apnet_pyg.zsl.environment import describe_environment
+from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.train import (DATA_FILE, ROWS, SELECTION_CHECKPOINT,
                                  check_config_fits, check_k_shot,
                                  check_same_data, data_differences,

@@ -210,7 +210,7 @@ def test_propagation_help_lists_its_options(capsys):
 
 def test_machine_record_holds_the_run_environment():
     from benchmarks.common import describe_machine
-    from apnet_pyg.zsl.environment import describe_environment
+    from apnet_pyg.environment import describe_environment
 
     machine = describe_machine('cpu')
     assert machine.items() >= describe_environment('cpu').items()
@@ -274,7 +274,7 @@ def test_machine_record_holds_the_run_environment():
 ])
 def test_bad_options_end_with_one_line_naming_the_flag(argv, message,
                                                        tmp_path, capsys):
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
     out = tmp_path / 'out'
     base = ['--quick', '--methods', 'agnn', '--features', '16', '--nodes',
             '100', '--degrees', '4'] if argv[0] == 'propagation' else []
@@ -338,7 +338,7 @@ def test_an_out_folder_that_refuses_files_is_refused_before_measuring(
     # An existing folder that cannot be written (read-only or virtual file
     # system) was found only when the results were written, at the end.
     import tempfile
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, 'Permission denied')
@@ -432,7 +432,7 @@ def write_garbled_cora(root: Path, leave_out=()):
 @pytest.mark.parametrize('case', ['no folder', 'missing file', 'garbled'])
 def test_propagation_refuses_a_planetoid_root_without_cora(case, tmp_path,
                                                           capsys):
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
     root, out = tmp_path / 'planetoid', tmp_path / 'out'
     if case == 'no folder':
         named = root / 'Cora' / 'raw'
@@ -464,7 +464,7 @@ def test_propagation_skips_cora_missing_at_the_default_place(tmp_path,
 @pytest.mark.parametrize('suite', ['propagation', 'train_step'])
 def test_empty_out_is_refused(suite, tmp_path, monkeypatch, capsys):
     # An empty --out once fell back to the committed results folder.
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
     from benchmarks import common
     results = tmp_path / 'results'
     monkeypatch.setattr(common, 'RESULTS_ROOT', str(results))
@@ -522,7 +522,7 @@ def test_default_results_of_another_processor_are_not_overwritten(
     # The default folder is named after the CPU's name, which one AMD EPYC
     # generation shares with another: a default run on one overwrote the
     # committed results of the other.
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
     from benchmarks import common
     results = tmp_path / 'results'
     monkeypatch.setattr(common, 'RESULTS_ROOT', str(results))

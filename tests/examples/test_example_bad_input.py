@@ -7,7 +7,7 @@ import json
 import pytest
 
 from apnet_pyg.zsl.baselines import BASELINES
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.metrics import METRICS
 from planetoid_toy import write_raw_cora
 from test_examples import load_example

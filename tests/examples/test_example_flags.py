@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from apnet_pyg.zsl.cli import run_script
+from apnet_pyg.scripting import run_script
 from test_examples import EXAMPLES, load_example, tiny_planetoid
 
 

@@ -242,7 +242,7 @@ def test_python_module_entry_point():
 
 
 def test_run_script_prints_one_line_and_debug_shows_the_traceback(capsys):
-    from apnet_pyg.zsl.cli import run_script
+    from apnet_pyg.scripting import run_script
     seen = []
 
     def script(argv):

@@ -7,7 +7,7 @@ import torch
 from apnet_pyg.data import load_xlsa17
 import apnet_pyg.zsl.train as train_module
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
-from apnet_pyg.zsl.environment import describe_environment
+from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
                                  load_run, run_dataset, select_epochs,

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch_geometric
 
-from apnet_pyg.zsl.environment import (available_cores, cpu_capability,
+from apnet_pyg.environment import (available_cores, cpu_capability,
                                        cpu_id, cpu_model,
                                        describe_environment)
 

@@ -1,0 +1,45 @@
+"""The operator library never imports the ZSL application (apnet_pyg.zsl),
+nor do the operator's examples and benchmarks."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APPLICATION = 'apnet_pyg.zsl'
+
+LIBRARY = sorted(path for path in (ROOT / 'apnet_pyg').rglob('*.py')
+                 if 'zsl' not in path.relative_to(ROOT / 'apnet_pyg').parts)
+OPERATOR_USERS = [ROOT / 'examples' / 'drop_in.py',
+                  ROOT / 'examples' / 'planetoid.py',
+                  *sorted((ROOT / 'benchmarks' / 'propagation').glob('*.py')),
+                  ROOT / 'benchmarks' / 'common.py',
+                  ROOT / 'benchmarks' / '__main__.py']
+
+
+def imported_modules(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module or ''
+
+
+def test_the_library_is_found():
+    names = {path.name for path in LIBRARY}
+    assert {'apnet_conv.py', 'cosine.py', 'utils.py'} <= names
+
+
+@pytest.mark.parametrize('path', LIBRARY + OPERATOR_USERS,
+                         ids=lambda path: str(path.relative_to(ROOT)))
+def test_does_not_import_the_application(path):
+    application = [name for name in imported_modules(path)
+                   if name == APPLICATION or
+                   name.startswith(APPLICATION + '.')]
+    assert not application, f'{path.relative_to(ROOT)} imports {application}'
+
+
+def test_the_check_sees_an_application_import(tmp_path):
+    module = tmp_path / 'module.py'
+    module.write_text('def f():\n    from apnet_pyg.zsl.cli import main\n')
+    assert APPLICATION + '.cli' in set(imported_modules(module))
