@@ -12,6 +12,7 @@ LIBRARY = sorted(path for path in (ROOT / 'apnet_pyg').rglob('*.py')
                  if 'zsl' not in path.relative_to(ROOT / 'apnet_pyg').parts)
 OPERATOR_USERS = [ROOT / 'examples' / 'drop_in.py',
                   ROOT / 'examples' / 'planetoid.py',
+                  ROOT / 'examples' / 'distributed.py',
                   *sorted((ROOT / 'benchmarks' / 'propagation').glob('*.py')),
                   ROOT / 'benchmarks' / 'common.py',
                   ROOT / 'benchmarks' / '__main__.py']
