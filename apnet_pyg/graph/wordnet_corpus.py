@@ -24,9 +24,11 @@ import shutil
 import tempfile
 import warnings
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from nltk.corpus.reader.wordnet import WordNetCorpusReader
+if TYPE_CHECKING:  # nltk is imported when WordNet is read, not before: the
+    # operators and the cosine graphs work where nltk is not installed.
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 #: Where Debian/Ubuntu's ``wordnet-base`` installs the WordNet 3.0 database.
 DEBIAN_WORDNET_DIR = '/usr/share/wordnet'
@@ -199,7 +201,7 @@ def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
 
 
 def _find_nltk_wordnet():
-    import nltk
+    nltk = _import_nltk()
 
     # `nltk.data.find` also looks for the zipped form
     # `corpora/wordnet.zip/wordnet/` that `nltk.downloader` leaves.
@@ -216,7 +218,7 @@ def _find_nltk_wordnet():
 
 
 def _allow_nltk_data_dir(path: str) -> None:
-    import nltk
+    nltk = _import_nltk()
 
     # nltk (>= 3.9) only opens corpus files below a directory of
     # `nltk.data.path`; appending keeps the user's own data dirs first.
@@ -224,7 +226,18 @@ def _allow_nltk_data_dir(path: str) -> None:
         nltk.data.path.append(path)
 
 
-def _make_reader(root) -> WordNetCorpusReader:
+def _import_nltk():
+    try:
+        import nltk
+    except ImportError:
+        raise ImportError("WordNet is read through nltk, which is not "
+                          "installed: pip install nltk") from None
+    return nltk
+
+
+def _make_reader(root) -> 'WordNetCorpusReader':
+    _import_nltk()
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
     with warnings.catch_warnings():
         # Without the Open Multilingual WordNet nltk warns that multilingual
         # functions are unavailable; English WordNet is all we need.
@@ -234,7 +247,7 @@ def _make_reader(root) -> WordNetCorpusReader:
 
 @lru_cache(maxsize=None)
 def _load_wordnet(wordnet_dir: str, cache_dir: str,
-                  search_nltk_data: bool) -> WordNetCorpusReader:
+                  search_nltk_data: bool) -> 'WordNetCorpusReader':
     if search_nltk_data:
         root = _find_nltk_wordnet()
         if root is not None:
@@ -255,7 +268,7 @@ def load_wordnet(
     wordnet_dir: str = DEBIAN_WORDNET_DIR,
     cache_dir: Optional[str] = None,
     search_nltk_data: bool = True,
-) -> WordNetCorpusReader:
+) -> 'WordNetCorpusReader':
     r"""Returns a :class:`nltk.corpus.reader.WordNetCorpusReader` for WordNet
     3.0, without downloading anything.
 
