@@ -16,6 +16,7 @@ from apnet_pyg.environment import available_cores
 SUITES = {
     'propagation': 'benchmarks.propagation',
     'train_step': 'benchmarks.train_step',
+    'profile': 'benchmarks.profile_training',
 }
 
 

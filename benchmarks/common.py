@@ -6,7 +6,9 @@ A suite runs every configuration in a fresh process (forked from a
 *forkserver* that has already imported :mod:`torch` and PyG, so a worker
 starts in a fraction of a second): the CPU high-water mark of one
 configuration then cannot leak into the next one, and a configuration that
-runs out of memory kills its worker, not the suite.
+runs out of memory kills its worker, not the suite. CUDA workers are
+spawned instead once a forked one finds CUDA unusable (see
+:func:`run_isolated`).
 """
 import contextlib
 import csv
@@ -41,6 +43,7 @@ import torch
 
 from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.environment import describe_environment
+from benchmarks.cuda_fork import cuda_initialisation_evidence
 
 MB = float(1 << 20)
 GB = float(1 << 30)
@@ -245,10 +248,21 @@ def synchronize(device: torch.device) -> None:
 
 
 def _timed(fn: Callable[[], None], device: torch.device) -> float:
+    r"""Seconds one call of :obj:`fn` takes: on CUDA, between two events
+    on the device's stream, recorded after the queue was drained (so the
+    device's idle time waiting for the host's launches counts too); on
+    CPU, :func:`time.perf_counter`."""
     synchronize(device)
+    if device.type == 'cuda':
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
+        start_event.record()
+        fn()
+        end_event.record()
+        end_event.synchronize()
+        return start_event.elapsed_time(end_event) / 1e3  # ms -> s
     start = time.perf_counter()
     fn()
-    synchronize(device)
     return time.perf_counter() - start
 
 
@@ -412,6 +426,35 @@ def wait_for_quiet(busy_cores: float, max_wait: float,
     return time.perf_counter() - start if max_wait > 0 else 0.0
 
 
+def copy_bandwidth(device: torch.device, num_bytes: int = 1 << 30,
+                   repeats: int = 10) -> float:
+    r"""Bytes per second that a device-to-device copy of :obj:`num_bytes`
+    moves (read and write counted: twice the size over the time), the
+    median of :obj:`repeats` copies after one untimed: the floor under
+    which no memory-bound pass can go on this device."""
+    def median_seconds() -> float:
+        source = torch.ones(num_bytes // 4, device=device)
+        target = torch.empty_like(source)
+
+        def copy():
+            target.copy_(source)
+
+        copy()
+        return statistics.median(_timed(copy, device)
+                                 for _ in range(repeats))
+
+    seconds = median_seconds()
+    if device.type == 'cuda':  # The buffers' memory back to the device.
+        torch.cuda.empty_cache()
+    return 2 * (num_bytes // 4) * 4 / seconds
+
+
+def measure_copy_bandwidth(spec: dict) -> dict:
+    r"""A worker's target (:func:`run_isolated`): the copy bandwidth of
+    :obj:`spec['device']`, in bytes per second."""
+    return {'bytes_per_second': copy_bandwidth(torch.device(spec['device']))}
+
+
 def summarize_times(times: Sequence[float]) -> Dict[str, float]:
     return {
         'runs': len(times),
@@ -429,19 +472,56 @@ def is_out_of_memory(error: BaseException) -> bool:
 # ---------------------------------------------------------------------------
 # Isolated worker processes
 # ---------------------------------------------------------------------------
-_CONTEXT = None
+# Workers are forked from a forkserver: a server process started by exec (a
+# fresh interpreter, whatever this process did) that imports torch, PyG and
+# the suite's worker module once, so that a worker starts in milliseconds.
+#
+# A process forked after CUDA was initialised cannot use CUDA. On an H200
+# every CUDA worker failed with 'CUDA error: initialization error'
+# (cudaErrorInitializationError), the error of a process forked after the
+# CUDA driver was initialised by something other than torch (torch marks a
+# fork after its own initialisation, and raises 'Cannot re-initialize CUDA
+# in forked subprocess' instead). The server is a fresh interpreter, so
+# its preloaded imports did it: torch, PyG with the optional packages
+# installed there (there PyG imports numba and transformers, torch imports
+# Triton), apnet_pyg.nn or the worker module. None of them calls CUDA at
+# import on a CPU-only build, so which one needs a GPU: ``python -m
+# benchmarks.cuda_fork`` names it.
+#
+# So a CUDA worker first checks that it inherited no initialised CUDA
+# (cuda_initialisation_evidence) and refuses to run otherwise; the
+# driver then spawns the CUDA workers (a fresh interpreter each, seconds
+# slower to start) for the rest of the run, as it does when a forked worker
+# fails to initialise CUDA for any other reason.
+_CONTEXTS: Dict[str, multiprocessing.context.BaseContext] = {}
+#: Why CUDA workers are spawned instead of forked, once a forked one could
+#: not use CUDA (None while forking works).
+CUDA_SPAWN_REASON: Optional[str] = None
+
+# The errors of a forked process that cannot initialise CUDA.
+_CUDA_FORK_ERRORS = ('initialization error',
+                     'Cannot re-initialize CUDA in forked subprocess')
 
 
-def _worker_context(preload: Sequence[str]):
-    global _CONTEXT
-    if _CONTEXT is None:
-        if 'forkserver' in multiprocessing.get_all_start_methods():
-            _CONTEXT = multiprocessing.get_context('forkserver')
+def worker_start_method(device: str) -> str:
+    r"""How the workers of :obj:`device` start: ``'forkserver'``, or
+    ``'spawn'`` where there is no forkserver or, for CUDA, once a forked
+    worker could not use CUDA (:data:`CUDA_SPAWN_REASON`)."""
+    if torch.device(device).type == 'cuda' and CUDA_SPAWN_REASON is not None:
+        return 'spawn'
+    if 'forkserver' in multiprocessing.get_all_start_methods():
+        return 'forkserver'
+    return 'spawn'
+
+
+def _worker_context(method: str, preload: Sequence[str]):
+    if method not in _CONTEXTS:
+        context = multiprocessing.get_context(method)
+        if method == 'forkserver':
             # Imported once by the server; every worker forks from it.
-            _CONTEXT.set_forkserver_preload(list(preload))
-        else:
-            _CONTEXT = multiprocessing.get_context('spawn')
-    return _CONTEXT
+            context.set_forkserver_preload(list(preload))
+        _CONTEXTS[method] = context
+    return _CONTEXTS[method]
 
 
 @contextlib.contextmanager
@@ -476,6 +556,13 @@ def _worker_entry(target: Callable[[dict], dict], spec: dict,
     try:
         if torch.device(spec['device']).type == 'cpu':
             _limit_address_space(spec['memory_cap_bytes'])
+        else:
+            # Before anything touches CUDA: a CUDA inherited initialised
+            # fails at first use, with an error that does not say why.
+            evidence = cuda_initialisation_evidence()
+            if evidence:
+                connection.send(('cuda-inherited', '; '.join(evidence)))
+                return
         connection.send(('ok', target(spec)))
     except BaseException as error:  # Reported to the parent, not raised.
         connection.send(('error', ''.join(
@@ -484,16 +571,8 @@ def _worker_entry(target: Callable[[dict], dict], spec: dict,
         connection.close()
 
 
-def run_isolated(target: Callable[[dict], dict], spec: dict,
-                 memory_cap: float, timeout: float,
-                 preload: Sequence[str] = ()) -> dict:
-    r"""Runs :obj:`target(spec)` in a fresh process and returns its result.
-
-    The worker is killed if its resident memory passes :obj:`memory_cap`
-    bytes or it runs longer than :obj:`timeout` seconds; the result is then
-    :obj:`{'error': reason}`, as it is if :obj:`target` raises.
-    """
-    context = _worker_context(preload)
+def _run_worker(context, target: Callable[[dict], dict], spec: dict,
+                memory_cap: float, timeout: float) -> dict:
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_worker_entry,
                               args=(target, spec, sender), daemon=True)
@@ -527,6 +606,10 @@ def run_isolated(target: Callable[[dict], dict], spec: dict,
             else:
                 if status == 'ok':
                     return payload
+                if status == 'cuda-inherited':
+                    return {'error': f'CUDA was initialised in the process '
+                            f'this worker was forked from ({payload})',
+                            'cuda_inherited': payload}
                 error = payload
     finally:
         if process.is_alive() and error is not None:
@@ -534,6 +617,49 @@ def run_isolated(target: Callable[[dict], dict], spec: dict,
         process.join(30)
         receiver.close()
     return {'error': error}
+
+
+def _cuda_fork_problem(result: dict) -> Optional[str]:
+    r"""Why a forked CUDA worker could not use CUDA, from its result, or
+    :obj:`None` where it could."""
+    if 'cuda_inherited' in result:
+        return (f"a worker forked from the forkserver inherited an "
+                f"initialised CUDA ({result['cuda_inherited']})")
+    error = result.get('error') or ''
+    if any(text in error for text in _CUDA_FORK_ERRORS):
+        return (f'a worker forked from the forkserver could not initialise '
+                f'CUDA ({error.splitlines()[0]})')
+    return None
+
+
+def run_isolated(target: Callable[[dict], dict], spec: dict,
+                 memory_cap: float, timeout: float,
+                 preload: Sequence[str] = (),
+                 start_method: Optional[str] = None) -> dict:
+    r"""Runs :obj:`target(spec)` in a fresh process and returns its result.
+
+    The worker is killed if its resident memory passes :obj:`memory_cap`
+    bytes or it runs longer than :obj:`timeout` seconds; the result is then
+    :obj:`{'error': reason}`, as it is if :obj:`target` raises. The worker
+    starts as :func:`worker_start_method` says for :obj:`spec['device']`
+    (or as :obj:`start_method` says); a forked CUDA worker that cannot use
+    CUDA is run again, spawned, and so are the CUDA workers after it
+    (:data:`CUDA_SPAWN_REASON`, logged once).
+    """
+    global CUDA_SPAWN_REASON
+    method = start_method or worker_start_method(spec['device'])
+    result = _run_worker(_worker_context(method, preload), target, spec,
+                         memory_cap, timeout)
+    if method != 'spawn' and torch.device(spec['device']).type == 'cuda':
+        problem = _cuda_fork_problem(result)
+        if problem is not None:
+            if start_method is None:
+                CUDA_SPAWN_REASON = problem
+                log(f'note: {problem}: CUDA workers are spawned from now '
+                    f'on (each imports torch and PyG itself)')
+            result = _run_worker(_worker_context('spawn', preload), target,
+                                 spec, memory_cap, timeout)
+    return result
 
 
 # ---------------------------------------------------------------------------

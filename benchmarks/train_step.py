@@ -186,7 +186,12 @@ def run(args) -> None:
                                      args.machine, args.out)
     log(f'train_step: graphs {", ".join(args.graphs)}, {args.steps} '
         f'episodes each, round-robin')
-    rows = measure(args)
+    try:
+        rows = measure(args)
+    except RuntimeError as error:  # CUDA's errors among them.
+        message = (str(error).strip().splitlines() or [type(error).__name__])
+        raise RuntimeError(f'nothing was measured: an episode failed '
+                           f'({message[0]})') from error
     write_csv(osp.join(out, 'train_step.csv'), rows, COLUMNS)
 
     header = ['stage'] + [f'{g} graph (ms)' for g in args.graphs]

@@ -15,6 +15,7 @@ OPERATOR_USERS = [ROOT / 'examples' / 'drop_in.py',
                   ROOT / 'examples' / 'distributed.py',
                   *sorted((ROOT / 'benchmarks' / 'propagation').glob('*.py')),
                   ROOT / 'benchmarks' / 'common.py',
+                  ROOT / 'benchmarks' / 'cuda_fork.py',
                   ROOT / 'benchmarks' / '__main__.py']
 
 

@@ -31,10 +31,14 @@ import argparse
 import datetime
 import math
 import os.path as osp
+import sys
 from typing import List
+
+import torch
 
 from benchmarks import common
 from benchmarks.common import GB
+from benchmarks.cuda_fork import PROPAGATION_PRELOAD
 from benchmarks.propagation import report
 from benchmarks.propagation.crossover import crossover_rows
 from benchmarks.propagation.grid import (
@@ -70,6 +74,18 @@ def _degree(text: str):
             f"expected a number or 'complete' (got '{text}')") from None
 
 
+def _random_graph(text: str):
+    nodes, colon, degree = text.partition(':')
+    try:
+        if not colon:
+            raise ValueError
+        return int(nodes), _degree(degree)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(
+            f"expected NODES:DEGREE, e.g. 100000:16 or 100:complete (got "
+            f"'{text}')") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--nodes', type=int, nargs='+',
                         help=f'node counts (default: {NODE_COUNTS})')
@@ -78,8 +94,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f'(default: {DEGREES})')
     parser.add_argument('--features', type=int, nargs='+',
                         help=f'feature sizes F (default: {FEATURES})')
+    parser.add_argument('--random-graphs', type=_random_graph, nargs='+',
+                        metavar='NODES:DEGREE',
+                        help='the random graphs, each a node count and an '
+                        'average degree (e.g. 100000:16 1000000:10), '
+                        'instead of every --nodes with every --degrees')
     parser.add_argument('--methods', nargs='+', choices=list(METHODS),
                         help='methods (default: all)')
+    parser.add_argument('--defaults-on-all-graphs', action='store_true',
+                        help='measure the drop-in defaults (apnet_default, '
+                        'apnet_default_new_graph) on every graph, not on '
+                        'Cora only')
     parser.add_argument('--no-wordnet', action='store_true',
                         help='skip the WordNet noun graph')
     parser.add_argument('--no-cora', action='store_true',
@@ -108,6 +133,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--quiet-wait-total', type=float, default=600.0,
                         help='stop waiting for quiet after this many seconds '
                         'in all (default: 600; 0: never wait)')
+    parser.add_argument('--budget', type=float, default=None,
+                        help='start no pass after this many seconds; the '
+                        'passes left are recorded as skipped (default: no '
+                        'limit)')
     parser.add_argument('--min-time', type=float, default=None,
                         help='keep timing until this many seconds are '
                         f'spent (default: {MIN_TIME:g}, {QUICK_MIN_TIME:g} '
@@ -136,7 +165,15 @@ def _too_dense(num_nodes: int, degree) -> bool:
 
 
 def _nodes(args: argparse.Namespace):
+    if args.random_graphs:
+        return sorted({N for N, _ in args.random_graphs})
     return args.nodes or (QUICK_NODE_COUNTS if args.quick else NODE_COUNTS)
+
+
+def _degrees(args: argparse.Namespace):
+    if args.random_graphs:
+        return list(dict.fromkeys(d for _, d in args.random_graphs))
+    return args.degrees or (QUICK_DEGREES if args.quick else DEGREES)
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -147,6 +184,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     named explicitly must hold Cora."""
     _refuse('--nodes', args.nodes or (), lambda n: n >= 2,
             'integers >= 2')
+    if args.random_graphs:
+        check_random_graphs(args)
     for flag in ('--nodes', '--degrees', '--features', '--methods'):
         values = getattr(args, flag[2:]) or ()
         repeated = [value for value in values if values.count(value) > 1]
@@ -165,6 +204,9 @@ def check_arguments(args: argparse.Namespace) -> None:
             'a positive number of seconds')
     _refuse('--memory-cap-gb', [args.memory_cap_gb], _positive,
             'a positive number')
+    if args.budget is not None:
+        _refuse('--budget', [args.budget], _positive,
+                'a positive number of seconds')
     for flag in ('--min-time', '--quiet-wait', '--quiet-wait-total'):
         value = getattr(args, flag[2:].replace('-', '_'))
         if value is not None:
@@ -205,7 +247,7 @@ def check_arguments(args: argparse.Namespace) -> None:
                              f"folder holding the intact Planetoid Cora files "
                              f"Cora/raw/ind.cora.*")
     methods = args.methods or list(METHODS)
-    if not grid_methods(methods):
+    if not grid_methods(methods, args.defaults_on_all_graphs):
         # Measured on Cora only: without Cora the grid would be empty.
         named = ' '.join(methods)
         if not cora:
@@ -218,6 +260,40 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f'--methods {named} are measured on Cora only: '
                              f'{why}; pass --planetoid-root, or add a method '
                              f'of the grid, e.g. apnet_sparse')
+
+
+def check_random_graphs(args: argparse.Namespace) -> None:
+    r"""Refuses :obj:`--random-graphs` beside :obj:`--nodes` or
+    :obj:`--degrees` (two ways of naming the graphs), a graph named twice,
+    and one that cannot be built: fewer than 2 nodes, no edge, or a degree
+    of N - 1 or more (which is the complete graph, 'complete')."""
+    for flag in ('--nodes', '--degrees'):
+        if getattr(args, flag[2:]):
+            raise ValueError(f'--random-graphs names the random graphs: '
+                             f'drop {flag}')
+    seen = set()
+    for N, degree in args.random_graphs:
+        name = f'{N}:{degree if degree == "complete" else f"{degree:g}"}'
+        if N < 2:
+            raise ValueError(f'--random-graphs {name}: the node count must '
+                             f'be an integer >= 2')
+        if degree != 'complete':
+            if not _positive(degree):
+                raise ValueError(f"--random-graphs {name}: the degree must "
+                                 f"be a positive number or 'complete'")
+            if random_graph_spec(N, degree).num_edges == 0:
+                raise ValueError(f'--random-graphs {name} gives no edge: '
+                                 f'pass a degree of at least 2 / N = '
+                                 f'{2 / N:.3g}')
+            if _too_dense(N, degree):
+                raise ValueError(f"--random-graphs {name} is too dense: a "
+                                 f"random graph on {N} nodes has a degree "
+                                 f"below N - 1 = {N - 1}; use {N}:complete")
+        graph = random_graph_spec(N, degree)
+        if graph in seen:
+            raise ValueError(f'--random-graphs names {name} twice: pass '
+                             f'each graph once')
+        seen.add(graph)
 
 
 def grid_notes(args: argparse.Namespace) -> List[str]:
@@ -241,9 +317,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
     return RunSettings(
         device=args.device,
         threads=args.threads,
-        nodes=tuple(args.nodes or (QUICK_NODE_COUNTS if quick else
-                                   NODE_COUNTS)),
-        degrees=tuple(args.degrees or (QUICK_DEGREES if quick else DEGREES)),
+        nodes=tuple(_nodes(args)),
+        degrees=tuple(_degrees(args)),
         features=tuple(args.features or (QUICK_FEATURES if quick else
                                          FEATURES)),
         methods=tuple(args.methods or METHODS),
@@ -261,6 +336,9 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         min_time=args.min_time if args.min_time is not None else (
             QUICK_MIN_TIME if quick else MIN_TIME),
         quick=quick,
+        random_graphs=tuple(args.random_graphs or ()),
+        defaults_on_all_graphs=args.defaults_on_all_graphs,
+        budget=args.budget,
     )
 
 
@@ -280,13 +358,49 @@ def run(args: argparse.Namespace) -> str:
                f'{machine["gpu"]}, {settings.threads} threads) -> {out_dir}')
 
     started = datetime.datetime.now()
-    rows, missing = run_grid(settings)
+    bandwidth = None
+    if torch.device(settings.device).type == 'cuda':
+        # The floor of every pass (floor_ms), measured in the same run, in
+        # a worker like the passes (this process allocates no device
+        # memory).
+        result = common.run_isolated(
+            common.measure_copy_bandwidth, {'device': settings.device},
+            settings.memory_cap, 300, preload=PROPAGATION_PRELOAD)
+        bandwidth = result.get('bytes_per_second')
+        common.log(f'device-to-device copy bandwidth: '
+                   f'{bandwidth / 1e9:.0f} GB/s' if bandwidth else
+                   f"copy bandwidth not measured: {result.get('error')}")
+    rows, missing = run_grid(settings, bandwidth=bandwidth)
     elapsed = datetime.datetime.now() - started
 
     common.write_csv(osp.join(out_dir, 'propagation.csv'), rows, COLUMNS)
     crossovers = crossover_rows(rows, settings)
     summary = report.write_report(
         out_dir, rows, crossovers, machine, settings, slug, command,
-        started, elapsed, missing)
+        started, elapsed, missing, bandwidth)
     print(summary)
+    check_measured(rows, out_dir)
     return out_dir
+
+
+def check_measured(rows: List[dict], out_dir: str) -> None:
+    r"""Ends a run that measured no pass with an error (the command exits
+    non-zero, one line saying why), and warns on standard error of the
+    passes that failed in a run that measured some: the summary lists
+    them, but a failure must not pass unseen."""
+    failed = [row for row in rows if row['status'] == 'failed']
+    where = osp.join(out_dir, 'README.md')
+    if not any(row['status'] == 'ok' for row in rows):
+        first = (failed or rows)[0] if rows else None
+        reason = (f"first {'failure' if failed else 'skip'}: "
+                  f"{first['method']} on {first['graph']} "
+                  f"N={first['N']} F={first['F']} {first['pass']}: "
+                  f"{first['note']}" if first else 'no pass ran')
+        raise RuntimeError(
+            f'nothing was measured: {len(rows)} passes, {len(failed)} '
+            f'failed, {len(rows) - len(failed)} skipped ({reason}); see '
+            f'{where}')
+    if failed:
+        print(f"warning: {len(failed)} of {len(rows)} passes failed (first: "
+              f"{failed[0]['method']} on {failed[0]['graph']}: "
+              f"{failed[0]['note']}); see {where}", file=sys.stderr)

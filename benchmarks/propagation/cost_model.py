@@ -83,3 +83,19 @@ def predict_seconds(method: str, graph: GraphSpec, F: int, pass_: str,
     seconds = reference['min_ms'] / 1e3 * work(method, graph, F) / \
         reference['_work']
     return seconds, reference
+
+
+def floor_bytes(graph: GraphSpec, F: int, pass_: str) -> float:
+    r"""A lower bound on the memory traffic of one pass of any of the
+    layers (float32 features): the forward pass reads the input features
+    and writes the output (:math:`2 \cdot 4 N F` bytes) and reads the graph
+    once (a 4-byte index and a 4-byte weight per edge, self-loops
+    included); the backward pass also reads the output gradient and the
+    input and writes the input gradient (:math:`3 \cdot 4 N F`), and reads
+    the graph again. Neighbour gathers, which dominate a real pass, are not
+    counted: this is a floor, not a model."""
+    N = graph.num_nodes
+    E = graph.num_edges + N
+    if pass_ == 'forward':
+        return 8.0 * N * F + 8.0 * E
+    return 20.0 * N * F + 16.0 * E

@@ -2,7 +2,7 @@ r"""What the propagation benchmark measures: the methods (layers), the
 graphs, the grid of configurations and the settings of a run."""
 import os.path as osp
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -132,11 +132,14 @@ SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
 
 
-def grid_methods(methods: Sequence[str]) -> List[str]:
+def grid_methods(methods: Sequence[str],
+                 defaults_on_all_graphs: bool = False) -> List[str]:
     r"""The :obj:`methods` measured on the random graphs and the WordNet
     graph: the drop-in defaults (proj_channels and all) are measured on the
-    small real graph only; the grid compares the paper's configuration."""
-    return [method for method in methods if method not in DEFAULTS]
+    small real graph only, unless :obj:`defaults_on_all_graphs`; the grid
+    compares the paper's configuration."""
+    return [method for method in methods
+            if defaults_on_all_graphs or method not in DEFAULTS]
 
 
 # ---------------------------------------------------------------------------
@@ -245,6 +248,19 @@ def _cora_edge_index(root: str) -> torch.Tensor:
     return read_raw_planetoid(root, 'Cora').edge_index
 
 
+#: Graphs with at least this many edges are built once, by the driver, and
+#: read by the workers (a random graph of 10M edges takes seconds to draw).
+SAVED_GRAPH_EDGES = 1_000_000
+
+
+def is_saved(graph: GraphSpec) -> bool:
+    r"""Whether the driver builds :obj:`graph` once for every worker: the
+    WordNet noun graph (read from the corpus or its cache) and the large
+    random graphs; the complete graph is enumerated faster than read."""
+    return graph.kind == 'wordnet' or (
+        graph.kind == 'random' and graph.num_edges >= SAVED_GRAPH_EDGES)
+
+
 def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
     if graph.kind == 'wordnet':
         return _wordnet_graph().edge_index
@@ -255,13 +271,18 @@ def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
                                    generator)
 
 
-def dense_adjacency(graph: GraphSpec, seed: int) -> torch.Tensor:
+def dense_adjacency(graph: GraphSpec, seed: int,
+                    edge_index: Optional[torch.Tensor] = None
+                    ) -> torch.Tensor:
     r"""Boolean :obj:`adj[i, j]` for every edge :math:`j \to i`, built from
-    the same edges as the sparse methods get."""
+    the same edges as the sparse methods get (:obj:`edge_index`, or
+    :func:`build_edge_index`)."""
     N = graph.num_nodes
     if graph.kind == 'complete':
         return ~torch.eye(N, dtype=torch.bool)
-    source, target = build_edge_index(graph, seed)
+    if edge_index is None:
+        edge_index = build_edge_index(graph, seed)
+    source, target = edge_index
     adj = torch.zeros(N, N, dtype=torch.bool)
     adj[target, source] = True
     return adj
@@ -295,6 +316,29 @@ class RunSettings:
     quiet_wait_total: float = 600.0
     seed: int = 0
     quick: bool = False
+    #: (N, degree) of each random graph, instead of nodes x degrees.
+    random_graphs: Tuple[Tuple[int, Any], ...] = ()
+    #: Measure the drop-in defaults' methods on every graph, not Cora only.
+    defaults_on_all_graphs: bool = False
+    #: Seconds after which no pass starts (None: no limit).
+    budget: Optional[float] = None
+
+    def random_graph_specs(self) -> List[GraphSpec]:
+        r"""The random (and complete) graphs of the grid: the
+        :obj:`random_graphs` given, or every node count with every degree
+        (a degree of N - 1 or more gives the complete graph, measured once,
+        as 'complete')."""
+        if self.random_graphs:
+            return [random_graph_spec(N, degree)
+                    for N, degree in self.random_graphs]
+        graphs = []
+        for N in self.nodes:
+            for degree in self.degrees:
+                graph = random_graph_spec(N, degree)
+                if degree != 'complete' and graph.kind == 'complete':
+                    continue  # The complete graph comes once, as 'complete'.
+                graphs.append(graph)
+        return graphs
 
 
 def grid(settings: RunSettings
@@ -308,20 +352,19 @@ def grid(settings: RunSettings
                                    (None, ''))
     cora, missing['cora'] = (cora_spec(settings.planetoid_root)
                              if settings.cora else (None, ''))
-    methods = grid_methods(settings.methods)
+    methods = grid_methods(settings.methods, settings.defaults_on_all_graphs)
     if cora is not None:
         for F in sorted(set(CORA_FEATURES) | set(settings.features)):
             for method in settings.methods:
                 configurations.append((method, cora, F))
+    graphs = settings.random_graph_specs()
+    if wordnet is not None:
+        graphs.append(wordnet)
+    # By size (stable: the grid's order among equal sizes), the WordNet
+    # graph among the random ones.
+    graphs.sort(key=lambda graph: graph.num_nodes)
     for F in settings.features:
-        for N in settings.nodes:
-            for degree in settings.degrees:
-                graph = random_graph_spec(N, degree)
-                if degree != 'complete' and graph.kind == 'complete':
-                    continue  # The complete graph comes once, as 'complete'.
-                for method in methods:
-                    configurations.append((method, graph, F))
-        if wordnet is not None:
+        for graph in graphs:
             for method in methods:
-                configurations.append((method, wordnet, F))
+                configurations.append((method, graph, F))
     return configurations, missing

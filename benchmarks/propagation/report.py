@@ -118,7 +118,17 @@ def headline(rows: Sequence[dict], crossovers: Sequence[dict],
         lines.append(f"- WordNet noun graph not measured: "
                      f"{missing['wordnet']}")
     else:
-        lines.append('- WordNet noun graph not measured')
+        tried = _find(rows, method=SPARSE, graph='wordnet', F=256,
+                      **{'pass': fwd_bwd})
+        lines.append('- WordNet noun graph not measured' + (
+            f" ({tried['status']}: {tried['note']})" if tried else ''))
+    defaults = _find(rows, method=DEFAULTS[0], graph='wordnet', F=256,
+                     status='ok', **{'pass': fwd_bwd})
+    if defaults is not None and agnn is not None:
+        lines.append(
+            f'- {METHODS[DEFAULTS[0]].label} / AGNNConv forward+backward '
+            f'time on the WordNet noun graph, 256-d: '
+            f'{ratio_text(defaults, agnn, TARGET_RATIO_TO_AGNN)}')
 
     cora = [row for row in rows if row['graph'] == 'cora'
             and row['pass'] == fwd_bwd and row['status'] == 'ok']
@@ -191,12 +201,13 @@ def _method_text(settings) -> str:
   the parameters and the input features (`x.requires_grad_()`, as inside a
   network).
 - **Timing**: every (method, graph, F, pass) runs in a fresh worker process
-  (forked from a server that has imported torch and PyG), with
+  ({_workers_text(settings)}), with
   `torch.set_num_threads({settings.threads})`. One warm-up run (two when it
   takes < 0.1 s), then at least {settings.min_runs} timed runs and at least
-  {settings.min_time:g} s of them (up to {settings.max_runs}); wall-clock
-  `time.perf_counter()` around each run (with `torch.cuda.synchronize()` on
-  CUDA). Tables report the median (min in the CSV).
+  {settings.min_time:g} s of them (up to {settings.max_runs}); on the CPU
+  `time.perf_counter()` around each run, on CUDA two CUDA events around it
+  on the device's stream, recorded once the queue was drained. Tables
+  report the median (min in the CSV).
 - **Memory**: on CPU, the worker's peak resident set over the timed runs
   (`VmHWM`, reset after the warm-up, whose one-time costs are not counted,
   and after freeing garbage and trimming the heap) minus its resident set
@@ -229,6 +240,31 @@ def _method_text(settings) -> str:
   refinement` in the CSV; see `benchmarks/README.md`)."""
 
 
+def _workers_text(settings) -> str:
+    method = common.worker_start_method(settings.device)
+    if method == 'forkserver':
+        return ('forked from a server that has imported torch, PyG and '
+                'the worker module')
+    why = common.CUDA_SPAWN_REASON
+    return ('spawned: a fresh interpreter each' +
+            (f', since {why}' if why else ''))
+
+
+def _floor_text(bandwidth: Optional[float]) -> str:
+    if not bandwidth:
+        return ''
+    return f"""
+- **Floor**: `floor_ms` in the CSV is the time a pass would take at the
+  device-to-device copy bandwidth measured in this run
+  ({bandwidth / 1e9:.0f} GB/s: the median of 10 copies of 1 GiB, read and
+  write counted) moving only its unavoidable bytes: input features read
+  and output written (forward), plus output gradient and input read and
+  input gradient written (backward), float32, and the graph read once per
+  pass (4-byte index and 4-byte weight per edge, self-loops included).
+  Neighbour gathers are not counted: floor_ms / median_ms is the fraction
+  of the copy bandwidth a pass would reach if it moved nothing else."""
+
+
 def _machine_table(machine: Dict[str, str]) -> str:
     return markdown_table(['', ''], [[key, value]
                                      for key, value in machine.items()])
@@ -238,6 +274,7 @@ def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
     graph_rows = [row for row in rows if row['graph'] == kind]
     if not graph_rows:
         return None
+    floors = any(row.get('floor_ms') for row in graph_rows)
     table = []
     for F in sorted({row['F'] for row in graph_rows}):
         for method in METHODS:
@@ -254,10 +291,20 @@ def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
                 _cell(forward, 'median_ms', format_ms),
                 _cell(backward, 'median_ms', format_ms),
                 _cell(forward, 'peak_mb', format_mb),
-                _cell(backward, 'peak_mb', format_mb), note])
+                _cell(backward, 'peak_mb', format_mb)] +
+                ([_floor_cell(backward)] if floors else []) + [note])
     return markdown_table(['method', 'F', 'forward', 'forward+backward',
-                           'peak (forward)', 'peak (forward+backward)',
-                           'note'], table)
+                           'peak (forward)', 'peak (forward+backward)'] +
+                          (['floor / median (forward+backward)']
+                           if floors else []) + ['note'], table)
+
+
+def _floor_cell(row: Optional[dict]) -> str:
+    # The fraction of the copy bandwidth the pass reaches on its
+    # unavoidable bytes (see the Method's Floor).
+    if row is None or row['status'] != 'ok' or not row.get('floor_ms'):
+        return ''
+    return f"{row['floor_ms'] / row['median_ms']:.3f}"
 
 
 def _grid_table(rows: Sequence[dict], settings, F: int, key: str,
@@ -268,7 +315,8 @@ def _grid_table(rows: Sequence[dict], settings, F: int, key: str,
     table = []
     for degree in settings.degrees:
         at_degree = _degree_rows(grid, degree)
-        for method in grid_methods(settings.methods):
+        for method in grid_methods(settings.methods,
+                                   settings.defaults_on_all_graphs):
             cells = []
             for N in settings.nodes:
                 forward = _find(at_degree, method=method, N=N,
@@ -313,10 +361,17 @@ def _skipped_table(rows: Sequence[dict]) -> str:
 def write_report(out_dir: str, rows: Sequence[dict],
                  crossovers: Sequence[dict], machine: Dict[str, str],
                  settings, slug: str, command: str, started,
-                 elapsed, missing: Dict[str, str]) -> str:
-    r"""Writes ``README.md`` and the plots; returns the headline text."""
+                 elapsed, missing: Dict[str, str],
+                 bandwidth: Optional[float] = None) -> str:
+    r"""Writes ``README.md`` and the plots; returns the headline text.
+    :obj:`bandwidth` is the device's measured copy bandwidth (bytes/s),
+    where it was measured."""
     plots = write_plots(out_dir, rows, crossovers, settings)
     lines = headline(rows, crossovers, missing)
+    if bandwidth:
+        lines.append(f'- Device-to-device copy bandwidth measured in this '
+                     f'run: {bandwidth / 1e9:.0f} GB/s (the floor of '
+                     f'`floor_ms` in the CSV)')
 
     timed = [row for row in rows if row['status'] == 'ok']
     busy = [row for row in timed if _is_busy(row)]
@@ -340,7 +395,7 @@ def write_report(out_dir: str, rows: Sequence[dict],
          if settings.quick else ''),
         '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
         '## Machine\n\n' + _machine_table(machine),
-        '## Method\n\n' + _method_text(settings),
+        '## Method\n\n' + _method_text(settings) + _floor_text(bandwidth),
     ]
     for kind, title in [('wordnet', 'WordNet noun graph'),
                         ('cora', 'Small graph: Cora')]:
@@ -431,7 +486,8 @@ def _plot_grid(plt, path: str, rows: Sequence[dict], settings, F: int,
             ax = axes[i][j]
             at_degree = _degree_rows(
                 [row for row in grid if row['pass'] == pass_], degree)
-            for method in grid_methods(settings.methods):
+            for method in grid_methods(settings.methods,
+                                       settings.defaults_on_all_graphs):
                 points = sorted((row['N'], row[key]) for row in at_degree
                                 if row['method'] == method)
                 if points:

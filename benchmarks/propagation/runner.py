@@ -1,6 +1,10 @@
 r"""The driver of the propagation benchmark: runs the configurations of
 the grid one after the other, each pass in a worker process, skipping
 those the cost model rules out, and adds degrees around the crossover."""
+import os.path as osp
+import shutil
+import tempfile
+import time
 from typing import Dict, List, Optional, Tuple
 
 import psutil
@@ -8,11 +12,13 @@ import torch
 
 from benchmarks import common
 from benchmarks.common import GB, MB
+from benchmarks.cuda_fork import PROPAGATION_PRELOAD
 from benchmarks.propagation import worker
 from benchmarks.propagation.cost_model import (
     IMPORT_BYTES,
     PREDICTION_SLACK,
     estimate_peak_bytes,
+    floor_bytes,
     predict_seconds,
     setup_bytes,
     work,
@@ -24,7 +30,9 @@ from benchmarks.propagation.grid import (
     SPARSE,
     GraphSpec,
     RunSettings,
+    build_edge_index,
     grid,
+    is_saved,
     method_proj_channels,
     random_graph_spec,
 )
@@ -33,8 +41,8 @@ from benchmarks.propagation.grid import (
 COLUMNS = (
     'method', 'graph', 'N', 'E', 'degree', 'edge_fraction', 'F',
     'proj_channels', 'pass', 'status', 'runs', 'min_ms', 'median_ms',
-    'peak_mb', 'est_peak_mb', 'setup_mb', 'device', 'threads', 'load_start',
-    'load_end', 'other_cores', 'source', 'note')
+    'floor_ms', 'peak_mb', 'est_peak_mb', 'setup_mb', 'device', 'threads',
+    'load_start', 'load_end', 'other_cores', 'source', 'note')
 
 # A timing taken while other processes kept more cores than this busy is
 # provisional.
@@ -43,11 +51,50 @@ BUSY_CORES = 0.25
 
 class Runner:
     r"""Runs configurations one after the other and collects the rows."""
-    def __init__(self, settings: RunSettings, log=common.log):
+    def __init__(self, settings: RunSettings, log=common.log,
+                 bandwidth: Optional[float] = None):
         self.settings = settings
         self.rows: List[dict] = []
         self.log = log
         self.waited = 0.0  # Seconds spent waiting for a quiet machine.
+        self.started = time.perf_counter()
+        #: Measured copy bandwidth (bytes/s) of the device, for floor_ms.
+        self.bandwidth = bandwidth
+        # The graphs built once for every worker (is_saved): their files.
+        self.graph_dir: Optional[str] = None
+        self.graph_files: Dict[GraphSpec, str] = {}
+        self.cuda = torch.device(settings.device).type == 'cuda'
+
+    def close(self) -> None:
+        r"""Removes the graph files of :meth:`graph_file`."""
+        if self.graph_dir is not None:
+            shutil.rmtree(self.graph_dir, ignore_errors=True)
+            self.graph_dir = None
+            self.graph_files.clear()
+
+    def graph_file(self, graph: GraphSpec) -> Optional[str]:
+        r"""The file the workers read :obj:`graph` from, built on first use,
+        or :obj:`None` for a graph each worker builds itself (cheaper than
+        reading it)."""
+        if not is_saved(graph):
+            return None
+        if graph not in self.graph_files:
+            if self.graph_dir is None:
+                self.graph_dir = tempfile.mkdtemp(prefix='apnet-graphs-')
+            path = osp.join(self.graph_dir,
+                            f'{graph.kind}-{graph.num_nodes}-'
+                            f'{graph.num_edges}.pt')
+            torch.save(build_edge_index(graph, self.settings.seed), path)
+            self.graph_files[graph] = path
+        return self.graph_files[graph]
+
+    def budget_reason(self) -> Optional[str]:
+        r"""Why no further pass starts, once :obj:`settings.budget` seconds
+        have passed since the run began."""
+        budget = self.settings.budget
+        if budget is not None and time.perf_counter() - self.started > budget:
+            return f"budget: the run's --budget of {budget:g} s was spent"
+        return None
 
     def row(self, method: str, graph: GraphSpec, F: int, pass_: str,
             source: str, **values) -> dict:
@@ -62,12 +109,15 @@ class Runner:
             'peak_mb': None, 'note': '', '_work': work(method, graph, F),
         }
         row.update(values)
+        if self.bandwidth and row.get('status') == 'ok':
+            row['floor_ms'] = 1e3 * floor_bytes(graph, F, pass_) / \
+                self.bandwidth
         self.rows.append(row)
         return row
 
     def memory_cap(self) -> Tuple[float, str]:
         cap = self.settings.memory_cap
-        if self.settings.device == 'cpu':
+        if not self.cuda:
             # Leave room for whatever else runs on the machine.
             available = psutil.virtual_memory().available - 1 * GB
             if available < cap:
@@ -80,7 +130,7 @@ class Runner:
         estimate = estimate_peak_bytes(method, graph, F, backward)
         needed = estimate + setup_bytes(method, graph, F, backward)
         cap, why = self.memory_cap()
-        if self.settings.device == 'cuda':
+        if self.cuda:
             cap = min(cap, 0.9 * torch.cuda.get_device_properties(
                 torch.device(self.settings.device)).total_memory)
         else:
@@ -108,6 +158,7 @@ class Runner:
         skipped_forward = None
         for pass_ in PASSES:
             reason, estimate = self.skip_reason(method, graph, F, pass_)
+            reason = self.budget_reason() or reason
             if reason is None and skipped_forward is not None:
                 reason = f'forward skipped ({skipped_forward})'
             if reason is not None:
@@ -138,6 +189,7 @@ class Runner:
             'method': method, 'graph': vars(graph), 'F': F, 'pass': pass_,
             'device': settings.device, 'threads': settings.threads,
             'seed': settings.seed, 'memory_cap_bytes': cap,
+            'edges_file': self.graph_file(graph),
             'timing': {'min_runs': settings.min_runs,
                        'min_time': settings.min_time,
                        'max_runs': settings.max_runs,
@@ -148,12 +200,13 @@ class Runner:
         timeout = 300 + 2 * settings.time_cap * (settings.min_runs + 2)
         result = common.run_isolated(
             worker.measure, spec, cap, timeout,
-            preload=['torch', 'torch_geometric', 'apnet_pyg.nn',
-                     'benchmarks.propagation.worker'])
+            preload=PROPAGATION_PRELOAD)
         if 'error' in result:
-            kind = 'skipped' if result['error'].startswith('memory') \
-                else 'failed'
-            return {'status': kind, 'note': result['error']}
+            # The first line says what failed (CUDA's errors add lines of
+            # advice, which would break the summary's tables).
+            error = (result['error'] or 'failed').strip().splitlines()[0]
+            kind = 'skipped' if error.startswith('memory') else 'failed'
+            return {'status': kind, 'note': error}
         return result
 
     def wait_for_quiet(self) -> None:
@@ -183,19 +236,26 @@ class Runner:
         return text
 
 
-def run_grid(settings: RunSettings,
-             log=common.log) -> Tuple[List[dict], Dict[str, str]]:
-    runner = Runner(settings, log)
+def run_grid(settings: RunSettings, log=common.log,
+             bandwidth: Optional[float] = None
+             ) -> Tuple[List[dict], Dict[str, str]]:
+    r"""Measures the grid of :obj:`settings`; returns the rows and why a
+    real graph is missing (by kind). :obj:`bandwidth`, the device's copy
+    bandwidth in bytes/s, gives each row its ``floor_ms``."""
+    runner = Runner(settings, log, bandwidth)
     configurations, missing = grid(settings)
     if not configurations:  # benchmarks.propagation.check_arguments
         raise ValueError('nothing to measure: the --nodes, --degrees and '
                          '--methods given leave no configuration')
     log(f'{len(configurations)} configurations x {len(PASSES)} passes')
-    for method, graph, F in configurations:
-        runner.run(method, graph, F)
-    if settings.refine and SPARSE in settings.methods and \
-            DENSE in settings.methods:
-        refine_crossovers(runner, settings, log)
+    try:
+        for method, graph, F in configurations:
+            runner.run(method, graph, F)
+        if settings.refine and SPARSE in settings.methods and \
+                DENSE in settings.methods:
+            refine_crossovers(runner, settings, log)
+    finally:
+        runner.close()
     return runner.rows, missing
 
 

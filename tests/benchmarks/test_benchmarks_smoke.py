@@ -5,6 +5,7 @@ import csv
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -85,11 +86,20 @@ def test_propagation_smallest_configuration(tmp_path, monkeypatch):
     assert not list(tmp_path.glob('*.tmp'))
 
 
+def main_measuring_nothing(argv):
+    r"""Runs :obj:`argv`, a propagation run whose every pass is skipped:
+    its files are written, and it ends with the error of a run that
+    measured nothing."""
+    with pytest.raises(RuntimeError, match='nothing was measured'):
+        main(argv)
+
+
 def test_propagation_records_skips_without_running(tmp_path):
     # Nothing fits in 1 MB: every pass is skipped from the estimate alone.
-    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '40',
-          '--degrees', '4', '--features', '16', '--methods', 'gat',
-          '--memory-cap-gb', '0.001'])
+    main_measuring_nothing([
+        'propagation', '--quick', '--out', str(tmp_path), '--nodes', '40',
+        '--degrees', '4', '--features', '16', '--methods', 'gat',
+        '--memory-cap-gb', '0.001'])
     _, rows = read_rows(tmp_path / 'propagation.csv')
     assert [row['status'] for row in rows] == ['skipped', 'skipped']
     assert all(row['note'].startswith('memory:') for row in rows)
@@ -204,7 +214,8 @@ def test_propagation_help_lists_its_options(capsys):
                  '--no-wordnet', '--no-cora', '--planetoid-root',
                  '--no-refine', '--time-cap', '--memory-cap-gb',
                  '--min-runs', '--quiet-wait', '--quiet-wait-total',
-                 '--min-time', '--device', '--quick', '--out'):
+                 '--min-time', '--device', '--quick', '--out',
+                 '--random-graphs', '--defaults-on-all-graphs', '--budget'):
         assert flag in text
 
 
@@ -357,9 +368,10 @@ def test_an_out_folder_that_refuses_files_is_refused_before_measuring(
 def test_summary_finds_a_degree_whose_edges_were_rounded(tmp_path):
     # Degree 3.3 on 10 nodes gives 16 edge pairs (degree 3.2): its rows
     # belong to the 3.3 row of the tables all the same.
-    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
-          '100', '--degrees', '3.3', '--features', '16', '--methods', 'agnn',
-          '--memory-cap-gb', '0.001'])  # Skipped without running.
+    main_measuring_nothing([  # Skipped without running.
+        'propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
+        '100', '--degrees', '3.3', '--features', '16', '--methods', 'agnn',
+        '--memory-cap-gb', '0.001'])
     _, rows = read_rows(tmp_path / 'propagation.csv')
     assert {row['degree'] for row in rows} == {'3.2', '3.3'}
     table_rows = [line for line in
@@ -401,9 +413,10 @@ def test_propagation_notes_a_degree_too_dense_for_some_node_counts(
         tmp_path, capsys):
     # Degree 50 cannot be built on 10 nodes (the complete graph is
     # 'complete'), but can on 100: measured there, and the gap said.
-    main(['propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
-          '100', '--degrees', '4', '50', '--features', '16', '--methods',
-          'agnn', '--memory-cap-gb', '0.001'])  # Skipped without running.
+    main_measuring_nothing([  # Skipped without running.
+        'propagation', '--quick', '--out', str(tmp_path), '--nodes', '10',
+        '100', '--degrees', '4', '50', '--features', '16', '--methods',
+        'agnn', '--memory-cap-gb', '0.001'])
     assert ("note: --degrees 50 is too dense for 10 nodes (N - 1 or more)"
             in capsys.readouterr().out)
     _, rows = read_rows(tmp_path / 'propagation.csv')
@@ -602,3 +615,132 @@ def test_results_folder_check_reads_the_suites_machine_records(tmp_path):
                              machine(gpu='NVIDIA H100 PCIe'), 'cuda-h100')
     (tmp_path / 'README.md').write_text('# No machine record\n')
     check_results_folder(str(tmp_path), machine(cpu='Other'), 'x')
+
+
+def test_propagation_named_random_graphs_and_defaults_everywhere(
+        tmp_path, monkeypatch):
+    # The GPU check's grid: chosen (N, degree) pairs, the defaults measured
+    # beside the paper's configuration, large graphs drawn once by the
+    # driver (here: every random graph) and read by the workers.
+    monkeypatch.setattr(grid, 'SAVED_GRAPH_EDGES', 1)
+    saved = []
+    save = torch.save
+
+    def recording_save(obj, path, *args, **kwargs):
+        saved.append(Path(path).name)
+        return save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, 'save', recording_save)
+    main(['propagation', '--out', str(tmp_path), '--random-graphs', '60:4',
+          '30:complete', '--features', '16', '--methods', 'apnet_default',
+          'agnn', '--defaults-on-all-graphs', '--no-wordnet', '--no-cora',
+          '--no-refine', '--min-runs', '1', '--min-time', '0',
+          '--quiet-wait', '0'])
+    _, rows = read_rows(tmp_path / 'propagation.csv')
+    # Smallest graph first; the complete graph is enumerated, not saved.
+    assert [(row['method'], row['N'], row['graph']) for row in rows
+            if row['pass'] == 'forward'] == [
+        ('apnet_default', '30', 'complete'), ('agnn', '30', 'complete'),
+        ('apnet_default', '60', 'random'), ('agnn', '60', 'random')]
+    assert all(row['status'] == 'ok' for row in rows), rows
+    assert saved == ['random-60-240.pt']
+    assert not list(Path(tempfile.gettempdir()).glob('apnet-graphs-*/'
+                                                     'random-60-240.pt'))
+    summary = (tmp_path / 'README.md').read_text()
+    assert '| 4 | APNetConv (defaults) |' in summary
+
+
+def test_runner_reads_a_saved_graph_and_stops_at_its_budget(monkeypatch):
+    monkeypatch.setattr(grid, 'SAVED_GRAPH_EDGES', 100)
+    graph = grid.random_graph_spec(50, 4)
+    assert grid.is_saved(graph) and not grid.is_saved(
+        grid.random_graph_spec(50, 'complete'))
+    settings = grid.RunSettings(budget=1e-9)
+    run = runner.Runner(settings, log=lambda text: None)
+    path = run.graph_file(graph)
+    assert run.graph_file(graph) == path  # Drawn once.
+    assert torch.equal(torch.load(path),
+                       grid.build_edge_index(graph, settings.seed))
+    rows = run.run('agnn', graph, 16)  # Past its budget: nothing starts.
+    assert [row['status'] for row in rows] == ['skipped', 'skipped']
+    assert rows[0]['note'] == "budget: the run's --budget of 1e-09 s was " \
+        "spent"
+    run.close()
+    assert not os.path.exists(path)
+
+
+def test_floor_is_the_time_of_the_unavoidable_bytes():
+    from benchmarks.propagation.cost_model import floor_bytes
+    graph = grid.GraphSpec('random', 10, 40)
+    # Forward: x read, out written (2 * 4 * N * F); the graph once (8 bytes
+    # per edge, self-loops included). Backward adds 3 * 4 * N * F and the
+    # graph again.
+    assert floor_bytes(graph, 16, 'forward') == 8 * 10 * 16 + 8 * 50
+    assert floor_bytes(graph, 16, 'forward+backward') == \
+        20 * 10 * 16 + 16 * 50
+    run = runner.Runner(grid.RunSettings(), log=lambda text: None,
+                        bandwidth=1e9)
+    row = run.row('agnn', graph, 16, 'forward', 'grid', status='ok',
+                  median_ms=0.01)
+    assert row['floor_ms'] == pytest.approx(1e3 * (1280 + 400) / 1e9)
+    assert run.row('agnn', graph, 16, 'forward', 'grid',
+                   status='failed').get('floor_ms') is None
+
+
+def test_summary_of_a_gpu_run_shows_floor_and_why_wordnet_failed():
+    from benchmarks.propagation import report
+    wordnet = dict(graph='wordnet', N=82115, E=168854, F=256,
+                   other_cores=0.0)
+    rows = [dict(wordnet, method='agnn', status='ok', median_ms=5.0,
+                 min_ms=4.0, peak_mb=100.0, floor_ms=0.5,
+                 **{'pass': 'forward+backward'}),
+            dict(wordnet, method='apnet_sparse', status='failed',
+                 note='torch.AcceleratorError: CUDA error: initialization '
+                 'error', **{'pass': 'forward+backward'})]
+    assert report.headline(rows, [], {'wordnet': ''}) == [
+        '- WordNet noun graph not measured (failed: torch.AcceleratorError: '
+        'CUDA error: initialization error)']
+    table = report._real_graph_table(rows, 'wordnet')
+    assert 'floor / median (forward+backward)' in table.splitlines()[0]
+    assert '| AGNNConv (PyG) | 256 |  | 5.0 ms |  | 100 MB | 0.100 |' in \
+        table
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--random-graphs', '100:0.01'],
+     '--random-graphs 100:0.01 gives no edge: pass a degree of at least'),
+    (['--random-graphs', '100:99'],
+     '--random-graphs 100:99 is too dense: a random graph on 100 nodes has a '
+     'degree below N - 1 = 99; use 100:complete'),
+    (['--random-graphs', '1:4'],
+     '--random-graphs 1:4: the node count must be an integer >= 2'),
+    (['--random-graphs', '100:-4'],
+     "--random-graphs 100:-4: the degree must be a positive number or "
+     "'complete'"),
+    (['--random-graphs', '100:4', '100:4.0'],
+     '--random-graphs names 100:4 twice'),
+    (['--random-graphs', '100:4', '--nodes', '100'],
+     '--random-graphs names the random graphs: drop --nodes'),
+    (['--random-graphs', '100:4', '--degrees', '4'],
+     '--random-graphs names the random graphs: drop --degrees'),
+    (['--random-graphs', '100:4', '--budget', '0'],
+     '--budget must be a positive number of seconds (got 0)'),
+])
+def test_bad_random_graphs_and_budget_end_with_one_line(flags, message,
+                                                        tmp_path, capsys):
+    from apnet_pyg.scripting import run_script
+    out = tmp_path / 'out'
+    argv = ['propagation', '--quick', '--methods', 'agnn', '--features',
+            '16', *flags, '--out', str(out)]
+    assert run_script(main, argv) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()] and \
+        err.startswith('error: ' + message), err
+    assert not out.exists()
+
+
+def test_random_graphs_must_read_as_nodes_and_degree(capsys):
+    with pytest.raises(SystemExit):
+        main(['propagation', '--random-graphs', '100-4'])
+    assert "expected NODES:DEGREE, e.g. 100000:16 or 100:complete (got " \
+        "'100-4')" in capsys.readouterr().err
