@@ -60,6 +60,31 @@ def make_random_graph():
     return random_graph
 
 
+# The CUDA test tier: the 'cuda' parameter carries the `cuda` marker, so
+# that `pytest -m cuda` on a CUDA machine runs exactly the CUDA tests, and
+# is skipped, with its reason shown (`-ra`), where CUDA is not available.
+# The 'cpu' parameter is the test as it ran before: it does not run twice.
+CUDA = pytest.param(
+    'cuda', id='cuda',
+    marks=[pytest.mark.cuda,
+           pytest.mark.skipif(not torch.cuda.is_available(),
+                              reason='CUDA not available')])
+
+
+@pytest.fixture(params=['cpu', CUDA])
+def device(request) -> torch.device:
+    r"""Every device a test runs on: 'cpu' always, 'cuda' where
+    :func:`torch.cuda.is_available`."""
+    return torch.device(request.param)
+
+
+@pytest.fixture(params=[CUDA])
+def cuda_device(request) -> torch.device:
+    r"""The CUDA device, for the tests that only mean something there (the
+    same result as on CPU, CUDA graphs)."""
+    return torch.device(request.param)
+
+
 # A tiny class side in the real xlsa17 layout: 10 animal classes (WordNet
 # names, so the WordNet graph resolves automatically), 6 seen (4 train + 2
 # validation) and 4 unseen, 16 attributes, 400 images.

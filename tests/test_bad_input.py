@@ -281,11 +281,6 @@ def meta(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to('meta')
 
 
-def autocast_bfloat16(call: Callable[[], Any]) -> Any:
-    with torch.autocast('cpu', dtype=torch.bfloat16):
-        return call()
-
-
 # ---------------------------------------------------------------------------
 # Operators: APNetConv's constructor
 # ---------------------------------------------------------------------------
@@ -365,14 +360,6 @@ case('APNetConv/x-float64-layer-float32',
      r"torch.float32")
 case('APNetConv/x-float16-layer-float32', lambda c: conv()(X.half(), EDGES),
      ValueError, r"'x' has dtype torch.float16 but the layer's parameters")
-case('APNetConv/x-float16-on-cpu-fused',
-     lambda c: conv().half()(X.half(), EDGES), ValueError,
-     r"'x' is torch.float16 on CPU, where the sparse kernels compute in "
-     r"float32 or float64 only.*APNetConv\(fused=False\)")
-case('APNetConv/autocast-bfloat16-on-cpu-fused',
-     lambda c: autocast_bfloat16(lambda: conv()(X, EDGES)), ValueError,
-     r"APNetConv\(fused=True\) cannot run under torch.autocast on CPU with "
-     r"dtype torch.bfloat16.*pass fused=False")
 case('APNetConv/edge_index-1d', lambda c: conv()(X, EDGES[0]), ValueError,
      r"'edge_index' must have shape \[2, num_edges\]")
 case('APNetConv/edge_index-3-rows',
@@ -569,9 +556,6 @@ case('spmm/dtype-mismatch', lambda c: spmm(PATTERN, WEIGHT.double(), X),
      ValueError, r"'values' has dtype torch.float64 but 'x' torch.float32")
 case('spmm/x-other-device', lambda c: spmm(PATTERN, WEIGHT, meta(X)),
      ValueError, r"'x' is on meta but 'pattern' on cpu")
-case('spmm/x-bfloat16-on-cpu',
-     lambda c: spmm(PATTERN, WEIGHT.bfloat16(), X.bfloat16()), ValueError,
-     r"'values' is torch.bfloat16 on CPU, where the sparse kernels")
 case('sddmm/a-wrong-rows', lambda c: sddmm(RECT, X[:4], X[:4]), ValueError,
      r"'a' must have 3 rows, the pattern's number of rows")
 case('sddmm/b-wrong-width', lambda c: sddmm(RECT, X[:3], X[:4, :5]),

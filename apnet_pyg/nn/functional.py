@@ -33,7 +33,17 @@ an autograd function that TorchDynamo traces: one opaque operator each,
 forward and backward, and no graph break. In eager mode the same kernels
 are called directly, which saves the operator dispatch (tens of
 microseconds a call, what a small graph's whole layer costs).
+
+**Precision.** The kernels take float16 and bfloat16 operands too (also
+under :func:`torch.autocast`, which they do not apply inside): they
+compute in :func:`compute_dtype`, float32 for those two, since torch's
+sparse CSR products have no half-precision version on CPU (nor in
+:func:`torch.sparse.sampled_addmm` on CUDA) and the cosines, softmax and
+sums need float32 to stay accurate at a high temperature. Outputs and
+gradients come back in the dtypes of the inputs they belong to; float32
+and float64 operands are used as they are, without a copy.
 """
+import functools
 import warnings
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
@@ -117,6 +127,7 @@ def _kernel(name: str, schema: str, fake: Callable) -> Callable:
     (opaque to TorchDynamo) and on meta tensors, and the plain function
     otherwise."""
     def register(function: Callable) -> Callable:
+        function = _without_autocast(function)
         op = torch.library.custom_op(f'apnet_pyg::{name}', function,
                                      mutates_args=(), schema=schema)
         op.register_fake(fake)
@@ -132,6 +143,35 @@ def _kernel(name: str, schema: str, fake: Callable) -> Callable:
         return call
 
     return register
+
+
+def _without_autocast(function: Callable) -> Callable:
+    r""":obj:`function` with :func:`torch.autocast` disabled while it runs
+    (the kernels choose their dtypes themselves: autocast would run their
+    matrix products in half precision, whose sums they keep in float32).
+    The first argument is an index tensor on the operands' device."""
+    @functools.wraps(function)
+    def wrapper(*args):
+        device_type = args[0].device.type
+        if torch.amp.is_autocast_available(device_type) and \
+                torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type, enabled=False):
+                return function(*args)
+        return function(*args)
+
+    return wrapper
+
+
+#: The dtypes the kernels compute in float32.
+LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
+    r"""The dtype the kernels compute in for operands of :obj:`dtypes`:
+    the widest of them (:func:`torch.promote_types`), and float32 in place
+    of float16 or bfloat16."""
+    dtype = functools.reduce(torch.promote_types, dtypes)
+    return torch.float32 if dtype in LOW_PRECISION_DTYPES else dtype
 
 
 # ---------------------------------------------------------------------------
@@ -258,23 +298,10 @@ def _check_operand(tensor: Tensor, name: str, pattern: SparsePattern,
     :obj:`rows` rows and lives on the pattern's device (metadata only;
     the kernels would otherwise read out of bounds)."""
     check_features(tensor, name, dim=dim)
-    check_kernel_dtype(tensor, name)
     if tensor.size(0) != rows:
         raise ValueError(f"'{name}' must have {rows} rows, the pattern's "
                          f"{side} (got shape {tuple(tensor.shape)})")
     check_same_device(tensor, name, pattern.rowptr, 'pattern')
-
-
-def check_kernel_dtype(tensor: Tensor, name: str) -> None:
-    r"""Checks that the kernels can compute in :obj:`tensor`'s dtype:
-    torch's sparse CSR products have no float16 or bfloat16 version on
-    CPU."""
-    if tensor.device.type == 'cpu' and \
-            tensor.dtype in (torch.float16, torch.bfloat16):
-        raise ValueError(f"'{name}' is {tensor.dtype} on CPU, where the "
-                         f"sparse kernels compute in float32 or float64 "
-                         f"only: convert it, or use APNetConv(fused=False) "
-                         f"or DenseAPNetConv")
 
 
 def _check_pattern(pattern: SparsePattern) -> None:
@@ -285,14 +312,17 @@ def _check_pattern(pattern: SparsePattern) -> None:
 
 
 def _check_entry_values_and_x(pattern: SparsePattern, values: Tensor,
-                              name: str, x: Tensor) -> None:
+                              name: str, x: Tensor,
+                              same_dtype: bool = True) -> None:
     r"""The operands of a sparse-dense product: one value per entry of
-    :obj:`pattern` and a row of :obj:`x` per column, of one dtype."""
+    :obj:`pattern` and a row of :obj:`x` per column (of one dtype if
+    :obj:`same_dtype`)."""
     _check_pattern(pattern)
     _check_operand(values, name, pattern, pattern.nnz, 'number of entries',
                    dim=1)
     _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
-    _check_same_dtype(values, name, x, 'x')
+    if same_dtype:
+        _check_same_dtype(values, name, x, 'x')
 
 
 def _check_same_dtype(tensor: Tensor, name: str, reference: Tensor,
@@ -337,6 +367,16 @@ def _csr_matmul(rowptr: Tensor, col: Tensor, values: Tensor,
 
 
 def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    num_rows, num_cols = a.size(0), b.size(0)
+    if col.numel() > num_rows * num_cols:
+        # More entries than the matrix has cells (repeated entries): torch's
+        # sampled_addmm then rewrites the index tensors it is given (seen
+        # on CPU, torch 2.13: col shrinks to M * N entries, and the heap
+        # is corrupted). The dense product is no larger than the entries.
+        row = torch.repeat_interleave(
+            torch.arange(num_rows, device=col.device, dtype=col.dtype),
+            rowptr.diff(), output_size=col.numel())
+        return (a @ b.t()).view(-1).index_select(0, row * num_cols + col)
     values = a.new_zeros(col.numel())
     if col.numel() == 0:
         return values
@@ -358,14 +398,17 @@ def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
              rowptr.size(0) - 1, x.size(1)))
 def _spmm_kernel(rowptr: Tensor, col: Tensor, values: Tensor,
                  x: Tensor) -> Tensor:
-    return _csr_matmul(rowptr, col, values, x)
+    dtype = compute_dtype(x.dtype)
+    return _csr_matmul(rowptr, col, values.to(dtype),
+                       x.to(dtype)).to(x.dtype)
 
 
 @_kernel('sddmm', '(Tensor rowptr, Tensor col, Tensor a, Tensor b) -> Tensor',
          lambda rowptr, col, a, b: a.new_empty(col.size(0)))
 def _sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
                   b: Tensor) -> Tensor:
-    return _sampled_dot(rowptr, col, a, b)
+    dtype = compute_dtype(a.dtype)
+    return _sampled_dot(rowptr, col, a.to(dtype), b.to(dtype)).to(a.dtype)
 
 
 #: The lower bound of the norms in :func:`edge_cosine`, as in
@@ -375,17 +418,23 @@ NORM_EPS = 1e-12
 
 
 def _normalize(x: Tensor) -> Tuple[Tensor, Tensor]:
-    inv_norm = torch.linalg.vector_norm(x, dim=-1).clamp_min_(NORM_EPS)
-    inv_norm = inv_norm.reciprocal_()
+    # In the compute dtype: a half-precision x is read once, not copied
+    # to float32 first (the product promotes it).
+    inv_norm = torch.linalg.vector_norm(x, dim=-1,
+                                        dtype=compute_dtype(x.dtype))
+    inv_norm = inv_norm.clamp_min_(NORM_EPS).reciprocal_()
     return x * inv_norm.unsqueeze(-1), inv_norm
 
 
 def _edge_cosine_fake(rowptr, col, a, b):
-    h_b, inv_b = a.new_empty(0), a.new_empty(0)
+    dtype = compute_dtype(a.dtype)
+    h_b, inv_b = a.new_empty(0, dtype=dtype), a.new_empty(0, dtype=dtype)
     if b is not None:
-        h_b, inv_b = torch.empty_like(b), b.new_empty(b.size(0))
-    return (a.new_empty(col.size(0)), torch.empty_like(a),
-            a.new_empty(a.size(0)), h_b, inv_b)
+        h_b = b.new_empty(b.shape, dtype=dtype)
+        inv_b = b.new_empty(b.size(0), dtype=dtype)
+    return (a.new_empty(col.size(0), dtype=dtype),
+            a.new_empty(a.shape, dtype=dtype),
+            a.new_empty(a.size(0), dtype=dtype), h_b, inv_b)
 
 
 @_kernel('edge_cosine',
@@ -394,11 +443,12 @@ def _edge_cosine_fake(rowptr, col, a, b):
 def _edge_cosine_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
                         b: Optional[Tensor]) -> Tuple[Tensor, ...]:
     # The cosines and, for the backward pass, the normalised rows and
-    # inverse norms of a and b (empty for b=None: b is a).
+    # inverse norms of a and b (empty for b=None: b is a), all in the
+    # compute dtype.
     h_a, inv_a = _normalize(a)
     if b is None:
         return (_sampled_dot(rowptr, col, h_a, h_a), h_a, inv_a,
-                a.new_empty(0), a.new_empty(0))
+                h_a.new_empty(0), h_a.new_empty(0))
     h_b, inv_b = _normalize(b)
     return _sampled_dot(rowptr, col, h_a, h_b), h_a, inv_a, h_b, inv_b
 
@@ -429,7 +479,8 @@ def _edge_cosine_backward_kernel(
     # With h = x / |x| and c_ij = <ha_i, hb_j>:
     #   dL/da_i = (sum_j g_ij hb_j - s_i ha_i) / |a_i|,  s_i = sum_j g_ij c_ij
     #   dL/db_j = (sum_i g_ij ha_i - t_j hb_j) / |b_j|,  t_j = sum_i g_ij c_ij
-    # and for b = a both terms add up.
+    # and for b = a both terms add up. In the compute dtype (cos's).
+    grad_cos = grad_cos.to(cos.dtype)
     grad_transposed = _transpose_values(grad_cos, perm_t, transposed)
     weighted = grad_cos * cos
     if h_b is None:
@@ -466,10 +517,11 @@ def _row_dot(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
-    alpha_loop = logits.new_empty(0) if loop_logits is None else \
-        torch.empty_like(loop_logits)
-    return (x.new_empty(rowptr.size(0) - 1, x.size(1)),
-            torch.empty_like(logits), alpha_loop)
+    dtype = compute_dtype(logits.dtype, x.dtype)
+    alpha_loop = logits.new_empty(
+        0 if loop_logits is None else loop_logits.size(0), dtype=dtype)
+    return (x.new_empty(rowptr.size(0) - 1, x.size(1), dtype=dtype),
+            logits.new_empty(logits.shape, dtype=dtype), alpha_loop)
 
 
 @_kernel('softmax_spmm',
@@ -479,6 +531,12 @@ def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
 def _softmax_spmm_kernel(rowptr: Tensor, row: Tensor, col: Tensor,
                          logits: Tensor, x: Tensor,
                          loop_logits: Optional[Tensor]) -> Tuple[Tensor, ...]:
+    # All three outputs in the compute dtype (the autograd function saves
+    # them for the backward pass and returns them in the inputs' dtypes).
+    dtype = compute_dtype(logits.dtype, x.dtype)
+    logits, x = logits.to(dtype), x.to(dtype)
+    if loop_logits is not None:
+        loop_logits = loop_logits.to(dtype)
     # The row maximum keeps exp() in range at any temperature.
     row_max = torch.segment_reduce(logits, 'max', offsets=rowptr, unsafe=True)
     if loop_logits is not None:
@@ -502,7 +560,9 @@ def _softmax_spmm_backward_fake(rowptr, row, col, rowptr_t, col_t, perm_t,
                                 transposed, x, out, alpha, alpha_loop,
                                 grad_out, grad_alpha, grad_alpha_loop,
                                 needs_grad_x):
-    grad_x = torch.empty_like(x) if needs_grad_x else x.new_empty(0)
+    # All in the compute dtype (out's).
+    grad_x = x.new_empty(x.shape if needs_grad_x else (0, ),
+                         dtype=out.dtype)
     grad_loop = alpha.new_empty(0) if alpha_loop is None else \
         torch.empty_like(alpha_loop)
     return torch.empty_like(alpha), grad_x, grad_loop
@@ -523,6 +583,13 @@ def _softmax_spmm_backward_kernel(
     # out_i = sum_j alpha_ij x_j (+ alpha_ii x_i) and alpha = softmax(z), so
     #   dL/dz_ij = alpha_ij (g_ij - sum_k alpha_ik g_ik),  g_ij = <go_i, x_j>,
     # where sum_k alpha_ik g_ik = <go_i, out_i>: a row dot, no scatter.
+    # In the compute dtype (out's, alpha's).
+    dtype = out.dtype
+    x, grad_out = x.to(dtype), grad_out.to(dtype)
+    if grad_alpha is not None:
+        grad_alpha = grad_alpha.to(dtype)
+    if grad_alpha_loop is not None:
+        grad_alpha_loop = grad_alpha_loop.to(dtype)
     grad = _sampled_dot(rowptr, col, grad_out, x)
     row_sum = _row_dot(grad_out, out)
     if grad_alpha is not None:  # The attention itself is used downstream.
@@ -626,13 +693,14 @@ class _EdgeCosine(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pattern: SparsePattern, a: Tensor,
                 b: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        # Saved in the compute dtype; the cosines returned in a's.
         cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
             pattern.rowptr, pattern.col, a, b)
         if b is None:  # The kernel's empty placeholders.
             h_b = inv_b = None
         _save(ctx, pattern, a, b, cos, h_a, inv_a, h_b, inv_b)
         ctx.mark_non_differentiable(inv_a)
-        return cos, inv_a
+        return cos.to(a.dtype), inv_a
 
     @staticmethod
     def backward(ctx, grad_cos: Tensor, _):
@@ -641,18 +709,19 @@ class _EdgeCosine(torch.autograd.Function):
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (normalize + differentiable SDDMM) instead.
-            h_a = F.normalize(a, p=2.0, dim=-1, eps=NORM_EPS)
-            h_b = h_a if b is None else F.normalize(b, p=2.0, dim=-1,
-                                                    eps=NORM_EPS)
-            grad_a, grad_b = _grad_of([sddmm(pattern, h_a, h_b)], [grad_cos],
-                                      [a, b], needs_grad)
+            h_a = F.normalize(a.to(cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
+            h_b = h_a if b is None else F.normalize(
+                b.to(cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
+            grad_a, grad_b = _grad_of(
+                [sddmm(pattern, h_a, h_b).to(a.dtype)], [grad_cos], [a, b],
+                needs_grad)
             return None, grad_a, grad_b, None
 
         grad_a, grad_b = _edge_cosine_backward_kernel(
             *_backward_args(pattern), grad_cos, cos, h_a, inv_a, h_b, inv_b,
             needs_grad[1])
-        return (None, grad_a if needs_grad[0] else None,
-                grad_b if needs_grad[1] else None, None)
+        return (None, grad_a.to(a.dtype) if needs_grad[0] else None,
+                grad_b.to(b.dtype) if needs_grad[1] else None, None)
 
 
 class _SoftmaxSpMM(torch.autograd.Function):
@@ -660,12 +729,14 @@ class _SoftmaxSpMM(torch.autograd.Function):
     def forward(ctx, pattern: SparsePattern, logits: Tensor, x: Tensor,
                 loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor,
                                                         Tensor]:
+        # Saved in the compute dtype; returned in the inputs' dtypes.
         out, alpha, alpha_loop = _softmax_spmm_kernel(
             pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits)
         _save(ctx, pattern, logits, x, loop_logits, out, alpha,
               None if loop_logits is None else alpha_loop)
         ctx.set_materialize_grads(False)  # Often only `out` is used.
-        return out, alpha, alpha_loop
+        return (out.to(x.dtype), alpha.to(logits.dtype),
+                alpha_loop.to(logits.dtype))
 
     @staticmethod
     def backward(ctx, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
@@ -688,14 +759,21 @@ class _SoftmaxSpMM(torch.autograd.Function):
         grad_logits, grad_x, grad_loop = _softmax_spmm_backward_kernel(
             *_backward_args(pattern), x, out, alpha, alpha_loop, grad_out,
             grad_alpha, grad_alpha_loop, needs_grad[1])
-        return (None, grad_logits if needs_grad[0] else None,
-                grad_x if needs_grad[1] else None,
-                grad_loop if needs_grad[2] else None)
+        return (None, grad_logits.to(logits.dtype) if needs_grad[0] else None,
+                grad_x.to(x.dtype) if needs_grad[1] else None,
+                grad_loop.to(logits.dtype) if needs_grad[2] else None)
 
 
 def _composable_softmax_spmm(
         pattern: SparsePattern, logits: Tensor, x: Tensor,
         loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    # In the compute dtype, the results in the inputs' dtypes, as the
+    # fused kernels.
+    dtypes = x.dtype, logits.dtype
+    dtype = compute_dtype(*dtypes)
+    logits, x = logits.to(dtype), x.to(dtype)
+    if loop_logits is not None:
+        loop_logits = loop_logits.to(dtype)
     row = pattern.row
     row_max = torch.segment_reduce(logits.detach(), 'max',
                                    offsets=pattern.rowptr, unsafe=True)
@@ -712,7 +790,7 @@ def _composable_softmax_spmm(
     out = spmm(pattern, alpha, x)
     if loop_logits is not None:
         out = out + alpha_loop.unsqueeze(-1) * x[:alpha_loop.numel()]
-    return out, alpha, alpha_loop
+    return out.to(dtypes[0]), alpha.to(dtypes[1]), alpha_loop.to(dtypes[1])
 
 
 # ---------------------------------------------------------------------------
@@ -726,9 +804,11 @@ def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
     Args:
         pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
         values (torch.Tensor): one value per entry, :obj:`[nnz]`.
-        x (torch.Tensor): dense features, :obj:`[N, F]`.
+        x (torch.Tensor): dense features, :obj:`[N, F]`, of the dtype of
+            :obj:`values` (float16 and bfloat16 are summed in float32).
 
-    :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
+    :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`, in :obj:`x`'s
+        dtype
     """
     if not is_compiling():
         _check_entry_values_and_x(pattern, values, 'values', x)
@@ -743,9 +823,11 @@ def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
     Args:
         pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
         a (torch.Tensor): :obj:`[M, F]`.
-        b (torch.Tensor): :obj:`[N, F]`.
+        b (torch.Tensor): :obj:`[N, F]`, of the dtype of :obj:`a`
+            (float16 and bfloat16 are summed in float32).
 
-    :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in pattern order
+    :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in pattern order,
+        in :obj:`a`'s dtype
     """
     if not is_compiling():
         _check_pattern(pattern)
@@ -768,14 +850,18 @@ def edge_cosine(pattern: SparsePattern, a: Tensor,
     Args:
         pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
         a (torch.Tensor): :obj:`[M, F]`.
-        b (torch.Tensor, optional): :obj:`[N, F]`; :obj:`None` for
+        b (torch.Tensor, optional): :obj:`[N, F]`, of the dtype of
+            :obj:`a`; :obj:`None` for
             :obj:`b = a` (a square pattern), which saves an SpMM in the
             backward pass of a symmetric pattern. (default: :obj:`None`)
 
     :rtype: (:class:`torch.Tensor` :obj:`[nnz]`, :class:`torch.Tensor`
         :obj:`[M]`): the cosines in pattern order, and the cosine of every
         row of :obj:`a` with itself (the logit of a self-loop: :math:`1`,
-        or :math:`0` for a row of norm at most :data:`NORM_EPS`; constant)
+        or :math:`0` for a row of norm at most :data:`NORM_EPS`; constant),
+        both in :obj:`a`'s dtype (computed in float32 for float16 and
+        bfloat16: pass :obj:`a.float()` to keep the float32 cosines, as
+        :class:`~apnet_pyg.nn.APNetConv` does)
     """
     if b is a:  # The same nodes (and one tensor given twice to autograd).
         b = None
@@ -809,12 +895,18 @@ def softmax_spmm(
     docstring). A row without entries gets :math:`\mathbf{o}_i =
     \mathbf{0}`.
 
+    :obj:`x` may have another floating dtype than the logits, e.g.
+    float16 features with float32 logits: everything is computed in
+    :func:`compute_dtype` of both (float32 at least), the aggregation is
+    returned in :obj:`x`'s dtype and the attention in the logits'.
+
     Args:
         pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
         logits (torch.Tensor): one logit per entry, :obj:`[nnz]`.
         x (torch.Tensor): dense features, :obj:`[N, F]`.
         loop_logits (torch.Tensor, optional): the logit :math:`z_{ii}` of a
-            self-loop on every row, :obj:`[M]` (:math:`M \leq N`), which
+            self-loop on every row, :obj:`[M]` (:math:`M \leq N`), of the
+            logits' dtype, which
             joins the softmax of its row and aggregates :math:`\mathbf{x}_i`
             (:math:`-\infty` for none). (default: :obj:`None`)
 
@@ -824,11 +916,12 @@ def softmax_spmm(
         the entries and of the self-loops
     """
     if not is_compiling():
-        _check_entry_values_and_x(pattern, logits, 'logits', x)
+        _check_entry_values_and_x(pattern, logits, 'logits', x,
+                                  same_dtype=False)
         if loop_logits is not None:
             _check_operand(loop_logits, 'loop_logits', pattern,
                            pattern.size[0], 'number of rows', dim=1)
-            _check_same_dtype(loop_logits, 'loop_logits', x, 'x')
+            _check_same_dtype(loop_logits, 'loop_logits', logits, 'logits')
             if pattern.size[0] > pattern.size[1]:
                 raise ValueError(f"'loop_logits' needs a pattern with no "
                                  f"more rows than columns (got size "

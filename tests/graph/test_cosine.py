@@ -26,9 +26,11 @@ def test_cos_40_degrees():
 
 
 @pytest.mark.parametrize('loop', [True, False])
-def test_cosine_threshold_graph(loop):
+def test_cosine_threshold_graph(loop, device):
     x = torch.randn(40, 3, generator=torch.Generator().manual_seed(0))
+    x = x.to(device)
     edge_index = cosine_threshold_graph(x, loop=loop)
+    assert edge_index.device == device
     sim = similarity(x)
     expected = sim >= COS_40_DEGREES
     expected.fill_diagonal_(loop)
@@ -40,16 +42,16 @@ def test_cosine_threshold_graph(loop):
     assert edge_set(edge_index) == edge_set(edge_index.flip(0))
 
 
-def test_cosine_threshold_graph_chunks_and_batch():
+def test_cosine_threshold_graph_chunks_and_batch(device):
     generator = torch.Generator().manual_seed(1)
-    x = torch.randn(30, 4, generator=generator)
+    x = torch.randn(30, 4, generator=generator).to(device)
     full = cosine_threshold_graph(x, threshold=0.3, loop=True)
     for chunk_size in [1, 7, 100]:
         assert torch.equal(cosine_threshold_graph(x, 0.3, loop=True,
                                                   chunk_size=chunk_size),
                            full)
 
-    batch = torch.tensor([0] * 10 + [1] * 12 + [2] * 8)
+    batch = torch.tensor([0] * 10 + [1] * 12 + [2] * 8, device=device)
     edge_index = cosine_threshold_graph(x, 0.3, batch)
     expected = (similarity(x) >= 0.3) & (batch[:, None] == batch[None, :])
     expected.fill_diagonal_(False)  # loop=False by default, as in PyG
@@ -57,7 +59,7 @@ def test_cosine_threshold_graph_chunks_and_batch():
 
     # An unsorted batch vector gives the same graph:
     # (node k of the permuted input is node perm[k] of the original).
-    perm = torch.randperm(30, generator=generator)
+    perm = torch.randperm(30, generator=generator).to(device)
     permuted = cosine_threshold_graph(x[perm], 0.3, batch=batch[perm])
     assert edge_set(perm[permuted]) == edge_set(edge_index)
 
@@ -112,8 +114,9 @@ def test_cosine_threshold_graph_bad_input():
 
 
 @pytest.mark.parametrize('loop', [True, False])
-def test_cosine_knn_graph(loop):
+def test_cosine_knn_graph(loop, device):
     x = torch.randn(25, 4, generator=torch.Generator().manual_seed(3))
+    x = x.to(device)
     sim = similarity(x)
     if not loop:
         sim.fill_diagonal_(-math.inf)
@@ -145,13 +148,13 @@ def test_cosine_knn_graph_signature_matches_knn_graph():
         assert ours[name].default == theirs[name].default
 
 
-def test_cosine_knn_graph_chunks_and_batch():
+def test_cosine_knn_graph_chunks_and_batch(device):
     generator = torch.Generator().manual_seed(4)
-    x = torch.randn(20, 4, generator=generator)
+    x = torch.randn(20, 4, generator=generator).to(device)
     full = cosine_knn_graph(x, 3)
     assert torch.equal(cosine_knn_graph(x, 3, chunk_size=3), full)
 
-    batch = torch.tensor([0] * 12 + [1] * 6 + [2] * 2)
+    batch = torch.tensor([0] * 12 + [1] * 6 + [2] * 2, device=device)
     edge_index = cosine_knn_graph(x, 3, batch)
     assert bool((batch[edge_index[0]] == batch[edge_index[1]]).all())
     # The two-node graph has only one candidate per node:
@@ -176,12 +179,35 @@ def test_cosine_knn_graph_bad_input():
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
-def test_cosine_threshold_graph_low_precision(dtype):
+def test_cosine_threshold_graph_low_precision(dtype, device):
     # 44 degrees apart: no edge at cos 40 degrees. bfloat16's epsilon
     # (2^-7) would have moved the cut to about 45 degrees.
     angle = math.radians(44)
     x = torch.tensor([[1.0, 0.0], [math.cos(angle), math.sin(angle)]])
-    assert cosine_threshold_graph(x.to(dtype)).numel() == 0
+    assert cosine_threshold_graph(x.to(device, dtype)).numel() == 0
     close = torch.tensor([[1.0, 0.0], [math.cos(0.6), math.sin(0.6)]])
-    assert edge_set(cosine_threshold_graph(close.to(dtype))) == {(0, 1),
-                                                                (1, 0)}
+    assert edge_set(cosine_threshold_graph(close.to(device, dtype))) == {
+        (0, 1), (1, 0)}
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
+def test_builders_give_the_cpu_edges_on_cuda(dtype, cuda_device):
+    # The same edges, in the same order, from features on either device
+    # (ties of k-NN aside: continuous random features have none).
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(120, 16, generator=generator).to(dtype)
+    batch = torch.randint(0, 3, (120, ), generator=generator)
+    for build in [
+            lambda x, batch: cosine_threshold_graph(x, 0.2, batch),
+            lambda x, batch: cosine_threshold_graph(x, loop=True,
+                                                    chunk_size=32),
+            lambda x, batch: cosine_knn_graph(x, 6, batch),
+            lambda x, batch: cosine_knn_graph(x, 6, loop=True,
+                                              flow='target_to_source',
+                                              chunk_size=32),
+    ]:
+        expected = build(x, batch)
+        assert expected.numel() > 0
+        edge_index = build(x.to(cuda_device), batch.to(cuda_device))
+        assert edge_index.device == cuda_device
+        assert torch.equal(edge_index.cpu(), expected)

@@ -28,7 +28,7 @@ from torch_geometric.utils import (
 
 from apnet_pyg.nn.functional import (
     SparsePattern,
-    check_kernel_dtype,
+    compute_dtype,
     edge_cosine,
     softmax_spmm,
     sparse_pattern,
@@ -276,10 +276,18 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     :obj:`.numpy()`, :obj:`.data` or DLPack) is not seen: pass a new
     tensor then.
 
+    **Precision.** Both paths run in float64, float32, float16 and
+    bfloat16, and under :func:`torch.autocast`. For
+    float16 or bfloat16 features the attention (cosines, softmax) and the
+    sums of the aggregation are computed in float32: the temperature
+    scales the cosines' rounding errors (bfloat16 rounds a cosine by up to
+    :math:`2^{-9}`). The output and the attention have the dtype of
+    :obj:`x` (of :obj:`x_src` if bipartite), under :func:`torch.autocast`
+    too: there only the projection :math:`f` runs in the autocast dtype,
+    and the output aggregates :obj:`x` itself.
+
     Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
-    under :func:`torch.autocast`; on CPU the fused kernels compute in
-    float32 or float64 only, so half precision and low-precision autocast
-    need :obj:`fused=False`) and devices always; node indices always
+    under :func:`torch.autocast`) and devices always; node indices always
     (out of range raises, without a host synchronisation); values (finite
     features, strictly positive weights) under
     :obj:`with torch_geometric.debug():`, in eager mode.
@@ -384,8 +392,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 that is installed).
             edge_weight (torch.Tensor, optional): Strictly positive prior
                 weights :math:`w_{i,j}`, one per edge, of any floating
-                dtype (used in the dtype of :obj:`x`).
-                (default: :obj:`None`)
+                dtype (used in the dtype of :obj:`x`, float32 for float16
+                or bfloat16 :obj:`x`). (default: :obj:`None`)
             size ((int, int), optional): The number of source and target
                 nodes; must match :obj:`x` when given. (default: :obj:`None`)
             return_attention_weights (bool, optional): If set to
@@ -411,16 +419,6 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         attention = bool(return_attention_weights)
         # PyG's explainer masks messages: only message passing has them.
         fused = self.fused and not self.explain
-        if fused:
-            check_kernel_dtype(x_src, 'x')
-            if x_src.device.type == 'cpu' and \
-                    torch.is_autocast_enabled('cpu') and \
-                    torch.get_autocast_dtype('cpu') != torch.float32:
-                raise ValueError(f"APNetConv(fused=True) cannot run under "
-                                 f"torch.autocast on CPU with dtype "
-                                 f"{torch.get_autocast_dtype('cpu')}: the "
-                                 f"sparse kernels compute in float32 or "
-                                 f"float64 only; pass fused=False")
         if x_src.device.type == 'meta' and self.add_self_loops and \
                 not bipartite and attention:
             raise ValueError("return_attention_weights on meta tensors: the "
@@ -447,12 +445,17 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         if self.explain and self.add_self_loops and not bipartite:
             edge_index, edge_weight = self._drop_loops_to_explain(
                 edge_index, edge_weight)
+        # The attention's dtype: x's, float32 for half-precision x (and
+        # also for a half-precision projection of float32 x under
+        # autocast).
+        dtype = compute_dtype(x_src.dtype, x_dst.dtype)
         log_weight = None
         if edge_weight is not None:
             if value_checks_enabled():
                 check_positive_weights(edge_weight)
-            # In x's dtype, as documented and as DenseAPNetConv does.
-            log_weight = edge_weight.to(x_src.dtype).log()
+            # In the attention's dtype, as documented and as
+            # DenseAPNetConv does.
+            log_weight = edge_weight.to(dtype).log()
 
         loop_kept, pattern, perm = self._graph_structure(
             edge_index, size, bipartite, fused)
@@ -461,11 +464,11 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 log_weight = log_weight.index_select(0, perm)
             out, alpha, alpha_loop = self._fused_propagate(
                 x_src, x_dst, pattern, perm, log_weight, loop_kept,
-                bipartite, attention)
+                bipartite, attention, dtype)
         else:
             out, alpha, alpha_loop = self._message_passing(
                 x_src, x_dst, edge_index, log_weight, loop_kept, size,
-                bipartite)
+                bipartite, dtype)
 
         if not attention:
             return out
@@ -474,6 +477,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                                  dtype=edge_index.dtype)[loop_kept]
             edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
             alpha = torch.cat([alpha, alpha_loop[loop_kept]], dim=0)
+        alpha = alpha.to(out.dtype)  # As documented: the output's dtype.
         if sparse_layout is None:
             return out, (edge_index, alpha)
         adj = self._attention_as_sparse(edge_index, alpha, size,
@@ -670,17 +674,23 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         return structure
 
     def _projections(self, x_src: Tensor, x_dst: Tensor, bipartite: bool,
-                     step: int) -> Tuple[Tensor, Optional[Tensor]]:
+                     step: int, dtype: torch.dtype
+                     ) -> Tuple[Tensor, Optional[Tensor]]:
         r""":math:`f(\mathbf{x}_{dst})` and :math:`f(\mathbf{x}_{src})`
-        (:obj:`None` when both sides are the same nodes)."""
+        (:obj:`None` when both sides are the same nodes), in the
+        attention's :obj:`dtype` (float32 for a half-precision projection:
+        the temperature scales the cosines' rounding errors)."""
         if self.lin is None:
             # After the first step the targets hold aggregated source
             # features: the source side's projection applies.
             lin_dst = self.lin_dst if step == 0 else self.lin_src
-            return lin_dst(x_dst), self.lin_src(x_src)
-        if not bipartite:
-            return self.lin(x_dst), None
-        return self.lin(x_dst), self.lin(x_src)
+            h_dst, h_src = lin_dst(x_dst), self.lin_src(x_src)
+        elif not bipartite:
+            h_dst, h_src = self.lin(x_dst), None
+        else:
+            h_dst, h_src = self.lin(x_dst), self.lin(x_src)
+        # (No copy where the dtype is already the attention's.)
+        return h_dst.to(dtype), None if h_src is None else h_src.to(dtype)
 
     @staticmethod
     def _next_step(out: Tensor, x_src: Tensor,
@@ -699,10 +709,12 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         loop_kept: OptTensor,
         bipartite: bool,
         attention: bool,
+        dtype: torch.dtype,
     ) -> Tuple[Tensor, OptTensor, OptTensor]:
         alphas, loop_alphas = [], []
         for step in range(self.num_steps):
-            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step)
+            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step,
+                                             dtype)
             cos, self_cos = edge_cosine(pattern, h_dst, h_src)
             logits = self.temperature * cos
             if log_weight is not None:
@@ -715,6 +727,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 loop_logits = torch.where(loop_kept,
                                           self.temperature * self_cos,
                                           -math.inf)
+            # Logits in the attention's dtype, x_src in its own: the
+            # output comes back in x_src's.
             out, alpha, alpha_loop = softmax_spmm(pattern, logits, x_src,
                                                   loop_logits)
             x_src, x_dst = self._next_step(out, x_src, bipartite)
@@ -740,6 +754,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         loop_kept: OptTensor,
         size: Tuple[int, int],
         bipartite: bool,
+        dtype: torch.dtype,
     ) -> Tuple[Tensor, Tensor, OptTensor]:
         num_edges = edge_index.size(1)
         if loop_kept is not None:
@@ -749,14 +764,16 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                                  dtype=edge_index.dtype)
             edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
             loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(
-                x_src.dtype)
+                dtype)
             if log_weight is None:
                 log_weight = loop_log_weight.new_zeros(num_edges)
             log_weight = torch.cat([log_weight, loop_log_weight])
 
         alphas = []
+        out_dtype = x_src.dtype
         for step in range(self.num_steps):
-            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step)
+            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step,
+                                             dtype)
             h_dst = F.normalize(h_dst, p=2.0, dim=-1)
             h_src = h_dst if h_src is None else F.normalize(h_src, p=2.0,
                                                             dim=-1)
@@ -766,6 +783,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             # propagate_type: (x: PairTensor, alpha: Tensor)
             out = self.propagate(edge_index, x=(x_src, x_dst), alpha=alpha,
                                  size=size)
+            # Messages in the attention's dtype (float32 sums for half
+            # precision x), the output in x's, as on the fused path.
+            out = out.to(out_dtype)
             x_src, x_dst = self._next_step(out, x_src, bipartite)
             alphas.append(alpha)
         alpha = torch.stack(alphas, dim=-1)

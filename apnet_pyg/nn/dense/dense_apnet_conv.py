@@ -1,3 +1,4 @@
+import contextlib
 from typing import Optional, Tuple, Union
 
 import torch
@@ -5,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from apnet_pyg.nn.conv.apnet_conv import APNetLayerMixin
+from apnet_pyg.nn.functional import compute_dtype
 from apnet_pyg.utils import (
     check_features,
     check_finite,
@@ -41,6 +43,17 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
     :class:`~torch_geometric.nn.dense.DenseGATConv`, :obj:`add_loop` keeps
     the weight of an existing self-loop and adds the missing ones with
     weight :math:`1`, as the sparse layer does.
+
+    **Precision.** It runs in float64, float32, float16 and bfloat16, and
+    under :func:`torch.autocast`. For float16 or bfloat16 features (or a
+    half-precision projection under autocast) the attention (cosines,
+    softmax) is computed in float32, as in
+    :class:`~apnet_pyg.nn.APNetConv`; the aggregation
+    :math:`\mathbf{P}_b \mathbf{X}_b` is a matrix product in the dtype of
+    :obj:`x`, so under :func:`torch.autocast` it runs (and the output
+    comes back) in the autocast dtype, as in
+    :class:`~torch_geometric.nn.dense.DenseGATConv`. Outside autocast, the
+    output and the attention have the dtype of :obj:`x`.
 
     Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
     under :func:`torch.autocast`) and devices always; values (finite
@@ -171,9 +184,11 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             edges = edges & mask.unsqueeze(1) & mask.unsqueeze(2)
         if value_checks_enabled():
             check_finite(x, 'x')
+        # The attention's dtype: x's, float32 for half precision.
+        dtype = compute_dtype(x.dtype)
         log_weight = None
         if adj.dtype != torch.bool:
-            weight = adj.to(x.dtype)
+            weight = adj.to(dtype)
             if value_checks_enabled():
                 check_positive_weights(
                     weight.expand(B, N, N)[edges.expand(B, N, N)], 'adj')
@@ -195,12 +210,17 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
         has_edge = edges.any(dim=-1, keepdim=True)
         alphas = []
         for _ in range(self.num_steps):
-            h = F.normalize(self.lin(x), p=2.0, dim=-1)
-            logits = self.temperature * (h @ h.transpose(-1, -2))
+            # (No copy where the projection is in the attention's dtype.)
+            h = F.normalize(self.lin(x).to(dtype), p=2.0, dim=-1)
+            with _autocast_disabled(h.device.type):
+                # Autocast would round the cosines to half precision.
+                cos = h @ h.transpose(-1, -2)
+            logits = self.temperature * cos
             if log_weight is not None:
                 logits = logits + log_weight
             logits = logits.masked_fill(~edges & has_edge, float('-inf'))
             alpha = logits.softmax(dim=-1).masked_fill(~edges, 0.0)
+            alpha = alpha.to(x.dtype)
             x = alpha @ x
             alphas.append(alpha)
 
@@ -212,3 +232,12 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
                 alphas, dim=-1)
             return x, alpha
         return x
+
+
+def _autocast_disabled(device_type: str):
+    r"""A context without :func:`torch.autocast` where it is enabled (no
+    context otherwise, e.g. on meta tensors, which have no autocast)."""
+    if torch.amp.is_autocast_available(device_type) and \
+            torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()

@@ -1,3 +1,4 @@
+import copy
 import math
 import warnings
 
@@ -21,21 +22,22 @@ from apnet_pyg.nn import APNetConv, DenseAPNetConv
 
 
 def graph(num_nodes=8, num_edges=20, channels=6, seed=0, weighted=True,
-          dtype=torch.float64, make_random_graph=None):
+          dtype=torch.float64, make_random_graph=None, device='cpu'):
+    # Drawn on CPU: the same graph on every device.
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(num_nodes, channels, generator=generator, dtype=dtype)
     edge_index = make_random_graph(num_nodes, num_edges, generator)
     edge_weight = None
     if weighted:
         edge_weight = torch.rand(edge_index.size(1), generator=generator,
-                                 dtype=dtype) + 0.1
-    return x, edge_index, edge_weight
+                                 dtype=dtype).add_(0.1).to(device)
+    return x.to(device), edge_index.to(device), edge_weight
 
 
-def conv64(*args, seed=0, **kwargs):
+def conv64(*args, seed=0, device='cpu', **kwargs):
     torch.manual_seed(seed)
     kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
-    return APNetConv(*args, **kwargs).double()
+    return APNetConv(*args, **kwargs).double().to(device)
 
 
 def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
@@ -123,11 +125,14 @@ def test_apnet_conv(make_random_graph):
 @pytest.mark.parametrize('num_steps', [1, 3])
 @pytest.mark.parametrize('weighted', [False, True])
 def test_apnet_conv_equals_reference(fused, num_steps, weighted,
-                                     apnet_reference, make_random_graph):
+                                     apnet_reference, make_random_graph,
+                                     device):
     x, edge_index, edge_weight = graph(weighted=weighted,
-                                       make_random_graph=make_random_graph)
+                                       make_random_graph=make_random_graph,
+                                       device=device)
     # Two nodes with self-loops of their own (which keep their weight):
-    edge_index = torch.cat([edge_index, torch.tensor([[1, 5], [1, 5]])], 1)
+    edge_index = torch.cat([edge_index, edge_index.new_tensor([[1, 5],
+                                                              [1, 5]])], 1)
     if weighted:
         edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0,
                                                                       .5])])
@@ -135,7 +140,7 @@ def test_apnet_conv_equals_reference(fused, num_steps, weighted,
     x.requires_grad_()
 
     conv = conv64(6, 4, temperature=3.0, learn_temperature=True,
-                  num_steps=num_steps, fused=fused)
+                  num_steps=num_steps, fused=fused, device=device)
     out = conv(x, edge_index, edge_weight)
     expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight,
                                conv.temperature, num_steps)
@@ -151,12 +156,14 @@ def test_apnet_conv_equals_reference(fused, num_steps, weighted,
         assert torch.allclose(grad, expected_grad, atol=1e-8)
 
 
-def test_apnet_conv_fused_equals_message_passing(make_random_graph):
-    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
-    edge_index = torch.cat([edge_index, torch.tensor([[2], [2]])], 1)
+def test_apnet_conv_fused_equals_message_passing(make_random_graph, device):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph,
+                                       device=device)
+    edge_index = torch.cat([edge_index, edge_index.new_tensor([[2], [2]])],
+                           1)
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
-    fused = conv64(6, 4, num_steps=2)
-    message_passing = conv64(6, 4, num_steps=2, fused=False)
+    fused = conv64(6, 4, num_steps=2, device=device)
+    message_passing = conv64(6, 4, num_steps=2, fused=False, device=device)
     message_passing.load_state_dict(fused.state_dict())
     out1, (index1, alpha1) = fused(x, edge_index, edge_weight,
                                    return_attention_weights=True)
@@ -185,12 +192,14 @@ def test_apnet_conv_gradcheck(fused, make_random_graph):
     assert gradcheck(function, (x, weight, edge_weight))
 
 
-def test_apnet_conv_equals_agnn_conv(make_random_graph):
-    x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    agnn = AGNNConv(requires_grad=True).double()
+def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
+    x, edge_index, _ = graph(make_random_graph=make_random_graph,
+                             device=device)
+    agnn = AGNNConv(requires_grad=True).double().to(device)
     with torch.no_grad():
         agnn.beta.fill_(7.5)
-    conv = conv64(6, None, temperature=7.5, learn_temperature=True)
+    conv = conv64(6, None, temperature=7.5, learn_temperature=True,
+                  device=device)
     assert isinstance(conv.lin, torch.nn.Identity)
 
     x1 = x.clone().requires_grad_()
@@ -415,7 +424,7 @@ def test_apnet_conv_batch_of_graphs(make_random_graph):
     assert torch.allclose(out, expected, atol=1e-12)
 
 
-def test_apnet_conv_equals_dense_on_batch(make_random_graph):
+def test_apnet_conv_equals_dense_on_batch(make_random_graph, device):
     from torch_geometric.utils import to_dense_batch
     graphs = []
     for seed, num_nodes in enumerate([6, 4, 7]):
@@ -424,11 +433,11 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph):
                                            make_random_graph=make_random_graph)
         graphs.append(Data(x=x, edge_index=edge_index,
                            edge_weight=edge_weight))
-    batch = Batch.from_data_list(graphs)
+    batch = Batch.from_data_list(graphs).to(device)
     x = batch.x.clone().requires_grad_()
-    conv = conv64(6, 4, num_steps=2, learn_temperature=True)
+    conv = conv64(6, 4, num_steps=2, learn_temperature=True, device=device)
     dense = DenseAPNetConv(6, 4, num_steps=2,
-                           learn_temperature=True).double()
+                           learn_temperature=True).double().to(device)
     dense.load_state_dict(conv.state_dict())
 
     out = conv(x, batch.edge_index, batch.edge_weight)
@@ -511,7 +520,8 @@ def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
 
 
 def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
-                    seed=0):
+                    seed=0, device='cpu'):
+    # Drawn on CPU: the same graph on every device.
     generator = torch.Generator().manual_seed(seed)
     x_src = torch.randn(num_src, channels[0], generator=generator,
                         dtype=torch.float64)
@@ -521,19 +531,23 @@ def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
     edge_index = torch.stack([pairs // num_dst, pairs % num_dst])
     edge_weight = torch.rand(num_edges, generator=generator,
                              dtype=torch.float64) + 0.1
-    return x_src, x_dst, edge_index, edge_weight
+    return tuple(t.to(device) for t in (x_src, x_dst, edge_index,
+                                        edge_weight))
 
 
 @pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('shared', [True, False])
 @pytest.mark.parametrize('num_steps', [1, 2])
-def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps):
+def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps,
+                                               device):
     channels = (6, 6) if shared else (6, 5)
-    x_src, x_dst, edge_index, edge_weight = bipartite_graph(channels=channels)
+    x_src, x_dst, edge_index, edge_weight = bipartite_graph(
+        channels=channels, device=device)
     x_src.requires_grad_()
     x_dst.requires_grad_()
     conv = conv64(6 if shared else channels, 3, temperature=2.0,
-                  learn_temperature=True, fused=fused, num_steps=num_steps)
+                  learn_temperature=True, fused=fused, num_steps=num_steps,
+                  device=device)
     if shared:  # One projection f for both sides.
         assert conv.lin_src is None and conv.lin_dst is None
         weight_src = weight_dst = conv.lin.weight
@@ -562,7 +576,7 @@ def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps):
     assert torch.equal(index, edge_index)
     alpha = alpha if num_steps == 1 else alpha[:, -1]
     row_sum = alpha.new_zeros(4).index_add_(0, edge_index[1], alpha)
-    has_edge = torch.zeros(4, dtype=torch.bool)
+    has_edge = torch.zeros(4, dtype=torch.bool, device=device)
     has_edge[edge_index[1]] = True
     assert torch.allclose(row_sum[has_edge], torch.ones_like(row_sum)[
         has_edge])
@@ -900,9 +914,9 @@ def test_apnet_conv_meta_tensors(fused, make_random_graph):
 # torch.compile ###############################################################
 
 
-def assert_compiles(conv, inputs, backend):
+def assert_compiles(conv, inputs, backend, atol=1e-5):
     r"""No graph break, and :obj:`torch.compile(conv, fullgraph=True)`
-    gives the eager outputs and gradients."""
+    gives the eager outputs and gradients (and their dtypes)."""
     import torch._dynamo
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(conv)(*inputs)
@@ -917,7 +931,8 @@ def assert_compiles(conv, inputs, backend):
         results.append((out, *torch.autograd.grad(out.square().sum(),
                                                   [x, *parameters])))
     for compiled_result, eager_result in zip(*results):
-        assert torch.allclose(compiled_result, eager_result, atol=1e-5)
+        assert compiled_result.dtype == eager_result.dtype
+        assert torch.allclose(compiled_result, eager_result, atol=atol)
     torch._dynamo.reset()
 
 
@@ -925,12 +940,15 @@ def assert_compiles(conv, inputs, backend):
 # code generation for the other, which takes a few seconds instead of 20.
 @pytest.mark.parametrize('fused,backend', [(True, 'inductor'),
                                            (False, 'aot_eager')])
-def test_apnet_conv_compile(fused, backend, make_random_graph):
+def test_apnet_conv_compile(fused, backend, make_random_graph, device):
     x, edge_index, edge_weight = graph(dtype=torch.float32,
-                                       make_random_graph=make_random_graph)
-    edge_index = torch.cat([edge_index, torch.tensor([[3], [3]])], dim=1)
+                                       make_random_graph=make_random_graph,
+                                       device=device)
+    edge_index = torch.cat([edge_index, edge_index.new_tensor([[3], [3]])],
+                           dim=1)
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
-    conv = APNetConv(6, 4, num_steps=2, learn_temperature=True, fused=fused)
+    conv = APNetConv(6, 4, num_steps=2, learn_temperature=True,
+                     fused=fused).to(device)
     assert_compiles(conv, (x, edge_index, edge_weight), backend)
 
 
@@ -1090,3 +1108,171 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     with pytest.raises(ValueError, match='a node with several'):
         model.conv(x, twice)
     clear_masks(model)
+
+
+# Half precision and autocast #################################################
+#
+# In float16 and bfloat16 the attention and the sums are computed in float32:
+# output and gradients are the float64 reference of the same (rounded)
+# inputs within two units in the last place of their largest value.
+LOW_PRECISION = [torch.float16, torch.bfloat16]
+SETTINGS = {
+    'default': dict(proj_channels=16, temperature=0.5, num_steps=2),
+    'paper': dict(proj_channels=64, temperature=10.0, num_steps=1),
+}
+
+
+def assert_close_in(actual, expected, dtype):
+    assert actual.dtype == dtype
+    atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
+    torch.testing.assert_close(actual.double(), expected.double(), rtol=0,
+                               atol=atol)
+
+
+def low_precision_copies(tensors, dtype):
+    r"""Each tensor in :obj:`dtype`, and a float64 copy of those values,
+    both requiring gradients."""
+    low = [t.detach().to(dtype).requires_grad_() for t in tensors]
+    return low, [t.detach().double().requires_grad_() for t in low]
+
+
+@pytest.mark.parametrize('dtype', LOW_PRECISION)
+@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('setting', ['default', 'paper'])
+def test_apnet_conv_half_precision_equals_reference(
+        setting, fused, dtype, apnet_reference, make_random_graph, device):
+    x, edge_index, edge_weight = graph(30, 120, channels=16,
+                                       make_random_graph=make_random_graph,
+                                       device=device)
+    edge_index = torch.cat([edge_index, edge_index.new_tensor([[1, 5],
+                                                              [1, 5]])], 1)
+    edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2., .5])])
+    torch.manual_seed(0)
+    conv = APNetConv(16, learn_temperature=True, fused=fused,
+                     **SETTINGS[setting]).to(device, dtype)
+    (x, edge_weight), (x64, edge_weight64) = low_precision_copies(
+        [x, edge_weight], dtype)
+    out, (_, alpha) = conv(x, edge_index, edge_weight,
+                           return_attention_weights=True)
+    assert alpha.dtype == dtype
+    parameters = [conv.lin.weight, conv.temperature]
+    parameters64 = [p.detach().double().requires_grad_() for p in parameters]
+    expected = apnet_reference(x64, edge_index, *parameters64[:1],
+                               edge_weight64, parameters64[1],
+                               conv.num_steps)
+    assert_close_in(out, expected, dtype)
+
+    grad_out = torch.randn(out.shape, dtype=dtype,
+                           generator=torch.Generator().manual_seed(1))
+    grad_out = grad_out.to(device)
+    grads = torch.autograd.grad(out, [x, edge_weight, *parameters], grad_out)
+    expected_grads = torch.autograd.grad(
+        expected, [x64, edge_weight64, *parameters64], grad_out.double())
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert_close_in(grad, expected_grad, dtype)
+
+
+@pytest.mark.parametrize('dtype', LOW_PRECISION)
+@pytest.mark.parametrize('fused', [True, False])
+def test_apnet_conv_bipartite_half_precision(fused, dtype, device):
+    x_src, x_dst, edge_index, edge_weight = bipartite_graph(
+        channels=(6, 5), device=device)
+    conv = conv64((6, 5), 3, temperature=2.0, fused=fused, num_steps=2,
+                  device=device).to(dtype)
+    (x_src, x_dst), (x_src64, x_dst64) = low_precision_copies(
+        [x_src, x_dst], dtype)
+    out = conv((x_src, x_dst), edge_index, edge_weight.to(dtype))
+    expected = bipartite_reference(
+        x_src64, x_dst64, edge_index, conv.lin_src.weight.double(),
+        conv.lin_dst.weight.double(), edge_weight.to(dtype).double(), 2.0,
+        num_steps=2)
+    assert_close_in(out, expected, dtype)
+    grads = torch.autograd.grad(out.sum(), [x_src, x_dst])
+    expected_grads = torch.autograd.grad(expected.sum(), [x_src64, x_dst64])
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert_close_in(grad, expected_grad, dtype)
+
+
+@pytest.mark.parametrize('dtype', LOW_PRECISION)
+def test_apnet_conv_autocast(dtype, make_random_graph, device):
+    # Under autocast only the projection f runs in half precision; the
+    # attention is computed in float32 from its output, and the output has
+    # the dtype of x (float32) on both paths, which agree.
+    x, edge_index, edge_weight = graph(30, 120, channels=16,
+                                       dtype=torch.float32,
+                                       make_random_graph=make_random_graph,
+                                       device=device)
+    torch.manual_seed(0)
+    fused = APNetConv(16, learn_temperature=True).to(device)
+    message_passing = APNetConv(16, learn_temperature=True,
+                                fused=False).to(device)
+    message_passing.load_state_dict(fused.state_dict())
+    x.requires_grad_()
+    results = []
+    for conv in [fused, message_passing, fused]:
+        inputs = [x, conv.lin.weight, conv.temperature]
+        with torch.autocast(device.type, dtype=dtype,
+                            enabled=len(results) < 2):
+            out, (_, alpha) = conv(x, edge_index, edge_weight,
+                                   return_attention_weights=True)
+            assert conv.lin(x).dtype == (dtype if len(results) < 2 else
+                                         torch.float32)
+            results.append([out, alpha, *torch.autograd.grad(
+                out.square().sum(), inputs)])
+    for result in results:
+        assert all(t.dtype == torch.float32 for t in result)
+    (fused_out, *_), _, (expected, *_) = results
+    for fused_result, result in zip(results[0], results[1]):
+        torch.testing.assert_close(fused_result, result, rtol=1e-5,
+                                   atol=1e-5)
+    # The float32 layer, up to the projection's rounding:
+    atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
+    torch.testing.assert_close(fused_out, expected, rtol=0, atol=atol)
+
+
+def test_apnet_conv_compile_half_precision(make_random_graph, device):
+    # The fused path in half precision, and under autocast, compiles
+    # without a graph break and gives the eager results.
+    x, edge_index, edge_weight = graph(dtype=torch.float32,
+                                       make_random_graph=make_random_graph,
+                                       device=device)
+    conv = APNetConv(6, 4, num_steps=2, learn_temperature=True).to(device)
+    half = copy.deepcopy(conv).to(torch.bfloat16)
+    assert_compiles(half, (x.bfloat16(), edge_index,
+                           edge_weight.bfloat16()), 'aot_eager', atol=1e-2)
+    autocast_dtype = torch.bfloat16 if device.type == 'cpu' else \
+        torch.float16
+    with torch.autocast(device.type, dtype=autocast_dtype):
+        # (The projection's weight gradient is a half-precision product,
+        # which AOTAutograd rounds differently from eager autocast.)
+        assert_compiles(conv, (x, edge_index, edge_weight), 'aot_eager',
+                        atol=1e-2)
+
+
+def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
+    # A forward pass on a fixed graph replays from a CUDA graph: the layer
+    # keeps the graph's pattern from the first (eager) call, and its
+    # kernels need no host synchronisation.
+    x, edge_index, edge_weight = graph(200, 1000, channels=16,
+                                       dtype=torch.float32,
+                                       make_random_graph=make_random_graph,
+                                       device=cuda_device)
+    conv = APNetConv(16, num_steps=2).to(cuda_device)
+    static_x = x.clone()
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # Warm-up, as CUDA graphs need.
+                conv(static_x, edge_index, edge_weight)
+        torch.cuda.current_stream().wait_stream(stream)
+        cuda_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cuda_graph):
+            static_out = conv(static_x, edge_index, edge_weight)
+        for seed in range(2):
+            new_x = torch.randn(x.shape, generator=torch.Generator(
+            ).manual_seed(seed)).to(cuda_device)
+            static_x.copy_(new_x)
+            cuda_graph.replay()
+            torch.testing.assert_close(static_out,
+                                       conv(new_x, edge_index, edge_weight))

@@ -10,9 +10,10 @@ from torch_geometric.nn import DenseGATConv
 from apnet_pyg.nn import DenseAPNetConv
 
 
-def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0):
+def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0,
+                device='cpu'):
     r"""Features, a boolean adjacency and a weighted one (the weights on
-    the same edges)."""
+    the same edges), drawn on CPU: the same on every device."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(batch_size, num_nodes, channels, generator=generator,
                     dtype=torch.float64)
@@ -20,13 +21,14 @@ def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0):
                      generator=generator) < 0.4
     weight = torch.rand(batch_size, num_nodes, num_nodes, generator=generator,
                         dtype=torch.float64) + 0.1
-    return x, adj, torch.where(adj, weight, 0.0)
+    return x.to(device), adj.to(device), torch.where(adj, weight,
+                                                     0.0).to(device)
 
 
-def conv64(*args, **kwargs):
+def conv64(*args, device='cpu', **kwargs):
     torch.manual_seed(0)
     kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
-    return DenseAPNetConv(*args, **kwargs).double()
+    return DenseAPNetConv(*args, **kwargs).double().to(device)
 
 
 def test_dense_apnet_conv():
@@ -66,14 +68,14 @@ def test_dense_apnet_conv_signature_matches_dense_gat_conv():
 @pytest.mark.parametrize('num_steps', [1, 2])
 @pytest.mark.parametrize('weighted', [False, True])
 def test_dense_apnet_conv_equals_reference(num_steps, weighted,
-                                           apnet_reference):
-    x, adj, weight = dense_graph()
+                                           apnet_reference, device):
+    x, adj, weight = dense_graph(device=device)
     weight[:, 1, 1] = 0.5  # An existing self-loop keeps its weight.
     adj = weight if weighted else weight != 0
     x.requires_grad_()
     weight.requires_grad_()
     conv = conv64(6, 4, temperature=4.0, learn_temperature=True,
-                  num_steps=num_steps)
+                  num_steps=num_steps, device=device)
     out = conv(x, adj)
     for b in range(3):
         target, source = adj[b].nonzero().t()
@@ -197,14 +199,16 @@ def test_dense_apnet_conv_bad_input():
         assert conv(*args).shape == x.shape  # No check outside debug mode.
 
 
-def test_dense_apnet_conv_compile():
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_dense_apnet_conv_compile(dtype, device):
     import torch._dynamo
     torch._dynamo.reset()
-    x, _, adj = dense_graph(channels=6)
-    x, adj = x.float(), adj.float()
-    mask = torch.ones(3, 5, dtype=torch.bool)
+    x, _, adj = dense_graph(channels=6, device=device)
+    x, adj = x.to(dtype), adj.to(dtype)
+    mask = torch.ones(3, 5, dtype=torch.bool, device=device)
     mask[1, 3:] = False
-    conv = DenseAPNetConv(6, 4, num_steps=2, learn_temperature=True)
+    conv = DenseAPNetConv(6, 4, num_steps=2,
+                          learn_temperature=True).to(device, dtype)
     explanation = torch._dynamo.explain(conv)(x, adj, mask)
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
@@ -215,8 +219,10 @@ def test_dense_apnet_conv_compile():
         out = module(x, adj, mask)
         results.append((out, *torch.autograd.grad(
             out.square().sum(), [x, conv.lin.weight, conv.temperature])))
+    atol = 1e-5 if dtype == torch.float32 else 1e-2
     for compiled_result, eager_result in zip(*results):
-        assert torch.allclose(compiled_result, eager_result, atol=1e-5)
+        assert compiled_result.dtype == eager_result.dtype == dtype
+        assert torch.allclose(compiled_result, eager_result, atol=atol)
     torch._dynamo.reset()
 
 
@@ -248,7 +254,8 @@ def masked_dense_reference(x, adj, mask, weight, temperature, num_steps,
 
 @pytest.mark.parametrize('num_steps', [1, 2])
 @pytest.mark.parametrize('add_loop', [True, False])
-def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps):
+def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps,
+                                                device):
     x, _, weight = dense_graph()
     generator = torch.Generator().manual_seed(1)
     # Valid nodes anywhere in a graph (node 0 always); edges to and from
@@ -260,10 +267,11 @@ def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps):
                                  dtype=torch.float64) + 0.1
     weight[0, 0, :] = weight[0, :, 0] = 0.0
     assert bool((~mask).any()) and bool((weight[~mask] != 0).any())
+    x, weight, mask = x.to(device), weight.to(device), mask.to(device)
     x.requires_grad_()
     weight.requires_grad_()
     conv = conv64(6, 4, temperature=4.0, learn_temperature=True,
-                  num_steps=num_steps)
+                  num_steps=num_steps, device=device)
 
     out = conv(x, weight, mask, add_loop=add_loop)
     expected = masked_dense_reference(x, weight, mask, conv.lin.weight,
@@ -274,10 +282,76 @@ def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps):
                                x.new_zeros(6))
     inputs = [x, weight, conv.lin.weight, conv.temperature]
     grad_out = torch.randn(out.shape, generator=generator,
-                           dtype=torch.float64)
+                           dtype=torch.float64).to(device)
     grads = torch.autograd.grad(out, inputs, grad_out)
     expected_grads = torch.autograd.grad(expected, inputs, grad_out)
     for grad, expected_grad in zip(grads, expected_grads):
         torch.testing.assert_close(grad, expected_grad)
     # Nothing flows to the padding nodes:
     assert bool((grads[0][~mask] == 0).all())
+
+
+# Half precision and autocast #################################################
+LOW_PRECISION = [torch.float16, torch.bfloat16]
+
+
+def assert_close_in(actual, expected, dtype):
+    r"""Within two units in the last place of the largest value."""
+    assert actual.dtype == dtype
+    atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
+    torch.testing.assert_close(actual.double(), expected.double(), rtol=0,
+                               atol=atol)
+
+
+@pytest.mark.parametrize('dtype', LOW_PRECISION)
+@pytest.mark.parametrize('temperature,num_steps', [(0.5, 2), (10.0, 1)])
+def test_dense_apnet_conv_half_precision_equals_reference(
+        temperature, num_steps, dtype, device):
+    # The attention in float32, the aggregation a product in dtype: output
+    # and gradients are the float64 reference of the same (rounded) values
+    # within two units in the last place.
+    x, _, weight = dense_graph(num_nodes=12, channels=16, device=device)
+    torch.manual_seed(0)
+    conv = DenseAPNetConv(16, 32, temperature=temperature,
+                          learn_temperature=True,
+                          num_steps=num_steps).to(device, dtype)
+    mask = torch.ones(3, 12, dtype=torch.bool, device=device)
+    mask[1, 9:] = False
+    x = x.to(dtype).requires_grad_()
+    weight = weight.to(dtype).requires_grad_()
+    out, alpha = conv(x, weight, mask, return_attention_weights=True)
+    assert alpha.dtype == dtype
+
+    parameters = [conv.lin.weight, conv.temperature]
+    inputs64 = [t.detach().double().requires_grad_()
+                for t in [x, weight, *parameters]]
+    expected = masked_dense_reference(*inputs64[:2], mask, *inputs64[2:],
+                                      num_steps, add_loop=True)
+    assert_close_in(out, expected, dtype)
+    grad_out = torch.randn(out.shape, dtype=dtype,
+                           generator=torch.Generator().manual_seed(1))
+    grad_out = grad_out.to(device)
+    grads = torch.autograd.grad(out, [x, weight, *parameters], grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs64,
+                                         grad_out.double())
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert_close_in(grad, expected_grad, dtype)
+
+
+@pytest.mark.parametrize('dtype', LOW_PRECISION)
+def test_dense_apnet_conv_autocast(dtype, device):
+    # As DenseGATConv: under autocast the products run in its dtype, and so
+    # does the output; the cosines and the softmax stay in float32.
+    x, _, _ = dense_graph(num_nodes=12, channels=16, device=device)
+    x = x.float()
+    adj = torch.ones(12, 12, dtype=torch.bool, device=device)
+    torch.manual_seed(0)
+    conv = DenseAPNetConv(16, 32, temperature=10.0, num_steps=1).to(device)
+    with torch.autocast(device.type, dtype=dtype):
+        out, alpha = conv(x, adj, return_attention_weights=True)
+        h = conv.lin(x)
+    assert out.dtype == h.dtype == dtype and alpha.dtype == torch.float32
+    h = torch.nn.functional.normalize(h.float(), dim=-1)
+    expected = torch.softmax(10.0 * (h @ h.transpose(-1, -2)), dim=-1)
+    torch.testing.assert_close(alpha, expected, rtol=1e-5, atol=1e-6)
+    assert_close_in(out, conv(x, adj), dtype)
