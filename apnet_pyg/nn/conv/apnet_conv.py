@@ -33,6 +33,11 @@ from apnet_pyg.nn.functional import (
     softmax_spmm,
     sparse_pattern,
 )
+from apnet_pyg.nn.triton_propagation import (
+    MAX_FEATURES,
+    is_triton_available,
+    triton_attention_propagate,
+)
 from apnet_pyg.utils import (
     assert_edge_index_in_range,
     check_bool,
@@ -171,6 +176,9 @@ class APNetLayerMixin:
                 f'num_steps={self.num_steps})')
 
 
+#: The fused path's kernels (:obj:`APNetConv(kernel=...)`).
+KERNELS = ('auto', 'sparse', 'triton')
+
 # What the fused path honours of MessagePassing's arguments.
 _FUSED_KWARGS = {
     'aggr': ('add', 'sum'),
@@ -256,7 +264,10 @@ class APNetConv(APNetLayerMixin, MessagePassing):
     projections and aggregates with a fused softmax and sparse-dense product
     (SpMM), with hand-written backward passes (see
     :mod:`apnet_pyg.nn.functional`): no :math:`|\mathcal{E}| \times F`
-    message tensor is materialised. It honours the
+    message tensor is materialised; on CUDA tensors, where Triton is
+    installed, one fused Triton kernel a pass does the same
+    (:obj:`kernel`; see :mod:`apnet_pyg.nn.triton_propagation`). It
+    honours the
     :class:`~torch_geometric.nn.conv.MessagePassing` arguments :obj:`flow`,
     :obj:`aggr="add"`, :obj:`node_dim` and :obj:`decomposed_layers=1` and
     rejects any other. :obj:`fused=False` runs PyG's generic
@@ -314,8 +325,14 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
-        fused (bool, optional): Use the SDDMM/SpMM kernels (:obj:`True`) or
+        fused (bool, optional): Use the fused kernels (:obj:`True`) or
             generic message passing (:obj:`False`). (default: :obj:`True`)
+        kernel (str, optional): The fused kernels: :obj:`"sparse"` (the
+            SDDMM/SpMM kernels), :obj:`"triton"` (one Triton kernel a pass,
+            :mod:`apnet_pyg.nn.triton_propagation`; CUDA tensors) or
+            :obj:`"auto"`, Triton for CUDA tensors where it is installed
+            and the attention is not returned, else sparse.
+            (default: :obj:`"auto"`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -346,6 +363,7 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         num_steps: int = 2,
         proj_init: str = 'glorot',
         fused: bool = True,
+        kernel: str = 'auto',
         **kwargs,
     ):
         kwargs.setdefault('aggr', 'add')
@@ -362,6 +380,10 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                                learn_temperature, num_steps, proj_init)
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.fused = check_bool(fused, 'fused')
+        if kernel not in KERNELS:
+            raise ValueError(f"'kernel' must be one of {', '.join(KERNELS)} "
+                             f"(got {kernel!r})")
+        self.kernel = kernel
         self._cached_structure = None
         self.reset_parameters()
 
@@ -712,6 +734,16 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         dtype: torch.dtype,
     ) -> Tuple[Tensor, OptTensor, OptTensor]:
         alphas, loop_alphas = [], []
+        if self._uses_triton(x_src, attention):
+            for step in range(self.num_steps):
+                # The kernel accumulates in float32 whatever h's dtype.
+                h_dst, h_src = self._projections(x_src, x_dst, bipartite,
+                                                 step, x_src.dtype)
+                out = triton_attention_propagate(
+                    pattern, x_src, h_dst, h_src, self.temperature,
+                    log_weight, loop_kept)
+                x_src, x_dst = self._next_step(out, x_src, bipartite)
+            return out, None, None
         for step in range(self.num_steps):
             h_dst, h_src = self._projections(x_src, x_dst, bipartite, step,
                                              dtype)
@@ -744,6 +776,22 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         if loop_kept is not None:
             alpha_loop = torch.stack(loop_alphas, dim=-1)
         return out, *self._squeeze_steps(alpha, alpha_loop)
+
+    def _uses_triton(self, x: Tensor, attention: bool) -> bool:
+        if self.kernel == 'triton':
+            if attention:
+                raise ValueError("APNetConv(kernel='triton') does not return "
+                                 "the attention (the kernel never stores "
+                                 "it): pass kernel='sparse' or 'auto' for "
+                                 "return_attention_weights")
+            return True
+        return self.kernel == 'auto' and not attention and \
+            x.device.type == 'cuda' and is_triton_available() and \
+            max(x.size(-1), self._attention_channels(x)) <= MAX_FEATURES
+
+    def _attention_channels(self, x: Tensor) -> int:
+        return x.size(-1) if self.proj_channels is None \
+            else self.proj_channels
 
     def _message_passing(
         self,

@@ -18,7 +18,8 @@ from torch_geometric.utils import (
     to_torch_csr_tensor,
 )
 
-from apnet_pyg.nn import APNetConv, DenseAPNetConv
+from apnet_pyg.nn import APNetConv, DenseAPNetConv, triton_propagation
+from apnet_pyg.nn.conv import apnet_conv
 
 
 def graph(num_nodes=8, num_edges=20, channels=6, seed=0, weighted=True,
@@ -1276,3 +1277,103 @@ def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
             cuda_graph.replay()
             torch.testing.assert_close(static_out,
                                        conv(new_x, edge_index, edge_weight))
+
+
+# The fused path's kernel choice (kernel='sparse' | 'triton' | 'auto'). ####
+
+requires_triton = pytest.mark.skipif(
+    not triton_propagation.is_triton_available(),
+    reason='Triton is not installed (pip install triton==3.6.0)')
+
+
+@requires_triton
+@pytest.mark.parametrize('settings', [
+    {},  # The drop-in defaults: projection 16, two steps.
+    {'proj_channels': 256, 'temperature': 10.0, 'num_steps': 1},  # Paper.
+    {'proj_channels': None, 'num_steps': 1},  # Identity f (AGNNConv).
+    {'learn_temperature': True, 'add_self_loops': False},
+])
+def test_triton_kernel_equals_sparse_kernels(settings, make_random_graph,
+                                             monkeypatch):
+    # On CPU tensors through Triton's interpreter; natively on CUDA in the
+    # CUDA tier (kernel='auto' picks Triton there).
+    monkeypatch.setenv('TRITON_INTERPRET', '1')
+    x, edge_index, edge_weight = graph(
+        num_nodes=12, num_edges=40, make_random_graph=make_random_graph)
+    x.requires_grad_()
+    sparse = conv64(6, kernel='sparse', **settings)
+    triton = conv64(6, kernel='triton', **settings)
+    triton.load_state_dict(sparse.state_dict())
+    outs, grads = [], []
+    for conv in (sparse, triton):
+        out = conv(x, edge_index, edge_weight)
+        outs.append(out)
+        grads.append(torch.autograd.grad(out.square().sum(),
+                                         [x, *conv.parameters()]))
+    assert torch.allclose(outs[1], outs[0], rtol=1e-12, atol=1e-12)
+    for grad_triton, grad_sparse in zip(grads[1], grads[0]):
+        assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10,
+                              atol=1e-12)
+
+
+@requires_triton
+def test_triton_kernel_equals_sparse_kernels_bipartite(monkeypatch):
+    monkeypatch.setenv('TRITON_INTERPRET', '1')
+    generator = torch.Generator().manual_seed(0)
+    x_src = torch.randn(7, 6, dtype=torch.float64, generator=generator)
+    x_dst = torch.randn(5, 6, dtype=torch.float64, generator=generator)
+    edge_index = torch.stack([torch.randint(0, 7, (16,), generator=generator),
+                              torch.randint(0, 5, (16,), generator=generator)])
+    sparse = conv64((6, 6), kernel='sparse', add_self_loops=False)
+    triton = conv64((6, 6), kernel='triton', add_self_loops=False)
+    triton.load_state_dict(sparse.state_dict())
+    assert torch.allclose(triton((x_src, x_dst), edge_index),
+                          sparse((x_src, x_dst), edge_index),
+                          rtol=1e-12, atol=1e-12)
+
+
+def test_auto_kernel_is_sparse_on_cpu(make_random_graph, monkeypatch):
+    def no_triton(*args, **kwargs):
+        raise AssertionError('the Triton kernel ran on CPU tensors')
+
+    monkeypatch.setattr(apnet_conv, 'triton_attention_propagate', no_triton)
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    reference = conv64(6, kernel='sparse')
+    auto = conv64(6)
+    assert auto.kernel == 'auto'
+    assert torch.equal(auto(x, edge_index, edge_weight),
+                       reference(x, edge_index, edge_weight))
+
+
+class _CudaLike:
+    # What kernel='auto' reads of x: its device and width.
+    def __init__(self, channels):
+        self.device = torch.device('cuda')
+        self.channels = channels
+
+    def size(self, dim):
+        return self.channels
+
+
+@pytest.mark.parametrize('available,attention,channels,expected', [
+    (True, False, 64, True),
+    (True, True, 64, False),  # The kernel never stores the attention.
+    (False, False, 64, False),  # No Triton: the sparse kernels.
+    (True, False, 8192, False),  # Wider than a kernel tile.
+])
+def test_auto_kernel_choice_on_cuda(available, attention, channels,
+                                    expected, monkeypatch):
+    monkeypatch.setattr(apnet_conv, 'is_triton_available', lambda: available)
+    conv = APNetConv(-1, proj_channels=None)
+    assert conv._uses_triton(_CudaLike(channels), attention) is expected
+
+
+def test_kernel_argument_is_checked(make_random_graph):
+    with pytest.raises(ValueError, match=r"'kernel' must be one of auto, "
+                       r"sparse, triton \(got 'cuda'\)"):
+        APNetConv(6, kernel='cuda')
+    x, edge_index, _ = graph(make_random_graph=make_random_graph)
+    with pytest.raises(ValueError, match=r"kernel='triton'.*does not return "
+                       r"the attention.*kernel='sparse'"):
+        conv64(6, kernel='triton')(x, edge_index,
+                                   return_attention_weights=True)
