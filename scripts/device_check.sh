@@ -7,8 +7,8 @@
 #   cuda-tests   python -m pytest -m cuda -q                 -> cuda-tests.txt
 #   propagation  the propagation benchmark on CUDA: the WordNet noun graph,
 #                random 100k nodes x degree 16 and 1M nodes x degree 10,
-#                F = 256 and 64, APNetConv (paper, defaults, message
-#                passing), AGNNConv, GATConv
+#                F = 256 and 64, APNetConv (paper: sparse and Triton
+#                kernels; defaults; message passing), AGNNConv, GATConv
 #                              -> propagation.csv, propagation.md (+ its log)
 #   train-speed  python -m benchmarks train_step --device cuda
 #                                                            -> train-speed.txt
@@ -237,7 +237,7 @@ fi
 if wanted propagation; then
     if [ "$DEVICE" = cuda ]; then
         sizes=(--random-graphs 100000:16 1000000:10 --features 256 64
-               --methods apnet_sparse apnet_default apnet_mp agnn gat
+               --methods apnet_sparse apnet_triton apnet_default apnet_mp agnn gat
                --defaults-on-all-graphs --memory-cap-gb 120 --min-time 0.2
                --time-cap 5 $WORDNET)
         cap=$(cap_for 180)

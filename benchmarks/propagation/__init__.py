@@ -42,6 +42,7 @@ from benchmarks.cuda_fork import PROPAGATION_PRELOAD
 from benchmarks.propagation import report
 from benchmarks.propagation.crossover import crossover_rows
 from benchmarks.propagation.grid import (
+    CUDA_ONLY,
     DEGREES,
     FEATURES,
     METHODS,
@@ -52,6 +53,7 @@ from benchmarks.propagation.grid import (
     QUICK_NODE_COUNTS,
     RunSettings,
     cora_spec,
+    default_methods,
     grid_methods,
     random_graph_spec,
 )
@@ -246,7 +248,11 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f"--planetoid-root '{root}': {why}; pass a "
                              f"folder holding the intact Planetoid Cora files "
                              f"Cora/raw/ind.cora.*")
-    methods = args.methods or list(METHODS)
+    methods = args.methods or default_methods(args.device)
+    cuda_only = [method for method in methods if method in CUDA_ONLY]
+    if cuda_only and not args.device.startswith('cuda'):
+        raise ValueError(f"--methods {cuda_only[0]} runs on CUDA only: pass "
+                         f"--device cuda, or leave it out")
     if not grid_methods(methods, args.defaults_on_all_graphs):
         # Measured on Cora only: without Cora the grid would be empty.
         named = ' '.join(methods)
@@ -321,7 +327,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         degrees=tuple(_degrees(args)),
         features=tuple(args.features or (QUICK_FEATURES if quick else
                                          FEATURES)),
-        methods=tuple(args.methods or METHODS),
+        methods=tuple(args.methods or default_methods(args.device)),
         wordnet=not (args.no_wordnet or quick),
         cora=not (args.no_cora or quick),
         planetoid_root=(PLANETOID_ROOT if args.planetoid_root is None else

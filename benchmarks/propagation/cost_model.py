@@ -99,3 +99,16 @@ def floor_bytes(graph: GraphSpec, F: int, pass_: str) -> float:
     if pass_ == 'forward':
         return 8.0 * N * F + 8.0 * E
     return 20.0 * N * F + 16.0 * E
+
+
+def gather_floor_bytes(graph: GraphSpec, F: int, pass_: str,
+                       proj_channels: int) -> float:
+    r""":func:`floor_bytes` plus each edge's source rows gathered once a
+    pass (forward; forward and backward): :math:`\mathbf{x}_j` (:math:`F`)
+    and the projection :math:`\mathbf{h}_j` (:obj:`proj_channels`, 0
+    without one), float32: the floor of a kernel that reads every
+    neighbour's rows from memory, not from a cache."""
+    E = graph.num_edges + graph.num_nodes
+    gathers = 1 if pass_ == 'forward' else 2
+    return floor_bytes(graph, F, pass_) + \
+        4.0 * gathers * E * (F + proj_channels)

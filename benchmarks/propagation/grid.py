@@ -61,7 +61,15 @@ class NewGraphEachCall(torch.nn.Module):
 def _apnet_sparse(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
     return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
-                                      temperature=10.0, num_steps=1))
+                                      temperature=10.0, num_steps=1,
+                                      kernel='sparse'))
+
+
+def _apnet_triton(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
+                                      temperature=10.0, num_steps=1,
+                                      kernel='triton'))
 
 
 def method_proj_channels(method: str) -> Optional[int]:
@@ -111,6 +119,8 @@ METHODS: Dict[str, Method] = {
     for method in [
         Method('apnet_sparse', 'APNetConv (sparse, fused)', False,
                _apnet_sparse, lambda F: PROJ_CHANNELS),
+        Method('apnet_triton', 'APNetConv (Triton kernel)', False,
+               _apnet_triton, lambda F: PROJ_CHANNELS),
         # The constructor defaults, as a PyG user drops the layer in, called
         # with the same edge_index (full-batch training) and with a new one
         # each call; on the small real graph only.
@@ -130,6 +140,14 @@ METHODS: Dict[str, Method] = {
 SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 #: Measured on the small real graph only.
 DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
+#: Measured on CUDA only (Triton's interpreter on CPU is for tests).
+CUDA_ONLY = ('apnet_triton', )
+
+
+def default_methods(device: str) -> List[str]:
+    r"""The methods a run measures unless --methods names them."""
+    return [method for method in METHODS
+            if device.startswith('cuda') or method not in CUDA_ONLY]
 
 
 def grid_methods(methods: Sequence[str],

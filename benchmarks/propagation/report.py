@@ -262,7 +262,11 @@ def _floor_text(bandwidth: Optional[float]) -> str:
   input gradient written (backward), float32, and the graph read once per
   pass (4-byte index and 4-byte weight per edge, self-loops included).
   Neighbour gathers are not counted: floor_ms / median_ms is the fraction
-  of the copy bandwidth a pass would reach if it moved nothing else."""
+  of the copy bandwidth a pass would reach if it moved nothing else.
+  `gather_floor_ms` adds each edge's source rows gathered once a pass
+  (x_j, and h_j of the projection's width for APNetConv), the floor of a
+  kernel whose gathers miss the cache: gather_floor_ms / median_ms is the
+  achieved fraction of the bandwidth on those bytes."""
 
 
 def _machine_table(machine: Dict[str, str]) -> str:
@@ -292,19 +296,22 @@ def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
                 _cell(backward, 'median_ms', format_ms),
                 _cell(forward, 'peak_mb', format_mb),
                 _cell(backward, 'peak_mb', format_mb)] +
-                ([_floor_cell(backward)] if floors else []) + [note])
+                ([_floor_cell(backward), _floor_cell(backward,
+                                                     'gather_floor_ms')]
+                 if floors else []) + [note])
     return markdown_table(['method', 'F', 'forward', 'forward+backward',
                            'peak (forward)', 'peak (forward+backward)'] +
-                          (['floor / median (forward+backward)']
+                          (['floor / median (forward+backward)',
+                            'gather floor / median']
                            if floors else []) + ['note'], table)
 
 
-def _floor_cell(row: Optional[dict]) -> str:
+def _floor_cell(row: Optional[dict], key: str = 'floor_ms') -> str:
     # The fraction of the copy bandwidth the pass reaches on its
     # unavoidable bytes (see the Method's Floor).
-    if row is None or row['status'] != 'ok' or not row.get('floor_ms'):
+    if row is None or row['status'] != 'ok' or not row.get(key):
         return ''
-    return f"{row['floor_ms'] / row['median_ms']:.3f}"
+    return f"{row[key] / row['median_ms']:.3f}"
 
 
 def _grid_table(rows: Sequence[dict], settings, F: int, key: str,

@@ -19,6 +19,7 @@ from benchmarks.propagation.cost_model import (
     PREDICTION_SLACK,
     estimate_peak_bytes,
     floor_bytes,
+    gather_floor_bytes,
     predict_seconds,
     setup_bytes,
     work,
@@ -41,7 +42,7 @@ from benchmarks.propagation.grid import (
 COLUMNS = (
     'method', 'graph', 'N', 'E', 'degree', 'edge_fraction', 'F',
     'proj_channels', 'pass', 'status', 'runs', 'min_ms', 'median_ms',
-    'floor_ms', 'peak_mb', 'est_peak_mb', 'setup_mb', 'device', 'threads',
+    'floor_ms', 'gather_floor_ms', 'peak_mb', 'est_peak_mb', 'setup_mb', 'device', 'threads',
     'load_start', 'load_end', 'other_cores', 'source', 'note')
 
 # A timing taken while other processes kept more cores than this busy is
@@ -112,6 +113,8 @@ class Runner:
         if self.bandwidth and row.get('status') == 'ok':
             row['floor_ms'] = 1e3 * floor_bytes(graph, F, pass_) / \
                 self.bandwidth
+            row['gather_floor_ms'] = 1e3 * gather_floor_bytes(
+                graph, F, pass_, row['proj_channels'] or 0) / self.bandwidth
         self.rows.append(row)
         return row
 

@@ -282,6 +282,8 @@ def test_machine_record_holds_the_run_environment():
      '--features names 16 twice'),
     (['propagation', '--methods', 'agnn', 'agnn'],
      '--methods names agnn twice'),
+    (['propagation', '--methods', 'apnet_triton'],
+     '--methods apnet_triton runs on CUDA only: pass --device cuda'),
 ])
 def test_bad_options_end_with_one_line_naming_the_flag(argv, message,
                                                        tmp_path, capsys):
@@ -685,6 +687,34 @@ def test_floor_is_the_time_of_the_unavoidable_bytes():
     assert row['floor_ms'] == pytest.approx(1e3 * (1280 + 400) / 1e9)
     assert run.row('agnn', graph, 16, 'forward', 'grid',
                    status='failed').get('floor_ms') is None
+
+
+def test_gather_floor_adds_each_edges_source_rows_once_a_pass():
+    from benchmarks.propagation.cost_model import (floor_bytes,
+                                                   gather_floor_bytes)
+    graph = grid.GraphSpec('random', 10, 40)  # 50 entries with self-loops
+    # Forward: x_j (16) and h_j (256) of every entry, float32.
+    assert gather_floor_bytes(graph, 16, 'forward', 256) == \
+        floor_bytes(graph, 16, 'forward') + 4 * 50 * (16 + 256)
+    assert gather_floor_bytes(graph, 16, 'forward+backward', 0) == \
+        floor_bytes(graph, 16, 'forward+backward') + 2 * 4 * 50 * 16
+    run = runner.Runner(grid.RunSettings(), log=lambda text: None,
+                        bandwidth=1e9)
+    row = run.row('apnet_sparse', graph, 16, 'forward', 'grid',
+                  status='ok', median_ms=0.01)
+    assert row['gather_floor_ms'] == pytest.approx(
+        1e3 * gather_floor_bytes(graph, 16, 'forward', 256) / 1e9)
+
+
+def test_triton_method_runs_on_cuda_only():
+    assert 'apnet_triton' in grid.default_methods('cuda')
+    assert 'apnet_triton' in grid.default_methods('cuda:1')
+    assert 'apnet_triton' not in grid.default_methods('cpu')
+    assert set(grid.default_methods('cpu')) == \
+        set(grid.METHODS) - {'apnet_triton'}
+    layer = grid.METHODS['apnet_triton'].build(8)
+    assert layer.layer.kernel == 'triton'
+    assert grid.METHODS['apnet_sparse'].build(8).layer.kernel == 'sparse'
 
 
 def test_summary_of_a_gpu_run_shows_floor_and_why_wordnet_failed():
