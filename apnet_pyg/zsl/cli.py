@@ -16,7 +16,10 @@ Subcommands:
 * :obj:`tune`: APNet's hyper-parameters chosen on the validation task, as
   the baselines' are (:mod:`apnet_pyg.zsl.tune`);
 * :obj:`baselines`: the closed-form baselines alone on a dataset
-  (:mod:`apnet_pyg.zsl.baselines`).
+  (:mod:`apnet_pyg.zsl.baselines`);
+* :obj:`nodes`: zero-shot node classification on a dataset in DGPN's
+  layout, APNet against ESZSL, SAE and the published table
+  (:mod:`apnet_pyg.zsl.nodes`).
 """
 import argparse
 import dataclasses
@@ -403,7 +406,47 @@ def _baselines(args: argparse.Namespace) -> Dict:
     return results
 
 
+def _nodes(args: argparse.Namespace) -> Dict:
+    from apnet_pyg.data.zero_shot_nodes import read_zero_shot_nodes
+    from apnet_pyg.zsl.nodes import NodeSetting, format_nodes, run_nodes
+    if args.out is not None:
+        check_output_file(args.out, '--out', 'a JSON file name')
+    for flag in ('seeds', 'selection_seeds', 'threads', 'epochs',
+                 'episodes'):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be at least "
+                             f"1 (got {getattr(args, flag)})")
+    explicit = [args.seen, args.val, args.unseen]
+    if any(v is not None for v in explicit) and args.split is not None:
+        raise ValueError('give --split or --seen/--val/--unseen, not both')
+    nodes = read_zero_shot_nodes(args.root, args.dataset)
+    if any(v is not None for v in explicit):
+        splits = [nodes.split(seen=args.seen, val=args.val,
+                              unseen=args.unseen)]
+    else:
+        splits = [nodes.split(name) for name in args.split or ['I', 'II']]
+    base = NodeSetting()
+    if args.epochs is not None or args.episodes is not None:
+        base = base.replace(
+            epochs=args.epochs or base.config.epochs,
+            iterations_per_epoch=args.episodes or
+            base.config.iterations_per_epoch)
+    torch.set_num_threads(args.threads)
+    results = run_nodes(nodes, splits, args.csd, range(args.seeds),
+                        range(args.selection_seeds), base=base,
+                        select=not args.no_select,
+                        log=lambda line: print(line, flush=True))
+    print()
+    print(format_nodes(results))
+    if args.out is not None:
+        atomic_write_text(json.dumps(results, indent=2, default=str),
+                          args.out)
+        print(f'wrote {args.out}')
+    return results
+
+
 COMMANDS = {
+    'nodes': _nodes,
     'simulate': _simulate,
     'train': lambda args: _train(args, args.root),
     'evaluate': _evaluate,
@@ -517,6 +560,42 @@ def build_parser() -> argparse.ArgumentParser:
             f"value (default: {option.default})")
     baselines.add_argument('--out', default=None,
                            help='also write the figures to this JSON file')
+
+    nodes = commands.add_parser(
+        'nodes', help='zero-shot node classification (DGPN\'s layout): '
+        'APNet, ESZSL, SAE and the published table; choices on Split II\'s '
+        'validation classes only')
+    nodes.add_argument('--dataset', required=True,
+                       help='dataset folder name in ROOT (e.g. cora)')
+    nodes.add_argument('--root', required=True,
+                       help='folder holding DATASET/ and csd_files/')
+    nodes.add_argument('--split', nargs='+', choices=['I', 'II'],
+                       default=None, help='named class splits (default: I '
+                       'II)')
+    for role in ('seen', 'val', 'unseen'):
+        nodes.add_argument(f'--{role}', nargs='+', type=int, default=None,
+                           metavar='CLASS', help=f'explicit {role} class '
+                           f'ids (instead of --split)')
+    nodes.add_argument('--csd', nargs='+', choices=['text', 'label'],
+                       default=['text', 'label'],
+                       help='class description kinds (default: both)')
+    nodes.add_argument('--seeds', type=int, default=10,
+                       help='APNet runs per row, seeds 0..N-1 (default: 10)')
+    nodes.add_argument('--selection-seeds', type=int, default=2,
+                       help='runs per setting in the selection (default: '
+                       '2)')
+    nodes.add_argument('--no-select', action='store_true',
+                       help='no selection: the default setting, fixed in '
+                       'advance')
+    nodes.add_argument('--epochs', type=int, default=None,
+                       help='most epochs a selection looks at (default: '
+                       '30)')
+    nodes.add_argument('--episodes', type=int, default=None,
+                       help='episodes per epoch (default: 25)')
+    nodes.add_argument('--threads', type=int, default=1,
+                       help='torch threads (default: 1)')
+    nodes.add_argument('--out', default=None,
+                       help='also write the results to this JSON file')
 
     compare = commands.add_parser(
         'compare', help='finished runs next to the published figures')

@@ -1,0 +1,232 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from apnet_pyg.data import read_zero_shot_nodes
+from apnet_pyg.zsl.cli import main
+from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeSetting, NodeTask,
+                                 eszsl_nodes, format_nodes, node_metrics,
+                                 prepare_descriptions, propagate_features,
+                                 run_nodes, scale_features, select_setting,
+                                 selection_grid, train_node_model)
+from tests.data.test_zero_shot_nodes import write_layout
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A setting small enough for a test: a few short epochs.
+TINY = NodeSetting().replace(class_channels=16, hidden_channels=16,
+                             proj_channels=8, k_shot=4, epochs=2,
+                             iterations_per_epoch=2)
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp('nodes')
+    write_layout(root)
+    return root, read_zero_shot_nodes(root, 'tiny')
+
+
+def _dense_graph(edge_index, n):
+    adj = torch.zeros(n, n, dtype=torch.double)
+    adj[edge_index[1], edge_index[0]] = 1.0
+    adj.fill_diagonal_(1.0)
+    return adj
+
+
+def test_scale_features():
+    x = torch.tensor([[1., 3., 0.], [0., 0., 0.]])
+    assert torch.equal(scale_features(x, 'row'),
+                       torch.tensor([[.25, .75, 0.], [0., 0., 0.]]))
+    assert torch.equal(scale_features(x, 'raw'), x)
+    with pytest.raises(ValueError, match="'features' must be one of"):
+        scale_features(x, 'l1')
+
+
+@pytest.mark.parametrize('propagation', ['none', 'mean', 'attention'])
+def test_propagation_matches_float64_reference(tiny, propagation):
+    _, nodes = tiny
+    x = scale_features(nodes.data.x, 'row')
+    out = propagate_features(x, nodes.data.edge_index, propagation, hops=2,
+                             temperature=5.0)
+    adj = _dense_graph(nodes.data.edge_index, x.size(0))
+    ref = x.double()
+    if propagation != 'none':
+        for _ in range(2):
+            if propagation == 'mean':
+                weight = adj
+            else:
+                unit = torch.nn.functional.normalize(ref, dim=1)
+                weight = adj * torch.exp(5.0 * unit @ unit.t())
+            ref = (weight / weight.sum(1, keepdim=True)) @ ref
+    assert torch.allclose(out.double(), ref, atol=1e-6)
+
+
+def test_prepare_descriptions():
+    s = torch.randn(7, 12, generator=torch.Generator().manual_seed(0)) + 5
+    for kind in ('l2', 'center', 'whiten'):
+        out = prepare_descriptions(s, kind)
+        assert torch.allclose(out.norm(dim=1), torch.ones(7), atol=1e-6)
+    centred = s.double() - s.double().mean(0)
+    unit = torch.nn.functional.normalize(centred, dim=1)
+    assert torch.allclose(prepare_descriptions(s, 'center').double(), unit,
+                          atol=1e-6)
+    # Whitened in their span: C - 1 coordinates, all pairs at cosine
+    # -1 / (C - 1) (the vertices of a regular simplex).
+    white = prepare_descriptions(s, 'whiten').double()
+    assert white.shape == (7, 6)
+    gram = white @ white.t()
+    off = gram[~torch.eye(7, dtype=torch.bool)]
+    assert torch.allclose(off, torch.full_like(off, -1 / 6), atol=1e-6)
+    with pytest.raises(ValueError, match="'descriptions' must be one of"):
+        prepare_descriptions(s, 'pca')
+
+
+def test_node_metrics_flags_a_constant_predictor():
+    target = torch.tensor([4, 4, 4, 5, 6, 6])
+    classes = torch.tensor([4, 5, 6])
+    metrics = node_metrics(torch.full_like(target, 4), target, classes)
+    assert metrics['acc'] == pytest.approx(50.0)
+    assert metrics['floor'] == pytest.approx(50.0)
+    assert metrics['balanced'] == pytest.approx(100 / 3)
+    assert metrics['predicted_classes'] == 1
+    assert node_metrics(target, target, classes)['balanced'] == 100.0
+
+
+def test_bad_setting():
+    with pytest.raises(ValueError, match="'propagation' must be one of"):
+        NodeSetting(propagation='gcn')
+    with pytest.raises(ValueError, match="'hops' must be a positive"):
+        NodeSetting(hops=0)
+    with pytest.raises(ValueError, match="'lr' must be positive"):
+        NodeSetting().replace(lr=0.0)
+
+
+def test_selection_grid_changes_one_choice_at_a_time():
+    grid = selection_grid()
+    assert len({s.key() for s in grid}) == len(grid) >= 8
+    assert any(s.config.graph == 'learned' for s in grid)
+    assert {s.propagation for s in grid} == {'none', 'mean', 'attention'}
+
+
+def test_task_and_deterministic_training(tiny):
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', TINY)
+    y = nodes.data.y
+    assert set(y[task.seen_nodes].tolist()) == {0, 1}
+    assert set(y[task.val_nodes].tolist()) == {2, 3}
+    assert set(y[task.unseen_nodes].tolist()) == {4, 5, 6}
+    first, _ = train_node_model(task, seed=3, epochs=2)
+    second, _ = train_node_model(task, seed=3, epochs=2)
+    for (name, a), (_, b) in zip(first.state_dict().items(),
+                                 second.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def _relabel_unseen(nodes):
+    # The unseen classes' labels permuted among themselves.
+    y = nodes.data.y.clone()
+    unseen = y >= 4
+    y[unseen] = 4 + (y[unseen] - 4 + 1) % 3
+    changed = type(nodes)(nodes.name, nodes.data.clone(), nodes.class_names,
+                          nodes.descriptions, nodes.files)
+    changed.data.y = y
+    return changed
+
+
+def test_choices_never_read_unseen_labels(tiny):
+    _, nodes = tiny
+    changed = _relabel_unseen(nodes)
+    split = nodes.split('II')
+    first = eszsl_nodes(nodes, 'text', DGPN_INPUTS, [split])
+    second = eszsl_nodes(changed, 'text', DGPN_INPUTS, [split])
+    assert (first['gamma'], first['lam']) == (second['gamma'], second['lam'])
+    grid = [TINY, TINY.replace(lr=1e-3)]
+    quiet = lambda line: None  # noqa: E731
+    first = select_setting(nodes, 'text', grid, [0], quiet)
+    second = select_setting(changed, 'text', grid, [0], quiet)
+    assert [r['val_balanced'] for r in first['rows']] == \
+        [r['val_balanced'] for r in second['rows']]
+    assert first['chosen']['epochs'] == second['chosen']['epochs']
+
+
+def test_run_nodes_table(tiny):
+    _, nodes = tiny
+    splits = [nodes.split('I'), nodes.split('II')]
+    results = run_nodes(nodes, splits, ['text'], seeds=[0, 1],
+                        selection_seeds=[0], base=TINY,
+                        grid=[TINY, TINY.replace(graph='learned')],
+                        log=lambda line: None)
+    rows = results['csds']['text']['rows']
+    assert [row['method'] for row in rows] == [
+        'APNet (chosen)', 'APNet (best with the other class graph)',
+        "ESZSL (DGPN's inputs)", "SAE (DGPN's inputs)",
+        "ESZSL (APNet's inputs)"]
+    assert rows[0]['splits']['I']['seeds'] == 2
+    table = format_nodes(results)
+    assert 'chosen on Split II\'s validation classes' in table
+    assert 'constant predictor (largest unseen class)' in table
+    # 4 unseen classes in split I, 3 in split II: a constant predictor's
+    # balanced accuracy.
+    assert '| 25.00 |' in table and '| 33.33 |' in table
+    fixed = run_nodes(nodes, splits[:1], ['text'], seeds=[0], base=TINY,
+                      select=False, log=lambda line: None)
+    assert 'fixed in advance' in format_nodes(fixed)
+    assert len(fixed['csds']['text']['rows']) == 2
+
+
+def test_published_rows_are_printed_for_cora():
+    results = {'dataset': 'cora', 'splits': {'I': 'split I: ...'},
+               'num_unseen': {'I': 4}, 'seeds': [0],
+               'selection': 'fixed in advance', 'csds': {'text': {
+                   'rows': [], 'floor': {'I': 28.53},
+                   'published': {'I': {'ESZSL': (27.35, 0.0),
+                                       'DGPN': (33.78, 0.28)}}}}}
+    table = format_nodes(results)
+    assert '| DGPN (published) | 33.78 ± 0.28 |' in table
+    assert '| ESZSL (published) | 27.35 ± 0.00 |' in table
+
+
+def test_command_smoke(tiny, tmp_path, capsys):
+    root, _ = tiny
+    out = tmp_path / 'nodes.json'
+    status = main(['nodes', '--dataset', 'tiny', '--root', str(root),
+                   '--csd', 'text', '--seeds', '2', '--selection-seeds', '1',
+                   '--epochs', '2', '--episodes', '2', '--out', str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert 'APNet (chosen)' in printed and out.is_file()
+    assert "ESZSL (DGPN's inputs)" in printed
+
+
+@pytest.mark.parametrize('extra, message', [
+    (['--split', 'I', '--seen', '0', '1', '--unseen', '2', '3'],
+     'not both'),
+    (['--seeds', '0'], '--seeds must be at least 1'),
+    (['--seen', '0', '--unseen', '2', '3'], "'seen' needs at least 2"),
+])
+def test_command_bad_input(tiny, capsys, extra, message):
+    root, _ = tiny
+    status = main(['nodes', '--dataset', 'tiny', '--root', str(root)] +
+                  extra)
+    assert status == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_command_names_a_missing_dataset(tmp_path, capsys):
+    assert main(['nodes', '--dataset', 'cora', '--root',
+                 str(tmp_path)]) == 1
+    assert 'no dataset folder' in capsys.readouterr().err
+
+
+def test_docs_page_shows_the_current_command():
+    import importlib.util
+    path = REPO / 'scripts' / 'zero_shot_nodes_results.py'
+    spec = importlib.util.spec_from_file_location('nodes_results', path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    page = (REPO / 'docs' / 'zero-shot-nodes.md').read_text()
+    assert script.command_line() in page
+    assert script.BEGIN in page and script.END in page
