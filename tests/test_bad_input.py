@@ -54,8 +54,9 @@ from apnet_pyg.nn import APNetConv, DenseAPNetConv
 from apnet_pyg.nn.functional import (
     edge_cosine,
     sddmm,
+    csr_arrays,
+    edge_index_arrays,
     softmax_spmm,
-    sparse_pattern,
     spmm,
 )
 from apnet_pyg.nn.models import APNet, CentroidEncoder, RelationHead, kmeans
@@ -261,9 +262,8 @@ X_SRC, X_DST = torch.randn(4, 6, generator=g), torch.randn(3, 4, generator=g)
 BIPARTITE = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 0]])
 DX = torch.randn(2, 5, 6, generator=g)
 ADJ = torch.rand(2, 5, 5, generator=g) < 0.5
-PATTERN, _ = sparse_pattern(EDGES[1], EDGES[0], (5, 5))
-RECT, _ = sparse_pattern(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 3]),
-                         (3, 4))
+PATTERN, _ = edge_index_arrays(EDGES.flip(0), (5, 5))
+RECT, _ = edge_index_arrays(torch.tensor([[0, 1, 2], [0, 1, 3]]), (3, 4))
 LABELS = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
 ZERO_ROW = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.5, 0.5]])
 CORRUPT = b'\x80\x03corrupt bytes, not a pickle or a zip archive'
@@ -518,33 +518,43 @@ case('DenseAPNetConv/mask-list',
 case('DenseAPNetConv/mask-other-device',
      lambda c: dense()(DX, ADJ, mask=meta(torch.ones(2, 5))), ValueError,
      r"'mask' is on meta but 'x' on cpu")
-case('DenseAPNetConv/mask-0.5-debug',
+case('DenseAPNetConv/mask-0.5',
      lambda c: dense()(DX, ADJ, mask=torch.full((2, 5), 0.5)), ValueError,
-     r"'mask' must hold only 0 and 1 \(got 0.5\)", debug=True)
+     r"'mask' must be a boolean \(or 0/1 integer\) tensor")
+case('DenseAPNetConv/mask-2-debug',
+     lambda c: dense()(DX, ADJ, mask=torch.full((2, 5), 2)), ValueError,
+     r"'mask' must hold only 0 and 1 \(got 2\)", debug=True)
 
 # ---------------------------------------------------------------------------
 # Operators: apnet_pyg.nn.functional
 # ---------------------------------------------------------------------------
-case('sparse_pattern/row-float',
-     lambda c: sparse_pattern(EDGES[0].float(), EDGES[1], (5, 5)),
-     ValueError, r"'row' must be a 1-D tensor of integer indices")
-case('sparse_pattern/col-2d',
-     lambda c: sparse_pattern(EDGES[0], EDGES, (5, 5)), ValueError,
-     r"'col' must be a 1-D tensor of integer indices")
-case('sparse_pattern/lengths-differ',
-     lambda c: sparse_pattern(EDGES[0], EDGES[1, :4], (5, 5)), ValueError,
-     r"'row' and 'col' must have one entry each")
-case('sparse_pattern/size-not-a-pair',
-     lambda c: sparse_pattern(EDGES[0], EDGES[1], 5), ValueError,
+case('edge_index_arrays/float',
+     lambda c: edge_index_arrays(EDGES.float(), (5, 5)),
+     ValueError, r"'edge_index' must be a \[2, nnz\] tensor of integer")
+case('edge_index_arrays/1d',
+     lambda c: edge_index_arrays(EDGES[0], (5, 5)), ValueError,
+     r"'edge_index' must be a \[2, nnz\] tensor of integer")
+case('edge_index_arrays/dim-2',
+     lambda c: edge_index_arrays(EDGES, (5, 5), 2), ValueError,
+     r"'dim' must be 0 or 1")
+case('edge_index_arrays/size-not-a-pair',
+     lambda c: edge_index_arrays(EDGES, 5), ValueError,
      r"'size' must be a pair \(num_rows, num_cols\)")
-case('sparse_pattern/size-negative',
-     lambda c: sparse_pattern(EDGES[0], EDGES[1], (5, -1)), ValueError,
+case('edge_index_arrays/size-negative',
+     lambda c: edge_index_arrays(EDGES, (5, -1)), ValueError,
      r"'size\[1\]' must be at least 0")
-case('sparse_pattern/index-out-of-range',
-     lambda c: sparse_pattern(EDGES[0], EDGES[1], (5, 3)), RuntimeError,
-     r"'row' or 'col' holds indices outside the size \(5, 3\)")
+case('edge_index_arrays/index-out-of-range',
+     lambda c: edge_index_arrays(EDGES, (5, 3)), RuntimeError,
+     r"'edge_index' holds indices outside the size \(5, 3\)")
+case('csr_arrays/unsorted',
+     lambda c: csr_arrays(EdgeIndex(EDGES, sparse_size=(5, 5))), ValueError,
+     r"'edge_index' must be a sorted EdgeIndex")
 case('spmm/pattern-not-a-pattern', lambda c: spmm(EDGES, WEIGHT, X),
-     ValueError, r"'pattern' must be a SparsePattern")
+     ValueError, r"'edge_index' must be an EdgeIndex sorted by row")
+case('spmm/edge-index-without-size',
+     lambda c: spmm(EdgeIndex(EDGES[:, [0, 5, 1, 2, 3, 4]], sort_order='row'),
+                    WEIGHT, X),
+     ValueError, r"'edge_index' \(an EdgeIndex\) has no sparse size")
 case('spmm/values-wrong-length', lambda c: spmm(PATTERN, WEIGHT[:4], X),
      ValueError, r"'values' must have 6 rows, the pattern's number of "
      r"entries")

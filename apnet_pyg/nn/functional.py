@@ -9,14 +9,16 @@ Attention propagation needs two sparse products over the same pattern
 * SpMM (sparse-dense product), :math:`\mathbf{o}_i = \sum_j v_{ij}
   \mathbf{x}_j`, which aggregates the neighbours.
 
-Both run on CSR tensors (:class:`SparsePattern`, pointers from
-:func:`torch_geometric.index.index2ptr`), which avoids materialising an
-:math:`|\mathcal{E}| \times F` message tensor. Their backward passes are
-written here: PyTorch's own backward of a sparse product with respect to
-the sparse values builds a dense :math:`M \times N` matrix, and
-:meth:`torch_geometric.EdgeIndex.matmul` has no gradient for the values.
-Each backward is again an SDDMM or an SpMM (on the transposed pattern), so
-second derivatives work too.
+Both run on torch's CSR tensors, which avoids materialising an
+:math:`|\mathcal{E}| \times F` message tensor. The pattern is a
+:class:`torch_geometric.EdgeIndex`: its cached CSR and CSC forms and the
+permutation between them (:func:`csr_arrays`, read into
+:class:`CSRArrays`) are all the kernels need. What PyG lacks is written
+here: the backward passes. PyTorch's own backward of a sparse product
+with respect to the sparse values builds a dense :math:`M \times N`
+matrix, and :meth:`torch_geometric.EdgeIndex.matmul` has no gradient for
+the values. Each backward is again an SDDMM or an SpMM (on the transposed
+pattern), so second derivatives work too.
 
 :func:`edge_cosine` fuses the normalisation into the SDDMM and
 :func:`softmax_spmm` the edge softmax (and the self-loops, as a diagonal
@@ -45,26 +47,30 @@ and float64 operands are used as they are, without a copy.
 """
 import functools
 import warnings
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torch_geometric import is_compiling
-from torch_geometric.index import index2ptr
+from torch_geometric import EdgeIndex, is_compiling
 
 from apnet_pyg.utils import check_features, check_int, check_same_device
 
 
-class SparsePattern(NamedTuple):
-    r"""The sparsity pattern of an :math:`M \times N` matrix in CSR form
-    (rows grouped, columns ascending within a row), with the CSR form of
-    its transpose; built by :func:`sparse_pattern`. Stored entries may
-    repeat (a repeated edge contributes one term per copy, as in message
-    passing). Index tensors are int32 whenever the sizes allow (faster in
-    MKL and cuSPARSE), int64 otherwise.
+class CSRArrays(NamedTuple):
+    r"""The index arrays the kernels read, taken from a
+    :class:`~torch_geometric.EdgeIndex` by :func:`csr_arrays`: the CSR
+    form of an :math:`M \times N` matrix (:meth:`EdgeIndex.get_csr`), the
+    CSR form of its transpose (:meth:`EdgeIndex.get_csc`) and the
+    permutation between the two. A tuple of tensors rather than the
+    :class:`EdgeIndex` itself because the kernels are
+    :func:`torch.library.custom_op` operators, which take tensors only,
+    and because :class:`EdgeIndex`'s cache methods do not trace under
+    :func:`torch.compile`; read once, it is reused across steps and
+    backward passes. Stored entries may repeat (a repeated edge
+    contributes one term per copy, as in message passing).
 
     Attributes:
         rowptr (torch.Tensor): CSR row pointer, :obj:`[M + 1]`.
@@ -75,10 +81,9 @@ class SparsePattern(NamedTuple):
         row_t (torch.Tensor): row of each entry of the transpose.
         col_t (torch.Tensor): column of each entry of the transpose.
         perm_t (torch.Tensor): entry :obj:`k` of the transpose holds the
-            value of entry :obj:`perm_t[k]` of this pattern (the other way
-            round if :obj:`transposed`).
-        transposed (bool): whether this is the :meth:`t` of a built
-            pattern.
+            value of entry :obj:`perm_t[k]` (the other way round if
+            :obj:`transposed`).
+        transposed (bool): whether this is the :meth:`t` of a read one.
     """
     rowptr: Tensor
     row: Tensor
@@ -97,19 +102,21 @@ class SparsePattern(NamedTuple):
     def nnz(self) -> int:
         return self.col.numel()
 
-    def t(self) -> 'SparsePattern':
-        r"""The pattern of the transposed matrix (no computation)."""
-        return SparsePattern(self.rowptr_t, self.row_t, self.col_t,
-                             self.rowptr, self.row, self.col, self.perm_t,
-                             not self.transposed)
+    def t(self) -> 'CSRArrays':
+        r"""The arrays of the transposed matrix (no computation)."""
+        return CSRArrays(self.rowptr_t, self.row_t, self.col_t, self.rowptr,
+                         self.row, self.col, self.perm_t, not self.transposed)
 
     def transpose_values(self, values: Tensor) -> Tensor:
-        r"""The per-entry :obj:`values` reordered for the pattern
-        :meth:`t`."""
+        r"""The per-entry :obj:`values` reordered for :meth:`t`."""
         return _transpose_values(values, self.perm_t, self.transposed)
 
     def __repr__(self) -> str:
-        return f'SparsePattern(size={self.size}, nnz={self.nnz})'
+        return f'CSRArrays(size={self.size}, nnz={self.nnz})'
+
+
+#: What the public functions take as the sparse matrix.
+Adjacency = Union[EdgeIndex, CSRArrays]
 
 
 def _transpose_values(values: Tensor, perm_t: Tensor,
@@ -175,8 +182,51 @@ def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
 
 
 # ---------------------------------------------------------------------------
-# Building the pattern
+# Reading the arrays from an EdgeIndex
 # ---------------------------------------------------------------------------
+def csr_arrays(edge_index: EdgeIndex,
+               dim: int = 0) -> Tuple[CSRArrays, Optional[Tensor]]:
+    r"""The arrays of the matrix whose rows are :obj:`edge_index[dim]`
+    (:obj:`dim=0`: :obj:`edge_index` read as PyG's :class:`EdgeIndex`
+    reads it; :obj:`dim=1`: its transpose, rows the targets of
+    :obj:`flow="source_to_target"`), read from (and filling) the cache of
+    a sorted :class:`~torch_geometric.EdgeIndex` through
+    :meth:`~torch_geometric.EdgeIndex.get_csr` and
+    :meth:`~torch_geometric.EdgeIndex.get_csc`; the index dtype is the
+    :class:`EdgeIndex`'s (int32 runs faster in MKL and cuSPARSE).
+
+    Returns:
+        The arrays and :obj:`perm`, such that entry :obj:`k` of the arrays
+        is edge :obj:`perm[k]` (:obj:`None`: edge :obj:`k`, when
+        :obj:`edge_index` is sorted by :obj:`edge_index[dim]`).
+    """
+    if not isinstance(edge_index, EdgeIndex) or not edge_index.is_sorted:
+        raise ValueError(f"'edge_index' must be a sorted EdgeIndex (got "
+                         f"{_describe(edge_index)}): pass "
+                         f"edge_index.sort_by('row')[0]")
+    data = edge_index.as_tensor()
+    get_rows, get_cols = edge_index.get_csr, edge_index.get_csc
+    if dim == 1:
+        get_rows, get_cols = get_cols, get_rows
+    (rowptr, col), perm = get_rows()
+    (rowptr_t, col_t), perm_t = get_cols()
+    size = edge_index.sparse_size()
+    size = size if dim == 0 else size[::-1]
+    if rowptr.numel() != size[0] + 1 or rowptr_t.numel() != size[1] + 1:
+        # (PyG 2.8's sort_by of a sorted EdgeIndex keeps the other
+        # dimension's pointer.)
+        raise ValueError(f"'edge_index' (an EdgeIndex of sparse size "
+                         f"{edge_index.sparse_size()}) caches pointers of "
+                         f"another size: pass a new EdgeIndex")
+    if perm is None:  # Sorted by these rows: the entries are the edges.
+        row, row_t = data[dim], data[1 - dim].index_select(0, perm_t)
+    else:  # Sorted by the columns: the transpose's entries are the edges.
+        row, row_t = data[dim].index_select(0, perm), data[1 - dim]
+        # Entry k of the transpose is edge k, entry perm[k] here.
+        perm_t = _inverse(perm)
+    return CSRArrays(rowptr, row, col, rowptr_t, row_t, col_t, perm_t), perm
+
+
 def _index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
     # 32-bit CSR indices run ~20% faster in MKL and cuSPARSE; 64-bit only
     # when they do not fit.
@@ -192,107 +242,155 @@ def _argsort(key: Tensor) -> Tensor:
     if key.device.type == 'cpu':
         # numpy's introsort runs 3-4x faster than torch.sort on CPU at
         # these sizes. Ties (repeated edges) come in some fixed order, which
-        # is all a pattern needs.
+        # is all the arrays need.
         return torch.from_numpy(np.argsort(key.numpy(), kind='quicksort'))
     return torch.argsort(key)
 
 
-def _sparse_pattern_fake(row, col, num_rows, num_cols):
-    nnz = row.size(0)
+def _edge_index_arrays_fake(edge_index, num_rows, num_cols, dim):
+    nnz = edge_index.size(1)
     dtype = _index_dtype(num_rows, num_cols, nnz)
-    sizes = (num_rows + 1, nnz, nnz, num_cols + 1, nnz, nnz, nnz)
-    return (*[row.new_empty(size, dtype=dtype) for size in sizes],
-            row.new_empty(nnz, dtype=torch.long))
+    size = (num_rows, num_cols) if dim == 0 else (num_cols, num_rows)
+    sizes = (size[0] + 1, nnz, nnz, size[1] + 1, nnz, nnz, nnz)
+    return (*[edge_index.new_empty(n, dtype=dtype) for n in sizes],
+            edge_index.new_empty(nnz, dtype=torch.long))
 
 
-@_kernel('sparse_pattern',
-         '(Tensor row, Tensor col, SymInt num_rows, SymInt num_cols) -> '
-         '(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)',
-         _sparse_pattern_fake)
-def _sparse_pattern(row: Tensor, col: Tensor, num_rows: int,
-                    num_cols: int) -> Tuple[Tensor, ...]:
-    # On CPU, reading "is it sorted?" costs no host synchronisation, and a
-    # sort skipped saves most of the fixed cost of a small graph's layer.
-    on_cpu = row.device.type == 'cpu'
+def _edge_index_arrays(edge_index: Tensor, num_rows: int, num_cols: int,
+                       dim: int) -> Tuple[Tensor, ...]:
+    r"""The tensors of :func:`edge_index_arrays`: two
+    :class:`EdgeIndex` of the edges, one sorted by
+    :obj:`(edge_index[dim], edge_index[1 - dim])` (the arrays' order) and
+    one by the transpose's rows with a stable sort of it (so the columns
+    within a row ascend in both, and a symmetric pattern and its transpose
+    have the same arrays; :meth:`EdgeIndex.get_csc` sorts unstably). A
+    sort is skipped where the input is already so sorted (checked on CPU
+    only, where that costs no host synchronisation)."""
+    size = (num_rows, num_cols)
+    order, order_t = ('row', 'col') if dim == 0 else ('col', 'row')
     # int64 keys: row * num_cols overflows int32 from 46,341 nodes on.
-    row, col = row.long(), col.long()
-    key = row * num_cols + col
-    if on_cpu and _is_sorted(key):  # Already sorted by (row, col).
-        perm = torch.arange(key.numel(), device=key.device)
+    index = edge_index.long()
+    key = index[dim] * size[1 - dim] + index[1 - dim]
+    dtype = _index_dtype(num_rows, num_cols, edge_index.size(1))
+    data = edge_index.to(dtype).contiguous()
+    on_cpu = edge_index.device.type == 'cpu'
+    if on_cpu and not _is_sorted(key) and \
+            _is_sorted(index[1 - dim] * size[dim] + index[dim]):
+        # Sorted as the transpose (a coalesced edge_index, targets as
+        # rows): the transpose is in input order.
+        graph_t = EdgeIndex(data, sparse_size=size, sort_order=order_t)
+        graph, perm = EdgeIndex(data, sparse_size=size).sort_by(
+            order, stable=True)
+        perm_t = _inverse(perm)
     else:
-        perm = _argsort(key)
-    sorted_by_col = on_cpu and _is_sorted(col * num_rows + row)
-    row, col = row.index_select(0, perm), col.index_select(0, perm)
-    if sorted_by_col:
-        # A coalesced edge_index read as its transpose: the transpose is in
-        # input order, no second sort.
-        perm_t = torch.empty_like(perm)
-        perm_t[perm] = torch.arange(perm.numel(), device=perm.device)
-    else:
-        # Sorted by (col, row), so that a symmetric pattern and its
-        # transpose have the same index arrays.
-        perm_t = _argsort(col * num_rows + row)
-    row_t, col_t = col.index_select(0, perm_t), row.index_select(0, perm_t)
-
-    dtype = _index_dtype(num_rows, num_cols, key.numel())
-    row, col, row_t, col_t, perm_t = (
-        t.to(dtype) for t in (row, col, row_t, col_t, perm_t))
-    return (index2ptr(row, num_rows), row, col, index2ptr(row_t, num_cols),
-            row_t, col_t, perm_t, perm)
+        perm = None
+        if not (on_cpu and _is_sorted(key)):
+            perm = _argsort(key).to(edge_index.device)
+            data = data.index_select(1, perm)
+        graph = EdgeIndex(data, sparse_size=size, sort_order=order)
+        graph_t, perm_t = EdgeIndex(data, sparse_size=size).sort_by(
+            order_t, stable=True)
+    if perm is None:
+        perm = torch.arange(edge_index.size(1), device=edge_index.device)
+    data, data_t = graph.as_tensor(), graph_t.as_tensor()
+    return (graph.get_indptr(), data[dim], data[1 - dim],
+            graph_t.get_indptr(), data_t[1 - dim], data_t[dim],
+            perm_t.to(dtype), perm)
 
 
-def sparse_pattern(row: Tensor, col: Tensor, size: Tuple[int, int], *,
-                   check: bool = True) -> Tuple[SparsePattern, Tensor]:
-    r"""Builds the pattern of the entries :obj:`(row[k], col[k])` of an
-    :math:`M \times N` matrix, without a host synchronisation (on CPU it
-    skips the sorts that an already sorted input does not need). Indices
-    out of range raise (an asynchronous assertion: a :class:`RuntimeError`
-    on CPU, a device assertion on a GPU); :obj:`check=False` skips the
-    checks, for a caller that made them (as
-    :class:`~apnet_pyg.nn.APNetConv` does).
+def _inverse(perm: Tensor) -> Tensor:
+    return torch.empty_like(perm).index_copy_(
+        0, perm.long(), torch.arange(perm.numel(), device=perm.device,
+                                     dtype=perm.dtype))
+
+
+def _unaliased(function: Callable) -> Callable:
+    r""":obj:`function` with outputs that share memory with the input or
+    an earlier output, or start within it, copied: an operator's outputs
+    may alias neither, and its fake outputs start their storage (the
+    arrays of a sorted edge_index are views of its two rows)."""
+    @functools.wraps(function)
+    def wrapper(edge_index: Tensor, *args) -> Tuple[Tensor, ...]:
+        seen = {edge_index.untyped_storage().data_ptr()}
+        outputs = []
+        for tensor in function(edge_index, *args):
+            pointer = tensor.untyped_storage().data_ptr()
+            outputs.append(tensor.clone() if pointer in seen or
+                           tensor.storage_offset() != 0 else tensor)
+            seen.add(pointer)
+        return tuple(outputs)
+
+    return wrapper
+
+
+# The same as an operator (see _kernel): under torch.compile the sort is
+# one opaque node.
+_edge_index_arrays_op = torch.library.custom_op(
+    'apnet_pyg::edge_index_arrays', _unaliased(_edge_index_arrays),
+    mutates_args=(),
+    schema='(Tensor edge_index, SymInt num_rows, SymInt num_cols, int dim) '
+    '-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)')
+_edge_index_arrays_op.register_fake(_edge_index_arrays_fake)
+
+
+def edge_index_arrays(edge_index: Tensor, size: Tuple[int, int],
+                      dim: int = 0, *,
+                      check: bool = True) -> Tuple[CSRArrays, Tensor]:
+    r""":func:`csr_arrays` of a plain :obj:`edge_index` tensor of sparse
+    size :obj:`size`: the :class:`~torch_geometric.EdgeIndex` is built
+    here (in int32 where the sizes allow), sorted by
+    :obj:`(edge_index[dim], edge_index[1 - dim])` unless already sorted
+    by either row (skipped sorts on CPU), without a host synchronisation.
+    Under :func:`torch.compile` and for meta tensors it runs as one
+    custom operator. Indices out of range raise (an asynchronous
+    assertion: a :class:`RuntimeError` on CPU, a device assertion on a
+    GPU); :obj:`check=False` skips the checks, for a caller that made them
+    (as :class:`~apnet_pyg.nn.APNetConv` does).
 
     Returns:
-        The pattern and :obj:`perm`, such that entry :obj:`k` of the
-        pattern is input entry :obj:`perm[k]` (reorder per-entry values
-        with :obj:`values[perm]`).
+        The arrays and :obj:`perm` (int64), such that entry :obj:`k` of
+        the arrays is edge :obj:`perm[k]` (reorder per-edge values with
+        :obj:`values[perm]`).
     """
     if check and not is_compiling():
-        _check_entries(row, col, size)
-    *tensors, perm = _sparse_pattern(row, col, size[0], size[1])
-    return SparsePattern(*tensors), perm
+        _check_entries(edge_index, size, dim)
+    args = (edge_index, size[0], size[1], dim)
+    if is_compiling() or edge_index.device.type == 'meta':
+        tensors = _edge_index_arrays_op(*args)
+    else:
+        tensors = _edge_index_arrays(*args)
+    return CSRArrays(*tensors[:7]), tensors[7]
 
 
-def _check_entries(row: Tensor, col: Tensor, size: Tuple[int, int]) -> None:
+def _check_entries(edge_index: Tensor, size: Tuple[int, int],
+                   dim: int) -> None:
     if not isinstance(size, (tuple, list)) or len(size) != 2:
         raise ValueError(f"'size' must be a pair (num_rows, num_cols) "
                          f"(got {size!r})")
     check_int(size[0], 'size[0]', minimum=0)
     check_int(size[1], 'size[1]', minimum=0)
-    for name, index in (('row', row), ('col', col)):
-        if not isinstance(index, Tensor) or index.dim() != 1 or \
-                index.is_floating_point() or index.is_complex() or \
-                index.dtype == torch.bool:
-            raise ValueError(f"'{name}' must be a 1-D tensor of integer "
-                             f"indices (got {_describe(index)})")
-    if row.numel() != col.numel():
-        raise ValueError(f"'row' and 'col' must have one entry each per "
-                         f"entry (got {row.numel()} and {col.numel()})")
-    check_same_device(col, 'col', row, 'row')
-    if row.numel() > 0:
+    if dim not in (0, 1):
+        raise ValueError(f"'dim' must be 0 or 1, the row of 'edge_index' "
+                         f"that indexes the matrix rows (got {dim!r})")
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or \
+            edge_index.size(0) != 2 or edge_index.is_floating_point() or \
+            edge_index.is_complex() or edge_index.dtype == torch.bool:
+        raise ValueError(f"'edge_index' must be a [2, nnz] tensor of "
+                         f"integer indices (got {_describe(edge_index)})")
+    if edge_index.size(1) > 0:
         # An asynchronous assertion: no host synchronisation.
-        in_range = ((row.min() >= 0) & (row.max() < size[0]) &
-                    (col.min() >= 0) & (col.max() < size[1]))
-        torch._assert_async(in_range, f"'row' or 'col' holds indices "
+        low, high = edge_index.aminmax(dim=1)
+        in_range = ((low >= 0).all() & (high[0] < size[0]) &
+                    (high[1] < size[1]))
+        torch._assert_async(in_range, f"'edge_index' holds indices "
                             f"outside the size {tuple(size)}")
-
-
 def _describe(value) -> str:
     if isinstance(value, Tensor):
         return f'shape {tuple(value.shape)}, dtype {value.dtype}'
     return type(value).__name__
 
 
-def _check_operand(tensor: Tensor, name: str, pattern: SparsePattern,
+def _check_operand(tensor: Tensor, name: str, pattern: CSRArrays,
                    rows: int, side: str, dim: int = 2) -> None:
     r"""Checks that :obj:`tensor` (:obj:`dim`-D, floating point) has
     :obj:`rows` rows and lives on the pattern's device (metadata only;
@@ -304,20 +402,30 @@ def _check_operand(tensor: Tensor, name: str, pattern: SparsePattern,
     check_same_device(tensor, name, pattern.rowptr, 'pattern')
 
 
-def _check_pattern(pattern: SparsePattern) -> None:
-    if not isinstance(pattern, SparsePattern):
-        raise ValueError(f"'pattern' must be a SparsePattern from "
-                         f"sparse_pattern(row, col, size) (got "
-                         f"{type(pattern).__name__})")
+def _as_arrays(edge_index: Adjacency) -> CSRArrays:
+    r"""The arrays of :obj:`edge_index`: a :class:`CSRArrays` as it is,
+    an :class:`EdgeIndex` sorted by row read through :func:`csr_arrays`
+    (its entries are then its edges, in its order)."""
+    if isinstance(edge_index, CSRArrays):
+        return edge_index
+    if not isinstance(edge_index, EdgeIndex) or \
+            not edge_index.is_sorted_by_row:
+        raise ValueError(f"'edge_index' must be an EdgeIndex sorted by row "
+                         f"(values follow its order) or CSRArrays from "
+                         f"csr_arrays() (got {_describe(edge_index)}): pass "
+                         f"EdgeIndex(..., sort_order='row')")
+    if None in edge_index.sparse_size():
+        raise ValueError("'edge_index' (an EdgeIndex) has no sparse size: "
+                         "pass EdgeIndex(..., sparse_size=(M, N))")
+    return csr_arrays(edge_index)[0]
 
 
-def _check_entry_values_and_x(pattern: SparsePattern, values: Tensor,
+def _check_entry_values_and_x(pattern: CSRArrays, values: Tensor,
                               name: str, x: Tensor,
                               same_dtype: bool = True) -> None:
     r"""The operands of a sparse-dense product: one value per entry of
     :obj:`pattern` and a row of :obj:`x` per column (of one dtype if
     :obj:`same_dtype`)."""
-    _check_pattern(pattern)
     _check_operand(values, name, pattern, pattern.nnz, 'number of entries',
                    dim=1)
     _check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
@@ -634,25 +742,25 @@ def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
     return [next(grads) if needed else None for needed in needs_grad]
 
 
-def _save(ctx, pattern: SparsePattern, *tensors: Optional[Tensor]) -> None:
+def _save(ctx, pattern: CSRArrays, *tensors: Optional[Tensor]) -> None:
     # The pattern holds index tensors that autograd never differentiates:
     # kept as an attribute, which costs less than saving seven tensors.
     ctx.pattern = pattern
     ctx.save_for_backward(*tensors)
 
 
-def _saved(ctx) -> Tuple[SparsePattern, Tuple[Optional[Tensor], ...]]:
+def _saved(ctx) -> Tuple[CSRArrays, Tuple[Optional[Tensor], ...]]:
     return ctx.pattern, ctx.saved_tensors
 
 
-def _backward_args(pattern: SparsePattern) -> Tuple:
+def _backward_args(pattern: CSRArrays) -> Tuple:
     return (pattern.rowptr, pattern.row, pattern.col, pattern.rowptr_t,
             pattern.col_t, pattern.perm_t, pattern.transposed)
 
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, values: Tensor,
+    def forward(ctx, pattern: CSRArrays, values: Tensor,
                 x: Tensor) -> Tensor:
         _save(ctx, pattern, values, x)
         return _spmm_kernel(pattern.rowptr, pattern.col, values, x)
@@ -673,7 +781,7 @@ class _SpMM(torch.autograd.Function):
 
 class _SDDMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
+    def forward(ctx, pattern: CSRArrays, a: Tensor, b: Tensor) -> Tensor:
         _save(ctx, pattern, a, b)
         return _sddmm_kernel(pattern.rowptr, pattern.col, a, b)
 
@@ -691,7 +799,7 @@ class _SDDMM(torch.autograd.Function):
 
 class _EdgeCosine(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, a: Tensor,
+    def forward(ctx, pattern: CSRArrays, a: Tensor,
                 b: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         # Saved in the compute dtype; the cosines returned in a's.
         cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
@@ -726,7 +834,7 @@ class _EdgeCosine(torch.autograd.Function):
 
 class _SoftmaxSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, logits: Tensor, x: Tensor,
+    def forward(ctx, pattern: CSRArrays, logits: Tensor, x: Tensor,
                 loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor,
                                                         Tensor]:
         # Saved in the compute dtype; returned in the inputs' dtypes.
@@ -765,7 +873,7 @@ class _SoftmaxSpMM(torch.autograd.Function):
 
 
 def _composable_softmax_spmm(
-        pattern: SparsePattern, logits: Tensor, x: Tensor,
+        pattern: CSRArrays, logits: Tensor, x: Tensor,
         loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
     # In the compute dtype, the results in the inputs' dtypes, as the
     # fused kernels.
@@ -796,13 +904,24 @@ def _composable_softmax_spmm(
 # ---------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------
-def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
+# Each takes the matrix as an EdgeIndex sorted by row, of a known sparse
+# size (entries are its edges, in its order; rows edge_index[0]), or as
+# CSRArrays, which a caller that runs several products on one graph reads
+# once (APNetConv does; also what works under torch.compile, where
+# EdgeIndex's cache methods do not trace).
+
+
+def spmm(edge_index: Adjacency, values: Tensor, x: Tensor) -> Tensor:
     r"""Sparse-dense product :math:`\mathbf{o}_i = \sum_{(i, j)}
     v_{ij} \mathbf{x}_j`, differentiable in :obj:`values` and :obj:`x`
-    without a dense :math:`M \times N` intermediate.
+    without a dense :math:`M \times N` intermediate (PyG's
+    :meth:`EdgeIndex.matmul` has no gradient for the values).
 
     Args:
-        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix,
+            of size :math:`(M, N)`: an :class:`EdgeIndex` sorted by row,
+            with its sparse size (entries: its edges, in its order), or
+            :func:`csr_arrays` of one.
         values (torch.Tensor): one value per entry, :obj:`[nnz]`.
         x (torch.Tensor): dense features, :obj:`[N, F]`, of the dtype of
             :obj:`values` (float16 and bfloat16 are summed in float32).
@@ -810,27 +929,31 @@ def spmm(pattern: SparsePattern, values: Tensor, x: Tensor) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`, in :obj:`x`'s
         dtype
     """
+    pattern = _as_arrays(edge_index)
     if not is_compiling():
         _check_entry_values_and_x(pattern, values, 'values', x)
     return _SpMM.apply(pattern, values, x)
 
 
-def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
+def sddmm(edge_index: Adjacency, a: Tensor, b: Tensor) -> Tensor:
     r"""Sampled dense-dense product :math:`v_{ij} = \langle \mathbf{a}_i,
-    \mathbf{b}_j \rangle` for every entry :math:`(i, j)` of the pattern,
+    \mathbf{b}_j \rangle` for every entry :math:`(i, j)`,
     differentiable in :obj:`a` and :obj:`b`.
 
     Args:
-        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix,
+            of size :math:`(M, N)`: an :class:`EdgeIndex` sorted by row,
+            with its sparse size (entries: its edges, in its order), or
+            :func:`csr_arrays` of one.
         a (torch.Tensor): :obj:`[M, F]`.
         b (torch.Tensor): :obj:`[N, F]`, of the dtype of :obj:`a`
             (float16 and bfloat16 are summed in float32).
 
-    :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in pattern order,
+    :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in entry order,
         in :obj:`a`'s dtype
     """
+    pattern = _as_arrays(edge_index)
     if not is_compiling():
-        _check_pattern(pattern)
         _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
         _check_operand(b, 'b', pattern, pattern.size[1], 'number of columns')
         _check_same_width(b, 'b', a, 'a')
@@ -838,35 +961,37 @@ def sddmm(pattern: SparsePattern, a: Tensor, b: Tensor) -> Tensor:
     return _SDDMM.apply(pattern, a, b)
 
 
-def edge_cosine(pattern: SparsePattern, a: Tensor,
+def edge_cosine(edge_index: Adjacency, a: Tensor,
                 b: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     r"""Cosine similarity :math:`\cos(\mathbf{a}_i, \mathbf{b}_j)` for
-    every entry :math:`(i, j)` of the pattern, equal to
-    :obj:`sddmm(pattern, F.normalize(a), F.normalize(b))` (norms bounded
-    below by :data:`NORM_EPS`),
-    with a fused backward (see the module docstring). A zero row has cosine
-    :math:`0` with every row.
+    every entry :math:`(i, j)`, equal to :obj:`sddmm(edge_index,
+    F.normalize(a), F.normalize(b))` (norms bounded below by
+    :data:`NORM_EPS`), with a fused backward (see the module docstring). A
+    zero row has cosine :math:`0` with every row.
 
     Args:
-        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix,
+            of size :math:`(M, N)`: an :class:`EdgeIndex` sorted by row,
+            with its sparse size (entries: its edges, in its order), or
+            :func:`csr_arrays` of one.
         a (torch.Tensor): :obj:`[M, F]`.
         b (torch.Tensor, optional): :obj:`[N, F]`, of the dtype of
-            :obj:`a`; :obj:`None` for
-            :obj:`b = a` (a square pattern), which saves an SpMM in the
-            backward pass of a symmetric pattern. (default: :obj:`None`)
+            :obj:`a`; :obj:`None` for :obj:`b = a` (a square matrix),
+            which saves an SpMM in the backward pass of a symmetric
+            pattern. (default: :obj:`None`)
 
     :rtype: (:class:`torch.Tensor` :obj:`[nnz]`, :class:`torch.Tensor`
-        :obj:`[M]`): the cosines in pattern order, and the cosine of every
+        :obj:`[M]`): the cosines in entry order, and the cosine of every
         row of :obj:`a` with itself (the logit of a self-loop: :math:`1`,
         or :math:`0` for a row of norm at most :data:`NORM_EPS`; constant),
         both in :obj:`a`'s dtype (computed in float32 for float16 and
         bfloat16: pass :obj:`a.float()` to keep the float32 cosines, as
         :class:`~apnet_pyg.nn.APNetConv` does)
     """
+    pattern = _as_arrays(edge_index)
     if b is a:  # The same nodes (and one tensor given twice to autograd).
         b = None
     if not is_compiling():
-        _check_pattern(pattern)
         _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
         if b is None and pattern.size[0] != pattern.size[1]:
             raise ValueError(f"b=None (b = a) needs a square pattern (got "
@@ -882,7 +1007,7 @@ def edge_cosine(pattern: SparsePattern, a: Tensor,
 
 
 def softmax_spmm(
-    pattern: SparsePattern,
+    edge_index: Adjacency,
     logits: Tensor,
     x: Tensor,
     loop_logits: Optional[Tensor] = None,
@@ -901,20 +1026,24 @@ def softmax_spmm(
     returned in :obj:`x`'s dtype and the attention in the logits'.
 
     Args:
-        pattern (SparsePattern): the pattern, of size :math:`(M, N)`.
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix,
+            of size :math:`(M, N)`: an :class:`EdgeIndex` sorted by row,
+            with its sparse size (entries: its edges, in its order), or
+            :func:`csr_arrays` of one.
         logits (torch.Tensor): one logit per entry, :obj:`[nnz]`.
         x (torch.Tensor): dense features, :obj:`[N, F]`.
-        loop_logits (torch.Tensor, optional): the logit :math:`z_{ii}` of a
-            self-loop on every row, :obj:`[M]` (:math:`M \leq N`), of the
-            logits' dtype, which
-            joins the softmax of its row and aggregates :math:`\mathbf{x}_i`
-            (:math:`-\infty` for none). (default: :obj:`None`)
+        loop_logits (torch.Tensor, optional): the logit :math:`z_{ii}` of
+            a self-loop on every row, :obj:`[M]` (:math:`M \leq N`), of
+            the logits' dtype, which joins the softmax of its row and
+            aggregates :math:`\mathbf{x}_i` (:math:`-\infty` for none).
+            (default: :obj:`None`)
 
     :rtype: (:class:`torch.Tensor` :obj:`[M, F]`, :class:`torch.Tensor`
         :obj:`[nnz]`, :class:`torch.Tensor` :obj:`[M]` or :obj:`None`): the
-        aggregation and the attention :math:`\alpha` (in pattern order) of
+        aggregation and the attention :math:`\alpha` (in entry order) of
         the entries and of the self-loops
     """
+    pattern = _as_arrays(edge_index)
     if not is_compiling():
         _check_entry_values_and_x(pattern, logits, 'logits', x,
                                   same_dtype=False)

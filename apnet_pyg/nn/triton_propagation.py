@@ -1,7 +1,8 @@
 r"""APNet's attention propagation as one fused Triton kernel per pass.
 
 For a destination node :math:`i` with incoming entries :math:`j` (the row
-:math:`i` of a :class:`~apnet_pyg.nn.functional.SparsePattern`),
+:math:`i` of a row-sorted :class:`~torch_geometric.EdgeIndex`, read as
+:class:`~apnet_pyg.nn.functional.CSRArrays`),
 
 .. math::
     z_{ij} = \gamma \cos(\mathbf{h}^{dst}_i, \mathbf{h}^{src}_j)
@@ -70,7 +71,9 @@ from torch_geometric import is_compiling
 
 from apnet_pyg.nn.functional import (
     NORM_EPS,
-    SparsePattern,
+    Adjacency,
+    CSRArrays,
+    _as_arrays,
     edge_cosine,
     softmax_spmm,
 )
@@ -644,7 +647,7 @@ _backward_op = _register(
 # ---------------------------------------------------------------------------
 class _TritonPropagate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: SparsePattern, x: Tensor, h_dst: Tensor,
+    def forward(ctx, pattern: CSRArrays, x: Tensor, h_dst: Tensor,
                 h_src: Optional[Tensor], gamma: Tensor,
                 log_weight: Optional[Tensor],
                 loop_kept: Optional[Tensor]) -> Tensor:
@@ -686,7 +689,7 @@ class _TritonPropagate(torch.autograd.Function):
 # Public functions
 # ---------------------------------------------------------------------------
 def triton_attention_propagate(
-    pattern: SparsePattern,
+    edge_index: Adjacency,
     x: Tensor,
     h_dst: Tensor,
     h_src: Optional[Tensor],
@@ -702,7 +705,7 @@ def triton_attention_propagate(
         \cos(\mathbf{h}^{dst}_i, \mathbf{h}^{src}_j) + \log w_{ij}
         \right),
 
-    over the entries :math:`(i, j)` of :obj:`pattern` and, where
+    over the entries :math:`(i, j)` of :obj:`edge_index` and, where
     :obj:`loop_kept` is set, a self-loop :math:`(i, i)` with logit
     :math:`\gamma` (:math:`0` for a row :math:`\mathbf{h}^{dst}_i` of
     norm at most :data:`~apnet_pyg.nn.functional.NORM_EPS`) that
@@ -721,10 +724,14 @@ def triton_attention_propagate(
     float64); the output has :obj:`x`'s dtype, each gradient its input's.
 
     Args:
-        pattern (SparsePattern): the pattern of size :math:`(M, N)` (rows
-            the destinations), from
-            :func:`~apnet_pyg.nn.functional.sparse_pattern`; not its
-            :meth:`~apnet_pyg.nn.functional.SparsePattern.t`.
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix
+            of size :math:`(M, N)`, rows the destinations
+            (:obj:`edge_index[0]`): an :class:`EdgeIndex` sorted by row
+            with its sparse size (entries in its order; pass
+            :obj:`edge_index.flip(0)` for PyG's source-to-target
+            convention), or
+            :func:`~apnet_pyg.nn.functional.csr_arrays` of one, not their
+            :meth:`~apnet_pyg.nn.functional.CSRArrays.t`.
         x (torch.Tensor): source features, :obj:`[N, F]`.
         h_dst (torch.Tensor): destination projections, :obj:`[M, H]`.
         h_src (torch.Tensor, optional): source projections, :obj:`[N, H]`;
@@ -745,6 +752,9 @@ def triton_attention_propagate(
             dtype=torch.float64 if x.dtype == torch.float64
             else torch.float32)
     if not is_compiling():
+        _check_triton()
+    pattern = _as_arrays(edge_index)
+    if not is_compiling():
         _check_inputs(pattern, x, h_dst, h_src, temperature, log_weight,
                       loop_kept)
     if h_src is h_dst:  # One tensor given twice to autograd: one gradient.
@@ -754,7 +764,7 @@ def triton_attention_propagate(
 
 
 def composed_attention_propagate(
-    pattern: SparsePattern,
+    edge_index: Adjacency,
     x: Tensor,
     h_dst: Tensor,
     h_src: Optional[Tensor],
@@ -767,6 +777,7 @@ def composed_attention_propagate(
     :func:`~apnet_pyg.nn.functional.softmax_spmm` (the path of
     :class:`~apnet_pyg.nn.APNetConv` today): the reference of the fused
     kernel, and its second derivative."""
+    pattern = _as_arrays(edge_index)
     cos, self_cos = edge_cosine(pattern, h_dst, h_src)
     logits = temperature * cos
     if log_weight is not None:
@@ -785,22 +796,21 @@ def composed_attention_propagate(
     return torch.where(empty.unsqueeze(-1), 0.0, out)
 
 
-def _check_inputs(pattern: SparsePattern, x: Tensor, h_dst: Tensor,
-                  h_src: Optional[Tensor], temperature: Tensor,
-                  log_weight: Optional[Tensor],
-                  loop_kept: Optional[Tensor]) -> None:
+def _check_triton() -> None:
     if not is_triton_available():
         raise RuntimeError("triton_attention_propagate needs Triton, which "
                            "is not installed: pip install triton (it ships "
                            "with PyTorch's CUDA builds), or use the sparse "
                            "kernels (kernel='sparse')")
-    if not isinstance(pattern, SparsePattern):
-        raise ValueError(f"'pattern' must be a SparsePattern from "
-                         f"sparse_pattern(row, col, size) (got "
-                         f"{type(pattern).__name__})")
+
+
+def _check_inputs(pattern: CSRArrays, x: Tensor, h_dst: Tensor,
+                  h_src: Optional[Tensor], temperature: Tensor,
+                  log_weight: Optional[Tensor],
+                  loop_kept: Optional[Tensor]) -> None:
     if pattern.transposed:
-        raise ValueError("'pattern' is a transposed SparsePattern (.t()): "
-                         "pass the pattern sparse_pattern() built, rows the "
+        raise ValueError("'edge_index' is transposed CSRArrays (.t()): pass "
+                         "the arrays csr_arrays() read, rows the "
                          "destination nodes")
     num_dst, num_src = pattern.size
     operands = [('x', x, 2, num_src), ('h_dst', h_dst, 2, num_dst)]

@@ -4,15 +4,25 @@ import torch.nn.functional as F
 from torch.autograd import gradcheck as _gradcheck
 from torch.autograd import gradgradcheck as _gradgradcheck
 
+from torch_geometric import EdgeIndex
+
 from apnet_pyg.nn.functional import (
     NORM_EPS,
-    SparsePattern,
+    CSRArrays,
+    csr_arrays,
     edge_cosine,
+    edge_index_arrays,
     sddmm,
     softmax_spmm,
-    sparse_pattern,
     spmm,
 )
+
+
+def sparse_pattern(row, col, size):
+    r"""The CSR arrays of the entries :obj:`(row[k], col[k])` of a matrix
+    of :obj:`size`, and :obj:`perm` (entry :obj:`k` is input entry
+    :obj:`perm[k]`)."""
+    return edge_index_arrays(torch.stack([row, col]), size)
 
 
 def gradcheck(function, inputs):
@@ -51,8 +61,8 @@ def dense_of(pattern, values):
 def test_sparse_pattern(device):
     row, col = make_entries(device=device)
     pattern, perm = sparse_pattern(row, col, (6, 5))
-    assert isinstance(pattern, SparsePattern)
-    assert str(pattern) == 'SparsePattern(size=(6, 5), nnz=14)'
+    assert isinstance(pattern, CSRArrays)
+    assert str(pattern) == 'CSRArrays(size=(6, 5), nnz=14)'
     assert pattern.rowptr.dtype == torch.int32  # small enough for int32
     assert torch.equal(pattern.row.long(), row[perm])
     assert torch.equal(pattern.col.long(), col[perm])
@@ -75,16 +85,19 @@ def test_sparse_pattern(device):
 
 def test_sparse_pattern_sorted_inputs(device):
     # Inputs sorted by (row, col) or by (col, row) skip a sort (on CPU);
-    # the pattern is the same as from shuffled entries.
+    # the arrays are the same as from shuffled entries.
     row, col = make_entries(6, 6, nnz=30, symmetric=True, device=device)
     expected, _ = sparse_pattern(row, col, (6, 6))
+    ones = torch.ones(60, dtype=torch.float64, device=device)
     shuffled = torch.randperm(60, generator=torch.Generator().manual_seed(0))
     for order in [shuffled.to(device), torch.argsort(row * 6 + col),
                   torch.argsort(col * 6 + row)]:
         pattern, perm = sparse_pattern(row[order], col[order], (6, 6))
         for tensor, expected_tensor in zip(pattern[:6], expected[:6]):
             assert torch.equal(tensor, expected_tensor)
+        assert torch.equal(dense_of(pattern, ones), dense_of(expected, ones))
         assert torch.equal(pattern.row.long(), row[order][perm])
+        assert torch.equal(pattern.col.long(), col[order][perm])
         values = randn(60, device=device)
         # (Repeated entries may add up in another order.)
         assert torch.allclose(dense_of(pattern.t(),
@@ -92,8 +105,58 @@ def test_sparse_pattern_sorted_inputs(device):
                               dense_of(pattern, values).t(), atol=1e-12)
 
 
+def test_csr_arrays_of_an_edge_index(device):
+    # The pointers and indices come from the EdgeIndex's cache, which they
+    # fill: a second read gives the same memory. Sorted by either row, for
+    # either dim.
+    row, col = make_entries(6, 5, nnz=20, device=device)
+    values = randn(20, device=device)
+    for sort_order in ('row', 'col'):
+        edge_index, _ = EdgeIndex(torch.stack([row, col]), sparse_size=(6, 5)
+                                  ).sort_by(sort_order)
+        for dim in (0, 1):
+            arrays, perm = csr_arrays(edge_index, dim)
+            again, _ = csr_arrays(edge_index, dim)
+            for name in ('rowptr', 'col', 'rowptr_t', 'col_t'):
+                assert getattr(arrays, name).data_ptr() == \
+                    getattr(again, name).data_ptr()
+            assert (perm is None) == (sort_order == ('row', 'col')[dim])
+            perm = torch.arange(20, device=device) if perm is None else perm
+            data = edge_index.as_tensor()
+            assert torch.equal(arrays.row, data[dim][perm])
+            assert torch.equal(arrays.col, data[1 - dim][perm])
+            assert arrays.size == ((6, 5) if dim == 0 else (5, 6))
+            expected = dense_of(arrays, values[perm])
+            assert torch.allclose(dense_of(arrays.t(), arrays.transpose_values(
+                values[perm])), expected.t(), atol=1e-12)
+        assert edge_index._T_perm is not None  # the caller's cache
+
+
+def test_public_functions_take_a_row_sorted_edge_index(device):
+    row, col = make_entries(6, 5, nnz=20, device=device)
+    edge_index, perm = EdgeIndex(torch.stack([row, col]), sparse_size=(6, 5)
+                                 ).sort_by('row')
+    arrays, _ = csr_arrays(edge_index)
+    generator = torch.Generator().manual_seed(0)
+    values = randn(20, device=device, generator=generator)
+    x = randn(5, 3, device=device, generator=generator)
+    a = randn(6, 3, device=device, generator=generator)
+    dense = values.new_zeros(6, 5).index_put_((row[perm], col[perm]), values,
+                                              accumulate=True)
+    torch.testing.assert_close(spmm(edge_index, values, x), dense @ x)
+    torch.testing.assert_close(sddmm(edge_index, a, x),
+                               (a @ x.t())[row[perm], col[perm]])
+    torch.testing.assert_close(edge_cosine(edge_index, a, x)[0],
+                               edge_cosine(arrays, a, x)[0])
+    for bad in (edge_index.as_tensor(), edge_index.sort_by('col')[0],
+                EdgeIndex(edge_index.as_tensor(), sort_order='row')):
+        with pytest.raises(ValueError, match="'edge_index'"):
+            spmm(bad, values, x)
+
+
 def test_sparse_pattern_symmetric_has_identical_transpose(device):
-    # What the fused backward of edge_cosine relies on to use one SpMM.
+    # What the fused backward of edge_cosine relies on to use one SpMM
+    # (the transpose is sorted stably: columns ascend within its rows).
     row, col = make_entries(5, 5, symmetric=True, device=device)
     pattern, _ = sparse_pattern(row, col, (5, 5))
     assert torch.equal(pattern.rowptr, pattern.rowptr_t)
@@ -102,6 +165,27 @@ def test_sparse_pattern_symmetric_has_identical_transpose(device):
     col = torch.tensor([1, 0, 2, 2], device=device)
     pattern, _ = sparse_pattern(row, col, (3, 3))
     assert not torch.equal(pattern.col, pattern.col_t)
+
+
+def test_symmetric_pattern_with_identical_transpose(device):
+    # Where the arrays of the transpose equal the pattern's (a symmetric
+    # pattern, columns ascending in both), the fused backward of
+    # edge_cosine runs one SpMM instead of two: the same gradient as with
+    # the transpose of a row-sorted EdgeIndex (PyG's order).
+    row, col = make_entries(5, 5, symmetric=True, device=device)
+    key = torch.argsort(row * 5 + col)
+    edge_index = EdgeIndex(torch.stack([row[key], col[key]]),
+                           sparse_size=(5, 5), sort_order='row')
+    pattern, _ = csr_arrays(edge_index)
+    identical, _ = sparse_pattern(row[key], col[key], (5, 5))
+    assert torch.equal(identical.col, pattern.col)
+    assert torch.equal(identical.col, identical.col_t)
+    assert torch.equal(identical.rowptr, identical.rowptr_t)
+    a = randn(5, 4, device=device).requires_grad_()
+    grads = [torch.autograd.grad(edge_cosine(p, a)[0].square().sum(), a)[0]
+             for p in (pattern, identical)]
+    torch.testing.assert_close(grads[0], grads[1])
+    assert gradcheck(lambda a: edge_cosine(identical, a)[0], (a, ))
 
 
 def test_spmm(device):
@@ -314,7 +398,7 @@ def test_kernels_as_custom_operators(dtype, device):
                                      True)),
         (ops.softmax_spmm_backward, (*backward_args, x, out, alpha, None,
                                      grad_out, logits, None, False)),
-        (ops.sparse_pattern, (row, col, 5, 5)),
+        (ops.edge_index_arrays, (torch.stack([row, col]), 5, 5, 1)),
         (ops.spmm, (pattern.rowptr, pattern.col, logits, x)),
         (ops.sddmm, (pattern.rowptr, pattern.col, x, x)),
         (ops.edge_cosine, (pattern.rowptr, pattern.col, x, None)),

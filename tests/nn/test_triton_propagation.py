@@ -12,8 +12,14 @@ import torch
 from torch._dynamo.backends.registry import lookup_backend
 from torch.autograd import gradcheck
 
+from torch_geometric import EdgeIndex
+
 from apnet_pyg.nn import triton_propagation as tp
-from apnet_pyg.nn.functional import NORM_EPS, sparse_pattern
+from apnet_pyg.nn.functional import (
+    NORM_EPS,
+    csr_arrays,
+    edge_index_arrays,
+)
 from apnet_pyg.nn.triton_propagation import (
     MAX_FEATURES,
     composed_attention_propagate,
@@ -83,9 +89,8 @@ def make_case(name, device, dtype=torch.float64, loops=True, weights=True,
     num_dst, num_src = spec['size']
     generator = torch.Generator().manual_seed(seed)
     entries = torch.tensor(spec['entries'], dtype=torch.long).view(-1, 2)
-    pattern, perm = sparse_pattern(entries[:, 0].to(device),
-                                   entries[:, 1].to(device),
-                                   (num_dst, num_src))
+    pattern, perm = edge_index_arrays(entries.t().to(device),
+                                      (num_dst, num_src))
     bipartite = name != 'square'
 
     def randn(*shape):
@@ -225,11 +230,29 @@ def test_zero_rows_and_large_temperature(device):
         assert bool(actual[0].isfinite().all())
 
 
+def test_edge_index_input(device):
+    # A row-sorted EdgeIndex (rows the destinations) gives the output of
+    # the arrays read from it.
+    edge_index = EdgeIndex(torch.tensor([[0, 0, 1, 2, 2, 3],
+                                         [1, 3, 0, 0, 3, 2]], device=device),
+                           sparse_size=(4, 4), sort_order='row')
+    arrays, _ = csr_arrays(edge_index)
+    generator = torch.Generator().manual_seed(0)
+    x, h = (torch.randn(4, width, generator=generator,
+                        dtype=torch.float64).to(device) for width in (3, 2))
+    kept = torch.tensor([True, False, True, True], device=device)
+    expected = composed_attention_propagate(arrays, x, h, None, 2.0,
+                                            loop_kept=kept)
+    for adjacency in (edge_index, arrays):
+        torch.testing.assert_close(triton_attention_propagate(
+            adjacency, x, h, None, 2.0, loop_kept=kept), expected)
+
+
 def test_empty_pattern(device):
     # No entries at all: a self-loop returns x_i, no self-loop gives 0.
     num_nodes = 3
-    empty = torch.empty(0, dtype=torch.long, device=device)
-    pattern, _ = sparse_pattern(empty, empty, (num_nodes, num_nodes))
+    empty = torch.empty(2, 0, dtype=torch.long, device=device)
+    pattern, _ = edge_index_arrays(empty, (num_nodes, num_nodes))
     x = torch.randn(num_nodes, 4, dtype=torch.float64, device=device)
     h = torch.randn(num_nodes, 2, dtype=torch.float64, device=device)
     kept = torch.tensor([True, False, True], device=device)
@@ -248,7 +271,7 @@ def test_empty_pattern(device):
                        torch.zeros_like(x))
 
     # No destination rows.
-    pattern, _ = sparse_pattern(empty, empty, (0, num_nodes))
+    pattern, _ = edge_index_arrays(empty, (0, num_nodes))
     out = triton_attention_propagate(pattern, x, h[:0], h, 1.0)
     assert out.shape == (0, 4)
 
@@ -551,11 +574,11 @@ def test_bad_input(monkeypatch):
     ]:
         with pytest.raises(ValueError, match=message):
             call(**changes)
-    with pytest.raises(ValueError, match=r"'pattern' is a transposed "
-                       r"SparsePattern"):
+    with pytest.raises(ValueError, match=r"'edge_index' is transposed "
+                       r"CSRArrays"):
         triton_attention_propagate(pattern.t(), h_src, h_src, h_dst, 1.0)
-    with pytest.raises(ValueError, match=r"'pattern' must be a "
-                       r"SparsePattern"):
+    with pytest.raises(ValueError, match=r"'edge_index' must be an "
+                       r"EdgeIndex sorted by row"):
         triton_attention_propagate((pattern.rowptr, ), x, h_dst, h_src, 1.0)
     wide_pattern, wide = make_case('wide', 'cpu', dtype=torch.float32)
     with pytest.raises(ValueError, match=r"'loop_kept' needs a pattern with "

@@ -27,11 +27,12 @@ from torch_geometric.utils import (
 )
 
 from apnet_pyg.nn.functional import (
-    SparsePattern,
+    CSRArrays,
     compute_dtype,
+    csr_arrays,
     edge_cosine,
+    edge_index_arrays,
     softmax_spmm,
-    sparse_pattern,
 )
 from apnet_pyg.nn.triton_propagation import (
     MAX_FEATURES,
@@ -206,133 +207,38 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         \gamma \cdot \cos\left(f(\mathbf{x}_i), f(\mathbf{x}_k)\right)
         \right)},
 
-    *i.e.*, a softmax over the neighbours of
-    :math:`\gamma \cos(f(\mathbf{x}_i), f(\mathbf{x}_j)) + \log w_{i,j}`,
-    with :math:`f(\mathbf{x}) = \mathbf{W} \mathbf{x}` a bias-free linear
-    projection (:obj:`conv.lin`), :math:`\gamma` the temperature
-    (:math:`\gamma_1 = 10` in the paper) and :math:`w_{i,j} > 0` an optional
-    prior edge weight (*e.g.*, WordNet's :math:`1/d_{i,j}`; :math:`1` if not
-    given, and for the added self-loops).
-
-    The defaults are the drop-in configuration, chosen on the validation
-    split of Planetoid Cora among 100 (see :obj:`examples/planetoid.py` and
-    :obj:`examples/results/planetoid_search.md`): a 16-d projection, a
-    fixed temperature of 0.5 and two steps. The APNet paper uses
-    :obj:`proj_channels=256, temperature=10.0, num_steps=1`, the
-    configuration of the zero-shot pipeline.
-
-    Special cases: with :obj:`proj_channels=None` (:math:`f` the identity),
-    :obj:`num_steps=1` and no edge weights, the layer equals
-    :class:`~torch_geometric.nn.conv.AGNNConv` with :math:`\beta = \gamma`.
-    With :obj:`temperature=0`, :math:`\alpha_{i,j} = w_{i,j} / \sum_k
-    w_{i,k}`: plain propagation with the row-normalised prior.
-    With :obj:`num_steps > 1`, the propagation is repeated with the same
-    :math:`f`, the attention recomputed from the current features each step.
-    A node whose only neighbour is itself is returned unchanged; without
-    self-loops, a node with no incoming edge is mapped to zero.
-
-    **Bipartite graphs.** For :obj:`x = (x_src, x_dst)` (source and target
-    nodes of different sets, *e.g.*, an edge type of a heterogeneous graph
-    under :func:`~torch_geometric.nn.to_hetero` or
-    :class:`~torch_geometric.nn.conv.HeteroConv`, or a layer of a sampled
-    mini-batch), :math:`\alpha_{i,j}` compares :math:`f(\mathbf{x}^{dst}_i)`
-    with :math:`f(\mathbf{x}^{src}_j)` and the output aggregates
-    :math:`\mathbf{x}^{src}_j`: shape :math:`(|\mathcal{V}_{dst}|, F_{src})`.
-    An :obj:`int` :obj:`in_channels` shares one projection :math:`f`
-    between both sides (:obj:`lin`); a pair :obj:`(F_src, F_dst)` gives
-    each side its own (:obj:`lin_src`, :obj:`lin_dst`), which is needed
-    when the two sides have different feature sizes. A bipartite graph
-    needs :obj:`flow="source_to_target"` (:obj:`edge_index[0]` the
-    sources): under the reversed flow PyG pairs :obj:`x[0]` with the
-    targets, and the two readings would disagree. No self-loops are
-    added to a bipartite graph (its node sets differ), also not in PyG's
-    sampled-layer idiom :obj:`conv((x, x[:batch_size]), edge_index)`,
-    where :class:`~torch_geometric.nn.conv.GATConv` adds them for the
-    first nodes: there, call :obj:`conv(x, edge_index)[:batch_size]`,
-    which does. With
-    :obj:`num_steps > 1`, each step attends again from the targets' new
-    features (which live in the sources' feature space, so :obj:`lin_src`
-    projects them) to the unchanged sources. PyG's
-    :func:`~torch_geometric.nn.to_hetero` and
-    :class:`~torch_geometric.nn.conv.HeteroConv` refuse a layer with
-    :obj:`add_self_loops=True` on bipartite edge types (as they refuse
-    :class:`~torch_geometric.nn.conv.GATConv`): pass
-    :obj:`add_self_loops=False` there.
-
-    The default (:obj:`fused=True`) path computes all cosines at once with a
-    sampled dense-dense product (SDDMM) from precomputed normalised
-    projections and aggregates with a fused softmax and sparse-dense product
-    (SpMM), with hand-written backward passes (see
-    :mod:`apnet_pyg.nn.functional`): no :math:`|\mathcal{E}| \times F`
-    message tensor is materialised; on CUDA tensors, where Triton is
-    installed, one fused Triton kernel a pass does the same
-    (:obj:`kernel`; see :mod:`apnet_pyg.nn.triton_propagation`). It
-    honours the
-    :class:`~torch_geometric.nn.conv.MessagePassing` arguments :obj:`flow`,
-    :obj:`aggr="add"`, :obj:`node_dim` and :obj:`decomposed_layers=1` and
-    rejects any other. :obj:`fused=False` runs PyG's generic
-    gather/scatter message passing (same result; supports every
-    :class:`MessagePassing` argument and the message hooks); PyG's
-    explainer switches a fused layer to it while it explains (and, with
-    :obj:`add_self_loops=True`, drops the graph's own self-loops, which the
-    layer adds back with weight 1, as the explainer's masks expect).
-    Both paths compile with :obj:`torch.compile(conv, fullgraph=True)` for
-    an :obj:`edge_index` (or :class:`~torch_geometric.EdgeIndex`) input,
-    also with :obj:`dynamic=True`. In eager mode the layer keeps what it
-    derives from the graph alone (the CSR pattern, which nodes get a
-    self-loop) while it is called with the same, unmodified
-    :obj:`edge_index` tensor, as in full-batch training; a new tensor, or
-    one edited in place through torch (which bumps its version counter),
-    is read afresh. An edit that bypasses the counter (through
-    :obj:`.numpy()`, :obj:`.data` or DLPack) is not seen: pass a new
-    tensor then.
-
-    **Precision.** Both paths run in float64, float32, float16 and
-    bfloat16, and under :func:`torch.autocast`. For
-    float16 or bfloat16 features the attention (cosines, softmax) and the
-    sums of the aggregation are computed in float32: the temperature
-    scales the cosines' rounding errors (bfloat16 rounds a cosine by up to
-    :math:`2^{-9}`). The output and the attention have the dtype of
-    :obj:`x` (of :obj:`x_src` if bipartite), under :func:`torch.autocast`
-    too: there only the projection :math:`f` runs in the autocast dtype,
-    and the output aggregates :obj:`x` itself.
-
-    Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
-    under :func:`torch.autocast`) and devices always; node indices always
-    (out of range raises, without a host synchronisation); values (finite
-    features, strictly positive weights) under
-    :obj:`with torch_geometric.debug():`, in eager mode.
+    with :math:`f(\mathbf{x}) = \mathbf{W} \mathbf{x}` a bias-free
+    projection, :math:`\gamma` the temperature and :math:`w_{i,j} > 0` an
+    optional edge weight (:math:`1` if not given, and for added
+    self-loops), repeated for :obj:`num_steps` steps. The defaults are
+    tuned on Cora's validation split; the paper uses
+    :obj:`proj_channels=256, temperature=10.0, num_steps=1`. With
+    :obj:`proj_channels=None`, :obj:`num_steps=1` and no weights it equals
+    :class:`~torch_geometric.nn.conv.AGNNConv` (:math:`\beta = \gamma`).
+    Caching, precision, kernels, bipartite and heterogeneous graphs and
+    the explainer: see :obj:`docs/operator.md`.
 
     Args:
         in_channels (int or tuple): Size of each input sample, or :obj:`-1`
-            to derive it from the first input (lazy initialisation). A tuple
-            corresponds to the sizes of source and target dimensionalities
-            of a bipartite graph, with one projection per side.
-        proj_channels (int, optional): Output size of the projection
-            :math:`f` in which cosines are measured. :obj:`None` makes
-            :math:`f` the identity. (default: :obj:`16`)
-        temperature (float, optional): The temperature :math:`\gamma \geq 0`
-            (a negative one would prefer the least similar neighbours; a
-            learned one may still become negative). (default: :obj:`0.5`)
+            to derive it from the first input. A tuple gives the source
+            and target sizes of a bipartite graph, one projection each.
+        proj_channels (int, optional): Output size of :math:`f`;
+            :obj:`None` for the identity. (default: :obj:`16`)
+        temperature (float, optional): :math:`\gamma \geq 0`.
+            (default: :obj:`0.5`)
         learn_temperature (bool, optional): If set to :obj:`True`,
-            :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
+            :math:`\gamma` is trained. (default: :obj:`False`)
         add_self_loops (bool, optional): If set to :obj:`False`, will not add
-            self-loops to the input graph. Existing self-loops keep their
-            weight; missing ones are added with weight :math:`1`.
+            self-loops (a node that has one keeps its weight).
             (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps.
             (default: :obj:`2`)
-        proj_init (str, optional): Initialisation of :math:`f`:
-            :obj:`"glorot"` or :obj:`"identity"`. (default:
-            :obj:`"glorot"`)
-        fused (bool, optional): Use the fused kernels (:obj:`True`) or
-            generic message passing (:obj:`False`). (default: :obj:`True`)
-        kernel (str, optional): The fused kernels: :obj:`"sparse"` (the
-            SDDMM/SpMM kernels), :obj:`"triton"` (one Triton kernel a pass,
-            :mod:`apnet_pyg.nn.triton_propagation`; CUDA tensors) or
-            :obj:`"auto"`, Triton for CUDA tensors where it is installed
-            and the attention is not returned, else sparse.
-            (default: :obj:`"auto"`)
+        proj_init (str, optional): :obj:`"glorot"` or :obj:`"identity"`.
+            (default: :obj:`"glorot"`)
+        fused (bool, optional): Fused sparse kernels, or PyG's message
+            passing (:obj:`False`). (default: :obj:`True`)
+        kernel (str, optional): The fused kernels: :obj:`"sparse"`,
+            :obj:`"triton"` (CUDA) or :obj:`"auto"`. (default: :obj:`"auto"`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -340,18 +246,11 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         - **input:**
           node features :math:`(|\mathcal{V}|, F)` or
           :math:`((|\mathcal{V_s}|, F_{s}), (|\mathcal{V_t}|, F_{t}))`
-          if bipartite,
-          edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency
-          :math:`(|\mathcal{V}_t|, |\mathcal{V}_s|)` (transposed, as
-          :obj:`adj_t` in PyG; its values are used as edge weights),
+          if bipartite, edge indices :math:`(2, |\mathcal{E}|)` (or an
+          :class:`~torch_geometric.EdgeIndex`, or a sparse :obj:`adj_t`),
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F)` or
-          :math:`(|\mathcal{V}_t|, F_{s})` if bipartite, or
-          :math:`((|\mathcal{V}_t|, F_{s}), ((2, |\mathcal{E}'|),
-          (|\mathcal{E}'|)))` if :obj:`return_attention_weights=True`, with
-          :math:`\mathcal{E}'` the edges with the added self-loops
-          (attention of shape :math:`(|\mathcal{E}'|, T)` for
-          :obj:`num_steps=T > 1`, one column per step)
+          :math:`(|\mathcal{V}_t|, F_{s})` if bipartite
     """
     def __init__(
         self,
@@ -408,10 +307,11 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 bipartite graph.
             edge_index (torch.Tensor or SparseTensor): The edge indices
                 (a :class:`torch.Tensor` or
-                :class:`~torch_geometric.EdgeIndex`), or a sparse adjacency
-                :obj:`adj_t` (row = target node; a :obj:`torch.sparse`
-                tensor, or :obj:`torch_sparse`'s :obj:`SparseTensor` when
-                that is installed).
+                :class:`~torch_geometric.EdgeIndex`, whose cache the fused
+                path reads and fills), or a sparse adjacency :obj:`adj_t`
+                (row = target node; a :obj:`torch.sparse` tensor, or
+                :obj:`torch_sparse`'s :obj:`SparseTensor` when that is
+                installed).
             edge_weight (torch.Tensor, optional): Strictly positive prior
                 weights :math:`w_{i,j}`, one per edge, of any floating
                 dtype (used in the dtype of :obj:`x`, float32 for float16
@@ -429,63 +329,29 @@ class APNetConv(APNetLayerMixin, MessagePassing):
                 :class:`~torch_geometric.nn.conv.GATConv` does.
                 (default: :obj:`None`)
         """
-        x_src, x_dst, bipartite = self._node_features(x)
-        if bipartite and self.flow != 'source_to_target':
-            # PyG pairs x[k] with edge_index[k] (under this flow, x[0] are
-            # the targets); this layer's pair is (sources, targets), the
-            # two conventions would disagree.
-            raise ValueError("A bipartite 'x' needs flow='source_to_target'"
-                             " (x = (x_src, x_dst), edge_index[0] the "
-                             "sources): flip edge_index instead of the flow")
-        size = self._check_size(x_src, x_dst, size)
         attention = bool(return_attention_weights)
+        x_src, x_dst, bipartite, size = self._node_inputs(x, size, attention)
+        edge_index, graph, edge_weight, sparse_layout = self._edge_inputs(
+            edge_index, edge_weight, x_src, size, bipartite)
         # PyG's explainer masks messages: only message passing has them.
         fused = self.fused and not self.explain
-        if x_src.device.type == 'meta' and self.add_self_loops and \
-                not bipartite and attention:
-            raise ValueError("return_attention_weights on meta tensors: the "
-                             "number of added self-loops depends on the "
-                             "data; pass add_self_loops=False or real "
-                             "tensors")
-
-        sparse_layout = None
-        if isinstance(edge_index, SparseTensor) or \
-                is_torch_sparse_tensor(edge_index):
-            sparse_layout = torch.sparse_coo
-            if is_torch_sparse_tensor(edge_index):
-                sparse_layout = edge_index.layout
-            edge_index, edge_weight = self._from_adjacency(
-                edge_index, edge_weight, size)
-        elif isinstance(edge_index, EdgeIndex):
-            edge_index = self._from_edge_index(edge_index, size)
-
-        check_edge_index(edge_index)
-        check_same_device(edge_index, 'edge_index', x_src)
-        if edge_weight is not None:
-            check_edge_weight(edge_weight, edge_index.size(1))
-            check_same_device(edge_weight, 'edge_weight', x_src)
-        if self.explain and self.add_self_loops and not bipartite:
-            edge_index, edge_weight = self._drop_loops_to_explain(
-                edge_index, edge_weight)
         # The attention's dtype: x's, float32 for half-precision x (and
         # also for a half-precision projection of float32 x under
         # autocast).
         dtype = compute_dtype(x_src.dtype, x_dst.dtype)
         log_weight = None
         if edge_weight is not None:
-            if value_checks_enabled():
-                check_positive_weights(edge_weight)
             # In the attention's dtype, as documented and as
             # DenseAPNetConv does.
             log_weight = edge_weight.to(dtype).log()
 
-        loop_kept, pattern, perm = self._graph_structure(
-            edge_index, size, bipartite, fused)
+        loop_kept, arrays, perm = self._graph_structure(
+            edge_index, graph, size, bipartite, fused)
         if fused:
-            if log_weight is not None:
+            if log_weight is not None and perm is not None:
                 log_weight = log_weight.index_select(0, perm)
             out, alpha, alpha_loop = self._fused_propagate(
-                x_src, x_dst, pattern, perm, log_weight, loop_kept,
+                x_src, x_dst, arrays, perm, log_weight, loop_kept,
                 bipartite, attention, dtype)
         else:
             out, alpha, alpha_loop = self._message_passing(
@@ -494,20 +360,65 @@ class APNetConv(APNetLayerMixin, MessagePassing):
 
         if not attention:
             return out
-        if loop_kept is not None:  # Append the added self-loops.
-            loops = torch.arange(size[0], device=edge_index.device,
-                                 dtype=edge_index.dtype)[loop_kept]
-            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
-            alpha = torch.cat([alpha, alpha_loop[loop_kept]], dim=0)
-        alpha = alpha.to(out.dtype)  # As documented: the output's dtype.
-        if sparse_layout is None:
-            return out, (edge_index, alpha)
-        adj = self._attention_as_sparse(edge_index, alpha, size,
-                                        sparse_layout)
-        # The attention in the order of adj's stored values.
-        return out, (adj, adj.values())
+        return out, self._attention_output(edge_index, alpha, alpha_loop,
+                                           loop_kept, size, sparse_layout,
+                                           out.dtype)
 
     # Inputs ##################################################################
+
+    def _node_inputs(self, x: Union[Tensor, PairTensor], size: Size,
+                     attention: bool
+                     ) -> Tuple[Tensor, Tensor, bool, Tuple[int, int]]:
+        r"""The source and target features, whether the graph is
+        bipartite, and the checked :obj:`size`."""
+        x_src, x_dst, bipartite = self._node_features(x)
+        if bipartite and self.flow != 'source_to_target':
+            # PyG pairs x[k] with edge_index[k] (under this flow, x[0] are
+            # the targets); this layer's pair is (sources, targets), the
+            # two conventions would disagree.
+            raise ValueError("A bipartite 'x' needs flow='source_to_target'"
+                             " (x = (x_src, x_dst), edge_index[0] the "
+                             "sources): flip edge_index instead of the flow")
+        if x_src.device.type == 'meta' and self.add_self_loops and \
+                not bipartite and attention:
+            raise ValueError("return_attention_weights on meta tensors: the "
+                             "number of added self-loops depends on the "
+                             "data; pass add_self_loops=False or real "
+                             "tensors")
+        return x_src, x_dst, bipartite, self._check_size(x_src, x_dst, size)
+
+    def _edge_inputs(
+        self, edge_index: Adj, edge_weight: OptTensor, x_src: Tensor,
+        size: Tuple[int, int], bipartite: bool
+    ) -> Tuple[Tensor, Optional[EdgeIndex], OptTensor, Any]:
+        r"""The edges as a plain :obj:`[2, E]` tensor, the caller's
+        :class:`EdgeIndex` (:obj:`None` for another input), the checked
+        weights, and the layout of a sparse adjacency input (:obj:`None`
+        for edge indices)."""
+        sparse_layout = graph = None
+        if isinstance(edge_index, SparseTensor) or \
+                is_torch_sparse_tensor(edge_index):
+            sparse_layout = torch.sparse_coo
+            if is_torch_sparse_tensor(edge_index):
+                sparse_layout = edge_index.layout
+            edge_index, edge_weight = self._from_adjacency(
+                edge_index, edge_weight, size)
+        elif isinstance(edge_index, EdgeIndex):
+            self._check_edge_index_size(edge_index, size)
+            graph, edge_index = edge_index, edge_index.as_tensor()
+
+        check_edge_index(edge_index)
+        check_same_device(edge_index, 'edge_index', x_src)
+        if edge_weight is not None:
+            check_edge_weight(edge_weight, edge_index.size(1))
+            check_same_device(edge_weight, 'edge_weight', x_src)
+            if value_checks_enabled():
+                check_positive_weights(edge_weight)
+        if self.explain and self.add_self_loops and not bipartite:
+            edge_index, edge_weight = self._drop_loops_to_explain(
+                edge_index, edge_weight)
+            graph = None  # Other edges than the caller's.
+        return edge_index, graph, edge_weight, sparse_layout
 
     def _node_features(self, x: Union[Tensor, PairTensor]
                        ) -> Tuple[Tensor, Tensor, bool]:
@@ -634,8 +545,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         return remove_self_loops(edge_index, edge_weight)
 
     @staticmethod
-    def _from_edge_index(edge_index: EdgeIndex,
-                         size: Tuple[int, int]) -> Tensor:
+    def _check_edge_index_size(edge_index: EdgeIndex,
+                               size: Tuple[int, int]) -> None:
         # EdgeIndex also caches sizes it inferred (the largest index + 1,
         # when sorted), which trailing isolated nodes make smaller than
         # x's: only a size beyond x's is wrong.
@@ -645,23 +556,25 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             raise ValueError(f"'edge_index' (an EdgeIndex) has sparse size "
                              f"{sparse_size}, more nodes than 'x' has "
                              f"({size} source and target nodes)")
-        return edge_index.as_tensor()
 
     # Propagation #############################################################
 
     def _graph_structure(
         self,
         edge_index: Tensor,
+        graph: Optional[EdgeIndex],
         size: Tuple[int, int],
         bipartite: bool,
         fused: bool,
-    ) -> Tuple[OptTensor, Optional[SparsePattern], OptTensor]:
+    ) -> Tuple[OptTensor, Optional[CSRArrays], OptTensor]:
         r"""What depends on the graph alone: its range check, which nodes
         get a self-loop (:obj:`None` for none) and, for the fused path, the
-        CSR pattern with its permutation of the edges. In eager mode, kept
+        CSR arrays (rows the targets) with the edge of each entry
+        (:obj:`None`: entry :obj:`k` is edge :obj:`k`). In eager mode, kept
         while the layer sees the same, unmodified :obj:`edge_index` tensor
-        (as in full-batch training): the sorts are most of a small graph's
-        cost. Outside debug mode only (which checks every call)."""
+        (or :class:`EdgeIndex` data), as in full-batch training: the sorts
+        are most of a small graph's cost. Outside debug mode only (which
+        checks every call)."""
         key = (size, bipartite, self.flow, fused, self.add_self_loops)
         # Inference tensors have no version counter, and what is built
         # under inference mode cannot be saved for a later backward pass:
@@ -682,18 +595,34 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         loop_kept = None
         if self.add_self_loops and not bipartite:
             loop_kept = _lacks_self_loop(source, target, size[0])
-        pattern = perm = None
+        arrays = perm = None
         if fused:
-            # In range: checked above.
-            pattern, perm = sparse_pattern(target, source,
-                                           (size[1], size[0]), check=False)
-        structure = (loop_kept, pattern, perm)
+            arrays, perm = self._target_arrays(edge_index, graph, row_sizes,
+                                               1 - source_row)
+        structure = (loop_kept, arrays, perm)
         if cacheable:
             # A reference to edge_index itself: its memory cannot be reused
             # by another tensor that would pass for it.
             self._cached_structure = (edge_index, edge_index._version, key,
                                       structure)
         return structure
+
+    @staticmethod
+    def _target_arrays(edge_index: Tensor, graph: Optional[EdgeIndex],
+                       size: Tuple[int, int], dim: int
+                       ) -> Tuple[CSRArrays, OptTensor]:
+        r"""The CSR arrays whose rows are the targets
+        (:obj:`edge_index[dim]`; :obj:`size` is :obj:`edge_index`'s sparse
+        size). A caller's :class:`EdgeIndex` that is sorted and has this
+        sparse size gives them from its cache, which it keeps (filled
+        here, shared with other layers and calls); otherwise an
+        :class:`EdgeIndex` is built from the tensor (in range: checked)."""
+        if graph is not None and not is_compiling() and graph.is_sorted \
+                and graph.sparse_size() == tuple(size):
+            arrays, perm = csr_arrays(graph, dim)
+            # (index_copy, for the attention, takes int64 indices only.)
+            return arrays, None if perm is None else perm.long()
+        return edge_index_arrays(edge_index, size, dim, check=False)
 
     def _projections(self, x_src: Tensor, x_dst: Tensor, bipartite: bool,
                      step: int, dtype: torch.dtype
@@ -725,8 +654,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         self,
         x_src: Tensor,
         x_dst: Tensor,
-        pattern: SparsePattern,
-        perm: Tensor,
+        pattern: CSRArrays,
+        perm: OptTensor,
         log_weight: OptTensor,
         loop_kept: OptTensor,
         bipartite: bool,
@@ -771,7 +700,8 @@ class APNetConv(APNetLayerMixin, MessagePassing):
             return out, None, None
         # Back from (target, source)-sorted order to the order of edge_index.
         alpha = torch.stack(alphas, dim=-1)
-        alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
+        if perm is not None:
+            alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
         alpha_loop = None
         if loop_kept is not None:
             alpha_loop = torch.stack(loop_alphas, dim=-1)
@@ -859,6 +789,27 @@ class APNetConv(APNetLayerMixin, MessagePassing):
 
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return alpha.view(-1, 1) * x_j
+
+    def _attention_output(self, edge_index: Tensor, alpha: Tensor,
+                          alpha_loop: OptTensor, loop_kept: OptTensor,
+                          size: Tuple[int, int], sparse_layout: Any,
+                          dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+        r"""What :obj:`return_attention_weights` returns beside the output:
+        the edges with the added self-loops and their attention in
+        :obj:`dtype`, or for a sparse adjacency input the attention as one,
+        in its layout, with its values."""
+        if loop_kept is not None:  # Append the added self-loops.
+            loops = torch.arange(size[0], device=edge_index.device,
+                                 dtype=edge_index.dtype)[loop_kept]
+            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+            alpha = torch.cat([alpha, alpha_loop[loop_kept]], dim=0)
+        alpha = alpha.to(dtype)
+        if sparse_layout is None:
+            return edge_index, alpha
+        adj = self._attention_as_sparse(edge_index, alpha, size,
+                                        sparse_layout)
+        # The attention in the order of adj's stored values.
+        return adj, adj.values()
 
     @staticmethod
     def _attention_as_sparse(edge_index: Tensor, alpha: Tensor,

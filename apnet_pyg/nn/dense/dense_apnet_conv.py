@@ -57,7 +57,8 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
 
     Input checks: shapes, dtypes (:obj:`x` in the parameters' dtype, but
     under :func:`torch.autocast`) and devices always; values (finite
-    features, finite and non-negative adjacency, a mask of zeros and ones)
+    features, finite and non-negative adjacency, an integer mask of zeros
+    and ones)
     under
     :obj:`with torch_geometric.debug():`, in eager mode. It compiles with
     :obj:`torch.compile(conv, fullgraph=True)`.
@@ -133,10 +134,10 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             mask (torch.Tensor, optional): Mask matrix
                 :math:`\mathbf{M} \in {\{ 0, 1 \}}^{B \times N}` indicating
                 the valid nodes for each graph (boolean, or zeros and ones
-                of any dtype; other values are refused under
-                :obj:`torch_geometric.debug()`, and otherwise read as
-                valid where non-zero: the output of a valid node is never
-                scaled by its mask value, unlike
+                of an integer dtype, read as valid where non-zero, other
+                values refused under :obj:`torch_geometric.debug()`; a
+                floating-point mask is refused: the output of a valid node
+                is never scaled by a mask value, unlike
                 :class:`~torch_geometric.nn.dense.DenseGATConv`).
                 (default: :obj:`None`)
             add_loop (bool, optional): If set to :obj:`False`, the layer will
@@ -175,6 +176,12 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
                 raise ValueError(f"'mask' must have shape [{B}, {N}] "
                                  f"(got {tuple(mask.shape)})")
             check_same_device(mask, 'mask', x)
+            if mask.is_floating_point() or mask.is_complex():
+                # Metadata only: a mask of 0.5 would read as valid nodes.
+                raise ValueError(f"'mask' must be a boolean (or 0/1 integer) "
+                                 f"tensor of the valid nodes (got dtype "
+                                 f"{mask.dtype}): pass mask.bool() or "
+                                 f"mask > 0.5, as wanted")
             if mask.dtype != torch.bool and value_checks_enabled():
                 check_zeros_and_ones(mask, 'mask')
             mask = mask.bool()  # One meaning for the edges and the output.

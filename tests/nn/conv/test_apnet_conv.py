@@ -302,6 +302,48 @@ def test_apnet_conv_edge_index_input(make_random_graph):
                               atol=1e-12)
 
 
+def test_apnet_conv_reads_and_keeps_the_edge_index_cache(
+        make_random_graph, monkeypatch):
+    # A sorted EdgeIndex of the layer's size gives the fused path its CSR
+    # arrays from its own cache, which it keeps: a second layer (no
+    # structure cache of its own) sorts nothing. Same output, attention
+    # and gradient as a plain tensor, in both flows.
+    import torch_geometric.utils as pyg_utils
+
+    from apnet_pyg.nn import functional
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    for flow, sort_order in [('source_to_target', 'row'),
+                             ('source_to_target', 'col'),
+                             ('target_to_source', 'row')]:
+        index, perm = EdgeIndex(edge_index, sparse_size=(8, 8)).sort_by(
+            sort_order)
+        weight = edge_weight[perm]
+        plain = index.as_tensor().clone()
+        conv = conv64(6, 4, flow=flow)
+        x1 = x.clone().requires_grad_()
+        out, (_, alpha) = conv(x1, index, weight,
+                               return_attention_weights=True)
+        assert index._T_perm is not None  # filled in the caller's EdgeIndex
+        x2 = x.clone().requires_grad_()
+        expected, (_, expected_alpha) = conv64(6, 4, flow=flow)(
+            x2, plain, weight, return_attention_weights=True)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(alpha, expected_alpha)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        torch.testing.assert_close(x1.grad, x2.grad)
+
+        def no_sort(*args, **kwargs):
+            raise AssertionError('sorted again')
+
+        with monkeypatch.context() as patch:
+            patch.setattr(pyg_utils, 'index_sort', no_sort)
+            patch.setattr(functional, '_argsort', no_sort)
+            torch.testing.assert_close(conv64(6, 4, flow=flow)(x, index,
+                                                               weight),
+                                       expected)
+
+
 def test_apnet_conv_permutation_equivariance(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4, num_steps=2)

@@ -111,18 +111,26 @@ def test_dense_apnet_conv_gradcheck():
 
 
 def test_dense_apnet_conv_mask_means_valid_nodes():
-    # A non-boolean mask's non-zero entries are the valid nodes, for the
-    # edges and the output alike: a valid node's output is never scaled by
-    # its mask value (0/1 is checked in debug mode).
+    # An integer mask's non-zero entries are the valid nodes, for the edges
+    # and the output alike: a valid node's output is never scaled by a mask
+    # value (0/1 is checked in debug mode). A floating-point mask (0.5:
+    # valid or not?) is refused, in one line, without reading its values.
     x, adj, _ = dense_graph()
     conv = conv64(6, 4)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]],
                         dtype=torch.bool)
     expected = conv(x, adj, mask)
-    assert torch.equal(conv(x, adj, mask.double() * 0.5), expected)
     assert torch.equal(conv(x, adj, mask.long()), expected)
     with torch_geometric.debug():
-        assert torch.equal(conv(x, adj, mask.double()), expected)
+        assert torch.equal(conv(x, adj, mask.int()), expected)
+        with pytest.raises(ValueError, match=r"'mask' must hold only 0 and "
+                           r"1 \(got 2\)"):
+            conv(x, adj, mask.long() * 2)
+    for float_mask in (mask.double() * 0.5, mask.double(), mask.half()):
+        with pytest.raises(ValueError, match=r"^'mask' must be a boolean "
+                           r"\(or 0/1 integer\) tensor of the valid nodes "
+                           r"\(got dtype torch\.\w+\): pass mask\.bool\(\)"):
+            conv(x, adj, float_mask)
 
 
 def test_dense_apnet_conv_meta_tensors():
