@@ -205,6 +205,10 @@ def _add_train_arguments(parser: argparse.ArgumentParser,
                          recipe: str, baselines: bool) -> None:
     _add_config_arguments(parser, recipe)
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
+    parser.add_argument('--compile', action='store_true',
+                        help='compile the whole training step into CUDA '
+                        'graphs (torch.compile; slow to start): with '
+                        '--device cuda only, elsewhere it runs uncompiled')
     parser.add_argument('--resume', action='store_true',
                         help='continue an interrupted run in --out')
     parser.add_argument('--overwrite', action='store_true',
@@ -236,7 +240,7 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
     metrics = run(data, config, args.out, device=args.device,
                   resume=args.resume, progress=not args.no_progress,
                   data_root=str(Path(root).resolve()),
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, compile_step=args.compile)
     print(format_table(metrics))
     metrics_path = Path(args.out) / METRICS_FILE
     if args.baselines:

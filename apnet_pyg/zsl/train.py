@@ -32,6 +32,20 @@ draw from their own generator, and a checkpoint stores all their states.
 Bit for bit only at one thread count on one processor model: the order of
 floating-point reductions, and the kernels the math library picks for the
 processor, change the last bits, and training amplifies them.
+
+**Without the host.** On a GPU, a training step (:class:`TrainStep`) runs
+without a host synchronisation: the sampler, its tables and its generator
+live on the device, the class graph takes its dense form
+(:func:`~apnet_pyg.nn.models.apnet.use_dense_class_graph`), and the loss
+and accuracy of an epoch accumulate in device tensors, read every
+:data:`FINITE_CHECK_STEPS` steps to check that the loss is finite. With
+:obj:`compile_step=True` the whole step (episode, forward, backward, Adam)
+is one :func:`torch.compile` graph, captured as a CUDA graph on a GPU
+(:obj:`mode="reduce-overhead"`). A CUDA generator draws other episodes
+than the CPU's, and a compiled step computes in another order than an
+eager one: such runs are deterministic for a seed on their device and
+mode, but differ from CPU runs. On the CPU, the eager step is the one of
+earlier versions, with their results bit for bit.
 """
 import json
 import math
@@ -45,14 +59,18 @@ from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple,
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.func import functional_call, grad_and_value
 from tqdm.auto import tqdm
 
-from apnet_pyg.data.sampler import EpisodeSampler, MinibatchSampler
+from apnet_pyg.data.sampler import (EpisodeDraws, EpisodeSampler,
+                                    MinibatchSampler)
 from apnet_pyg.data.splits import ValidationSplit, seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
-from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import (atomic_write_text, is_real_number,
-                             make_output_folder, replace_atomically)
+from apnet_pyg.nn.models.apnet import (DENSE_CLASS_GRAPH_MAX_CLASSES, APNet,
+                                       use_dense_class_graph)
+from apnet_pyg.utils import (atomic_write_text, check_finite,
+                             is_real_number, make_output_folder,
+                             replace_atomically)
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.environment import describe_environment
@@ -163,17 +181,325 @@ def check_k_shot(data: ZSLDataset, images: Tensor, classes: Tensor,
 
 
 def make_sampler(data: ZSLDataset, images: Tensor, classes: Tensor,
-                 config: TrainConfig):
+                 config: TrainConfig,
+                 device: Union[str, torch.device] = 'cpu'):
     r"""The episode (or mini-batch) sampler of :func:`train_model` over
-    :obj:`images` of :obj:`classes`, seeded by :obj:`config.seed`."""
-    generator = torch.Generator().manual_seed(config.seed + 1)
+    :obj:`images` of :obj:`classes`, seeded by :obj:`config.seed`, with
+    its tables and generator on :obj:`device`."""
+    generator = torch.Generator(device=device).manual_seed(config.seed + 1)
     if config.training == 'episodic':
         check_k_shot(data, images, classes, config)
         return EpisodeSampler(data.labels, classes, config.n_way,
-                              config.k_shot, generator, pool=images)
+                              config.k_shot, generator, pool=images,
+                              device=device)
     return MinibatchSampler(data.labels, classes,
                             config.n_way * config.k_shot, generator,
-                            pool=images)
+                            pool=images, device=device)
+
+
+#: Steps between two reads of the training losses on the host by a step
+#: that does not synchronise (:class:`TrainStep`), which check that they
+#: are finite (and update the progress bar): one host synchronisation per
+#: this many steps, and a diverged run stops within as many. Other steps
+#: are checked every step, as before.
+FINITE_CHECK_STEPS = 50
+
+
+class TrainStep:
+    r"""The training step of :func:`train_model`: draws an episode (or
+    mini-batch), computes the logits, the cross-entropy loss and its
+    gradients and takes a step of the fused Adam :obj:`optimizer`;
+    :obj:`losses[i]` receives the loss of step :obj:`i` of the epoch and
+    :obj:`correct` counts the correct predictions, both tensors on the
+    model's device.
+
+    With :obj:`sync_free` (the default off the CPU), nothing in a step
+    reads a device tensor on the host: the sampler is on the device, the
+    class graph in its dense form
+    (:func:`~apnet_pyg.nn.models.apnet.use_dense_class_graph`, up to its
+    size limit) and the value checks are left to :func:`train_model`,
+    which checks the data once. Otherwise (the CPU's eager default) the
+    step is that of earlier versions, with their results bit for bit.
+
+    With :obj:`compile_step` on a GPU, the step is :meth:`step_function`,
+    one function with no graph break, compiled by :obj:`torch.compile(...,
+    fullgraph=True)` as CUDA graphs (:func:`compile_train_step`; elsewhere
+    the eager step without the host runs, with a warning): the episode
+    from the random numbers drawn at the start of the epoch
+    (:meth:`EpisodeSampler.draw`: the same episodes as the eager step; a
+    mini-batch's position is set from the host), the gradients by
+    :func:`torch.func.grad_and_value` and Adam by :func:`adam_update` on
+    the optimizer's own state, so that a checkpoint resumes in either
+    mode (the optimizer's hooks do not run). It needs the dense class
+    graph: tasks of at most
+    :data:`~apnet_pyg.nn.models.apnet.DENSE_CLASS_GRAPH_MAX_CLASSES`
+    classes.
+
+    Args:
+        model (APNet): The model, on its device.
+        sampler (EpisodeSampler or MinibatchSampler): On the same device.
+        optimizer (torch.optim.Adam): Of :func:`make_optimizer`.
+        features (torch.Tensor): All image features, on the device.
+        attributes (torch.Tensor): All class attributes, on the device.
+        classes (torch.Tensor): The training classes, on the device (the
+            task of a mini-batch).
+        iterations (int): Steps per epoch.
+        sync_free (bool, optional): See above. (default: off the CPU or
+            with :obj:`compile_step`)
+        compile_step (bool, optional): See above. (default: :obj:`False`)
+    """
+    def __init__(self, model: APNet, sampler, optimizer: torch.optim.Optimizer,
+                 features: Tensor, attributes: Tensor, classes: Tensor,
+                 iterations: int, *, sync_free: Optional[bool] = None,
+                 compile_step: bool = False):
+        device = features.device
+        if sync_free is None:
+            sync_free = compile_step or device.type != 'cpu'
+        self.model, self.sampler, self.optimizer = model, sampler, optimizer
+        self.features, self.attributes = features, attributes
+        self.sync_free = sync_free
+        self.episodic = isinstance(sampler, EpisodeSampler)
+        # A mini-batch's task is every training class.
+        self.task_classes = classes
+        self.task_attributes = attributes[classes]
+        self.task_size = sampler.n_way if self.episodic else \
+            classes.numel()
+        self.dense = use_dense_class_graph(self.task_size, device, sync_free)
+        self.iterations = iterations
+        self.losses = torch.zeros(iterations, device=device,
+                                  dtype=next(model.parameters()).dtype)
+        self.correct = torch.zeros((), dtype=torch.long, device=device)
+        self.seen = 0
+        self.compiled = compile_train_step(self.step_function, device) \
+            if compile_step else None
+        if self.compiled is not None:
+            self._prepare_step_function()
+
+    def start_epoch(self) -> None:
+        r"""Resets the epoch's counts (and, for the compiled step, draws
+        the epoch's episodes and reads the learning rate)."""
+        self.correct.zero_()
+        self.seen = 0
+        if self.compiled is not None:
+            self.index.zero_()
+            self.lr.fill_(self.optimizer.param_groups[0]['lr'])
+            # The learning-rate scheduler's sign that the optimizer stepped
+            # (set by its wrapper of step(), which this step does not call).
+            self.optimizer._opt_called = True
+            if self.episodic:
+                self.sampler.draw(self.iterations, out=self.draws)
+
+    def __call__(self, step: int) -> None:
+        r"""Runs step :obj:`step` (0-based) of the epoch."""
+        if self.compiled is not None:
+            if self.episodic:
+                self.seen += self.sampler.n_way * self.sampler.k_shot
+            else:
+                batch = self.sampler.advance()
+                self.position.fill_(batch)
+                self.seen += min(self.sampler.batch_size,
+                                 self.sampler.num_images -
+                                 batch * self.sampler.batch_size)
+            if self.features.device.type == 'cuda':
+                # Each call is one training step of the CUDA graph tree.
+                torch.compiler.cudagraph_mark_step_begin()
+            self.compiled()
+            return
+        # The order of operations of earlier versions: on the CPU, their
+        # results bit for bit.
+        batch = self.sampler.sample()
+        if self.episodic:
+            task = batch.episode_classes
+            task_attributes = self.attributes[task]
+        else:
+            task, task_attributes = self.task_classes, self.task_attributes
+        logits = self.model(self.features[batch.image_index],
+                            task_attributes, task, dense=self.dense,
+                            check_values=False)
+        loss = F.cross_entropy(logits, batch.target)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.losses[step] = loss.detach()
+        self.correct += (logits.detach().argmax(dim=1) ==
+                         batch.target).sum()
+        self.seen += batch.target.numel()
+
+    # The compiled step ######################################################
+
+    def _prepare_step_function(self) -> None:
+        r"""The state of :meth:`step_function`, on the device, at fixed
+        addresses: the step's position, the epoch's draws, the learning
+        rate and the optimizer's state (made now if the optimizer has not
+        stepped yet, as Adam would make it)."""
+        group = self.optimizer.param_groups
+        if len(group) != 1 or not isinstance(self.optimizer,
+                                             torch.optim.Adam) or \
+                not group[0].get('fused') or group[0]['amsgrad'] or \
+                group[0]['maximize'] or group[0]['differentiable'] or \
+                group[0].get('decoupled_weight_decay', False):
+            raise ValueError("compile_step needs the optimizer of "
+                             "make_optimizer: one group of fused Adam "
+                             "(fused=True), without amsgrad or maximize")
+        if not self.dense and self.model.conv is not None:
+            raise ValueError(f"compile_step needs the dense class graph, "
+                             f"for tasks of at most "
+                             f"{DENSE_CLASS_GRAPH_MAX_CLASSES} classes (this "
+                             f"one has {self.task_size}): train without it")
+        device = self.features.device
+        self.params = {name: parameter for name, parameter in
+                       self.model.named_parameters()}
+        state = self.optimizer.state
+        for parameter in self.params.values():
+            if not state[parameter]:
+                state[parameter].update(
+                    step=torch.zeros((), dtype=torch.float32,
+                                     device=parameter.device),
+                    exp_avg=torch.zeros_like(
+                        parameter, memory_format=torch.preserve_format),
+                    exp_avg_sq=torch.zeros_like(
+                        parameter, memory_format=torch.preserve_format))
+        self.adam_state = [[state[p][key] for p in self.params.values()]
+                           for key in ('exp_avg', 'exp_avg_sq', 'step')]
+        # Constants of the compiled graph (read here, not in it, where
+        # reading the group would make its learning rate one too).
+        self.adam_options = dict(beta1=group[0]['betas'][0],
+                                 beta2=group[0]['betas'][1],
+                                 weight_decay=group[0]['weight_decay'],
+                                 eps=group[0]['eps'])
+        # A tensor, which start_epoch() sets: the scheduler changes it.
+        self.lr = torch.zeros((), device=device,
+                              dtype=next(iter(self.params.values())).dtype)
+        self.index = torch.zeros((), dtype=torch.long, device=device)
+        self.position = torch.zeros((), dtype=torch.long, device=device)
+        self.draws: Optional[EpisodeDraws] = None
+        if self.episodic:  # Filled by start_epoch().
+            sampler = self.sampler
+            shape = (self.iterations, sampler.n_way, sampler.k_shot)
+            self.draws = EpisodeDraws(
+                torch.empty(shape[:2], dtype=torch.long, device=device),
+                torch.empty(shape, dtype=torch.float64, device=device))
+        if device.type == 'cuda':
+            # A CUDA graph reads its inputs where they were when it was
+            # captured: none of these is ever reallocated.
+            static = [self.features, self.attributes, self.task_classes,
+                      self.task_attributes, self.losses, self.correct,
+                      self.lr, self.index, self.position,
+                      *self.model.parameters(), *self.model.buffers(),
+                      *[t for ts in self.adam_state for t in ts],
+                      *vars(self.sampler).values()]
+            if self.draws is not None:
+                static += list(self.draws)
+            for tensor in static:
+                if isinstance(tensor, Tensor):
+                    torch._dynamo.mark_static_address(tensor)
+
+    def step_function(self) -> None:
+        r"""One whole training step in tensor operations only, with no
+        graph break and no host synchronisation: what
+        :obj:`torch.compile(step_function, fullgraph=True)` compiles.
+        Reads the step's position from :obj:`index` (episodic) or
+        :obj:`position` (mini-batches), set by :meth:`__call__`."""
+        if self.episodic:
+            batch = self.sampler.episode(self.draws, self.index)
+            task = batch.episode_classes
+            task_attributes = self.attributes.index_select(0, task)
+        else:
+            batch = self.sampler.batch_at(self.position)
+            task, task_attributes = self.task_classes, self.task_attributes
+        images = self.features.index_select(0, batch.image_index)
+        target = batch.target
+
+        def loss_and_hits(params: Dict[str, Tensor]) -> Tuple[Tensor,
+                                                               Tensor]:
+            logits = functional_call(
+                self.model, params, (images, task_attributes, task),
+                {'dense': self.dense, 'check_values': False})
+            loss = F.cross_entropy(logits, target)
+            return loss, (logits.argmax(dim=1) == target).sum()
+
+        with torch.no_grad():
+            grads, (loss, hits) = grad_and_value(
+                loss_and_hits, has_aux=True)(self.params)
+            adam_update(list(self.params.values()),
+                        [grads[name] for name in self.params],
+                        *self.adam_state, lr=self.lr, **self.adam_options)
+            self.losses.index_copy_(0, self.index.reshape(1),
+                                    loss.reshape(1))
+            self.correct.add_(hits)
+            self.index.add_(1)
+
+    def epoch_correct(self) -> int:
+        r"""The epoch's correct predictions (read on the host)."""
+        return int(self.correct)
+
+
+def adam_update(params: List[Tensor], grads: List[Tensor],
+                exp_avgs: List[Tensor], exp_avg_sqs: List[Tensor],
+                steps: List[Tensor], lr: Tensor, beta1: float, beta2: float,
+                weight_decay: float, eps: float) -> None:
+    r"""One step of Adam (with L2 weight decay, as
+    :class:`torch.optim.Adam`) in place on :obj:`params` and its state, in
+    tensor operations that :func:`torch.compile` traces: the update of the
+    optimizer's fused kernel, which it cannot trace here (its
+    functionalization refuses gradients made by :mod:`torch.func`), equal
+    to it up to rounding,
+
+    .. math::
+        g \leftarrow g + \lambda \theta, \quad
+        m \leftarrow \beta_1 m + (1 - \beta_1) g, \quad
+        v \leftarrow \beta_2 v + (1 - \beta_2) g^2, \quad
+        \theta \leftarrow \theta - \frac{\eta}{1 - \beta_1^t}
+        \frac{m}{\sqrt{v} / \sqrt{1 - \beta_2^t} + \epsilon}.
+
+    :obj:`steps` (:math:`t`, float32 tensors) and :obj:`lr` (:math:`\eta`)
+    are tensors, so that neither is a constant of a compiled graph; a 0-d
+    one leaves the parameters' dtype as it is."""
+    for param, grad, exp_avg, exp_avg_sq, step in zip(
+            params, grads, exp_avgs, exp_avg_sqs, steps):
+        step.add_(1)
+        if weight_decay != 0:
+            # Not grad.add(param, alpha=...), which Inductor (torch 2.13,
+            # CPU) computed as grad + param in this step.
+            grad = grad + weight_decay * param
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).add_((1 - beta2) * grad * grad)
+        # The bias corrections in double, as the fused kernel's on the CPU
+        # (1 - 0.999 in float32 is 1.3e-5 off).
+        count = step.double()
+        step_size = lr / (1 - beta1**count)
+        denom = (exp_avg_sq.sqrt() / (1 - beta2**count).sqrt()).add_(eps)
+        param.sub_(step_size * exp_avg / denom)
+
+
+def compile_train_step(step: Callable[[], None], device: torch.device
+                       ) -> Optional[Callable[[], None]]:
+    r""":obj:`torch.compile(step, fullgraph=True,
+    mode="reduce-overhead")` on a GPU: one CUDA graph per step. Elsewhere
+    :obj:`None`, with a warning: :class:`TrainStep` then runs its eager
+    step without host synchronisation. On the CPU (torch 2.13, 2 cores,
+    AWA2's sizes), Inductor's vectorised code computed wrong gradients for
+    this step (where the :func:`torch.func` gradient reads the class
+    graph's mask mirrored), its scalar code (:obj:`cpp.simdlen=0`) right
+    ones in 6 times the eager step's time, and :obj:`step` uncompiled
+    (its Adam unfused) took 3.7 times as long."""
+    if compiles_step(device):
+        return torch.compile(step, fullgraph=True, mode='reduce-overhead')
+    warnings.warn(f"compile_step on {device.type}: the step runs "
+                  f"uncompiled (torch.compile is used on CUDA only)",
+                  CompileStepWarning, stacklevel=4)
+    return None
+
+
+def compiles_step(device: Union[str, torch.device]) -> bool:
+    r"""Whether :obj:`compile_step` compiles the step on :obj:`device`
+    (see :func:`compile_train_step`)."""
+    return torch.device(device).type == 'cuda'
+
+
+class CompileStepWarning(UserWarning):
+    r"""Warned when :obj:`compile_step` runs the step uncompiled (off
+    CUDA)."""
 
 
 def atomic_save(obj: Any, path: Path) -> None:
@@ -196,10 +522,15 @@ def train_model(
     on_epoch_end: Optional[Callable[[int, APNet], Dict[str, Any]]] = None,
     progress: bool = True,
     description: str = 'train',
+    compile_step: bool = False,
 ) -> List[Dict[str, Any]]:
     r"""Trains :obj:`model` on the images :obj:`images` (all of
     :obj:`classes`) and returns the per-epoch history: loss, episodes per
     second and whatever :obj:`on_epoch_end(epoch, model)` returns.
+    Off the CPU, or with :obj:`compile_step`, a step does not synchronise
+    with the host (:class:`TrainStep`); the losses are read and checked
+    every :data:`FINITE_CHECK_STEPS` steps, and a non-finite one raises
+    :class:`TrainingDiverged` naming its epoch and step.
 
     Args:
         model (APNet): The model (moved to :obj:`device`).
@@ -219,6 +550,10 @@ def train_model(
         progress (bool, optional): Print one line per epoch, and a progress
             bar when standard error is a terminal. (default: :obj:`True`)
         description (str, optional): Label of the progress output.
+        compile_step (bool, optional): Compile the whole step into CUDA
+            graphs on a GPU (:class:`TrainStep`; elsewhere the step without
+            the host runs uncompiled, with a warning).
+            (default: :obj:`False`)
     """
     if data.features is None:
         raise ValueError("Training needs image features: load the dataset "
@@ -228,9 +563,12 @@ def train_model(
     model.to(device)
     features = data.features.to(device)
     attributes = data.attributes.to(device)
+    # Checked once here: the steps do not read them on the host.
+    check_finite(features, 'data.features')
+    check_finite(attributes, 'data.attributes')
     classes = classes.to(torch.long)
 
-    sampler = make_sampler(data, images, classes, config)
+    sampler = make_sampler(data, images, classes, config, device)
     iterations = config.episodes_per_epoch(images.numel())
     # Loss and accuracy of a model that has learned nothing.
     candidates = min(config.n_way, classes.numel()) \
@@ -258,41 +596,38 @@ def train_model(
             print(f'{description}: resuming from {checkpoint} after epoch '
                   f'{start_epoch}/{epochs}', flush=True)
 
-    all_classes = classes.to(device)
-    minibatch_attributes = attributes[all_classes]
+    train_step = TrainStep(model, sampler, optimizer, features, attributes,
+                           classes.to(device), iterations,
+                           compile_step=compile_step)
 
     for epoch in range(start_epoch, epochs):
         model.train()
-        total_loss, correct, seen = 0.0, 0, 0
         start = time.perf_counter()
+        train_step.start_epoch()
+        total_loss, checked = 0.0, 0
         bar = tqdm(range(iterations), desc=f'{description} epoch '
                    f'{epoch + 1}/{epochs}', unit='episode',
                    disable=None if progress else True, leave=False)
+        # A read costs nothing to a step that synchronises anyway; the next
+        # step's sparse class graph would refuse NaN class vectors.
+        check_every = FINITE_CHECK_STEPS if train_step.sync_free else 1
         for step in bar:
-            episode = sampler.sample()
-            if config.training == 'episodic':
-                episode_classes = episode.episode_classes.to(device)
-                logits = model(features[episode.image_index.to(device)],
-                               attributes[episode_classes], episode_classes)
-            else:
-                logits = model(features[episode.image_index.to(device)],
-                               minibatch_attributes, all_classes)
-            target = episode.target.to(device)
-            loss = F.cross_entropy(logits, target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                raise TrainingDiverged(
-                    f"training diverged in epoch {epoch + 1}, step "
-                    f"{step + 1}: the loss is {value}; lower the learning "
-                    f"rate (lr={config.lr:g})")
-            total_loss += value
-            correct += int((logits.detach().argmax(dim=1) == target).sum())
-            seen += target.numel()
-            if step % 20 == 0:
+            train_step(step)
+            if (step + 1) % check_every and step + 1 < iterations:
+                continue
+            # One read of the steps since the last check; summed in step
+            # order, as when each loss was read in its step.
+            for value in train_step.losses[checked:step + 1].tolist():
+                checked += 1
+                if not math.isfinite(value):
+                    raise TrainingDiverged(
+                        f"training diverged in epoch {epoch + 1}, step "
+                        f"{checked}: the loss is {value}; lower the "
+                        f"learning rate (lr={config.lr:g})")
+                total_loss += value
+            if not bar.disable:
                 bar.set_postfix(loss=f'{total_loss / (step + 1):.4f}')
+        correct, seen = train_step.epoch_correct(), train_step.seen
         seconds = time.perf_counter() - start
         scheduler.step()
 
@@ -573,6 +908,7 @@ def select_on_validation(
     device: Union[str, torch.device] = 'cpu',
     resume: bool = False,
     progress: bool = True,
+    compile_step: bool = False,
 ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     r"""The selection phase of :func:`run` (step 1 of the module
     docstring): trains on the validation task built from the seen classes,
@@ -580,7 +916,8 @@ def select_on_validation(
     epoch and validation metrics, the calibration constant and the
     validation task's sizes) with the phase's history. Reads no test
     image. Its checkpoint is :obj:`out/selection.pt`, from which
-    :obj:`resume` continues."""
+    :obj:`resume` continues. :obj:`compile_step`: see
+    :func:`train_model`."""
     out = Path(out)
     split = validation_task(data, config)
     validation_n_way = min(config.n_way, split.train_classes.numel())
@@ -601,7 +938,8 @@ def select_on_validation(
                           checkpoint=checkpoint,
                           resume=resume and checkpoint.exists(),
                           on_epoch_end=validate_epoch, progress=progress,
-                          description='selection')
+                          description='selection',
+                          compile_step=compile_step)
     selection = select_epochs(history)
     selection['validation_task'] = {
         'train_classes': 'trainclasses1',
@@ -630,6 +968,7 @@ def run(
     progress: bool = True,
     data_root: Optional[str] = None,
     overwrite: bool = False,
+    compile_step: bool = False,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring); writes
     :obj:`out/config.json`, :obj:`out/data.json` (the data's
@@ -640,7 +979,7 @@ def run(
     interrupted run in :obj:`out`, on the same configuration and data;
     a run directory that holds a run is otherwise only written over with
     :obj:`overwrite`. Evaluating a finished run (:func:`run_dataset`) checks
-    the fingerprint too."""
+    the fingerprint too. :obj:`compile_step`: see :func:`train_model`."""
     start = time.perf_counter()
     out = check_run_dir(out, resume, overwrite)
     check_config_fits(config, data)
@@ -663,7 +1002,7 @@ def run(
     selection = None
     if config.model_selection == 'validation':
         selection, _ = select_on_validation(data, config, out, device,
-                                            resume, progress)
+                                            resume, progress, compile_step)
         row_epochs = {row: selection[row]['epoch'] for row in ROWS}
         calibration = selection['gzsl_calibrated']['calibration']
     else:
@@ -698,7 +1037,7 @@ def run(
                           checkpoint=out / FINAL_CHECKPOINT,
                           resume=resume and (out / FINAL_CHECKPOINT).exists(),
                           on_epoch_end=evaluate_epoch, progress=progress,
-                          description='final')
+                          description='final', compile_step=compile_step)
 
     result = {
         'dataset': data.name,
@@ -718,6 +1057,7 @@ def run(
         'history': history,
         'config': config.to_dict(),
         'device': str(device),
+        'compiled_step': compile_step and compiles_step(device),
         # Bit-for-bit repeatable only on the same processor and threads.
         'environment': describe_environment(device),
         # This process's: a resumed run's covers the part after the resume.

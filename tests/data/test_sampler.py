@@ -1,7 +1,9 @@
 import pytest
 import torch
+from host_sync import HostSync, no_host_sync
 
 from apnet_pyg.data import Episode, EpisodeSampler, MinibatchSampler
+from apnet_pyg.data.sampler import IGNORE_TARGET
 
 # 6 classes; class c has 2 + c images, interleaved; images 0..3 are outside
 # the pool.
@@ -204,3 +206,169 @@ def test_minibatch_load_state_dict_refuses_and_keeps_its_state(change,
     assert torch.equal(after['generator'], before['generator'])
     assert torch.equal(after['pass_order'], before['pass_order'])
     assert after['next_batch'] == before['next_batch']
+
+
+# Distinct images, on a device, drawn ahead ################################
+def test_k_shot_draws_each_ordered_sample_equally_often():
+    # Class 5 has 7 images: 2 of them in order, 42 ordered pairs, none
+    # repeated; each 4000 / 42 = 95 times on average.
+    sampler = EpisodeSampler(LABELS, torch.tensor([4, 5]), n_way=2,
+                             k_shot=2, generator=generator())
+    counts = {}
+    for _ in range(4000):
+        episode = sampler.sample()
+        row = int((episode.episode_classes == 5).nonzero())
+        pair = tuple(episode.image_index[2 * row:2 * row + 2].tolist())
+        assert pair[0] != pair[1]
+        counts[pair] = counts.get(pair, 0) + 1
+    assert len(counts) == 42
+    assert min(counts.values()) > 55 and max(counts.values()) < 140
+    # k_shot = all of a class's images (class 0 has 2): a permutation.
+    every = EpisodeSampler(LABELS, torch.tensor([0, 1]), n_way=2, k_shot=2,
+                           generator=generator())
+    orders = set()
+    for _ in range(20):
+        image_index, classes, _ = every.sample()
+        row = int((classes == 0).nonzero())
+        shots = image_index[2 * row:2 * row + 2]
+        assert torch.equal(shots.sort().values,
+                           (LABELS == 0).nonzero().view(-1))
+        orders.add(tuple(shots.tolist()))
+    assert len(orders) == 2
+
+
+@pytest.mark.parametrize('k_shot', [1, 3])
+def test_draw_then_episode_is_sample(k_shot):
+    classes = torch.arange(6)
+    drawn = EpisodeSampler(LABELS, classes, n_way=4, k_shot=k_shot,
+                           generator=generator(5), allow_replacement=True)
+    sampled = EpisodeSampler(LABELS, classes, n_way=4, k_shot=k_shot,
+                             generator=generator(5), allow_replacement=True)
+    draws = drawn.draw(6)
+    assert draws.classes.shape == (6, 4)
+    assert draws.picks.shape == (6, 4, k_shot)
+    for i in range(6):
+        expected = sampled.sample()
+        for index in (i, torch.tensor(i)):
+            episode = drawn.episode(draws, index)
+            assert all(torch.equal(u, v) for u, v in zip(episode, expected))
+    # The generators are where they would be after six sample() calls:
+    assert torch.equal(drawn.generator.get_state(),
+                       sampled.generator.get_state())
+    # Again, into the same tensors:
+    again = drawn.draw(6, out=draws)
+    assert again.classes is draws.classes
+    assert all(torch.equal(u, v) for u, v in
+               zip(drawn.episode(draws, 0), sampled.sample()))
+    with pytest.raises(ValueError, match="'out' must be the EpisodeDraws "
+                       "of 5 episodes"):
+        drawn.draw(5, out=draws)
+
+
+@pytest.mark.parametrize('batch_size, drop_last', [(4, False), (5, True),
+                                                   (7, False)])
+def test_advance_then_batch_at_is_sample(batch_size, drop_last):
+    classes = torch.tensor([5, 1, 2, 4])
+    stepped = MinibatchSampler(LABELS, classes, batch_size,
+                               generator=generator(4), pool=POOL,
+                               drop_last=drop_last)
+    sampled = MinibatchSampler(LABELS, classes, batch_size,
+                               generator=generator(4), pool=POOL,
+                               drop_last=drop_last)
+    with pytest.raises(ValueError, match='call advance'):
+        stepped.batch_at(torch.tensor(0))
+    for _ in range(3 * len(sampled)):  # three passes
+        expected = sampled.sample()
+        batch = stepped.batch_at(torch.tensor(stepped.advance()))
+        assert batch.image_index.shape == (batch_size, )
+        valid = batch.target != IGNORE_TARGET
+        assert int(valid.sum()) == expected.target.numel()
+        assert torch.equal(batch.image_index[valid], expected.image_index)
+        assert torch.equal(batch.target[valid], expected.target)
+    state, expected_state = stepped.state_dict(), sampled.state_dict()
+    assert torch.equal(state['pass_order'], expected_state['pass_order'])
+    assert state['next_batch'] == expected_state['next_batch']
+    # The state is a copy: a later pass does not change it.
+    order = state['pass_order'].clone()
+    for _ in range(len(stepped)):
+        stepped.advance()
+    assert torch.equal(state['pass_order'], order)
+
+
+def test_padded_positions_leave_the_loss_unchanged():
+    sampler = MinibatchSampler(LABELS, torch.arange(6), 7,
+                               generator=generator(2))
+    for _ in range(3):
+        sampler.advance()
+    last = sampler.batch_at(torch.tensor(sampler.advance()))  # 27 = 3*7+6
+    assert int((last.target == IGNORE_TARGET).sum()) == 1
+    logits = torch.randn(7, 6, generator=generator(0))
+    valid = last.target != IGNORE_TARGET
+    torch.testing.assert_close(
+        torch.nn.functional.cross_entropy(logits, last.target),
+        torch.nn.functional.cross_entropy(logits[valid], last.target[valid]))
+
+
+def test_samplers_on_a_device():
+    # The 'meta' device stands for a GPU here: no values, but every table
+    # must be there. A generator elsewhere is refused.
+    with pytest.raises(ValueError, match="'generator' is on cpu but "
+                       "'device' is meta: make the generator there"):
+        EpisodeSampler(LABELS, torch.arange(6), generator=generator(),
+                       device='meta')
+    with pytest.raises(ValueError, match="'generator' is on cpu but "
+                       "'device' is meta"):
+        MinibatchSampler(LABELS, torch.arange(6), 4, generator=generator(),
+                         device='meta')
+    with pytest.raises(ValueError, match="'device' must be a torch.device "
+                       "or its name"):
+        EpisodeSampler(LABELS, torch.arange(6), device='no-such-device')
+    sampler = EpisodeSampler(LABELS, torch.arange(6), n_way=3,
+                             generator=generator(), device='cpu')
+    assert sampler.device == torch.device('cpu')
+    assert str(sampler) == ('EpisodeSampler(classes=6, images=27, n_way=3, '
+                            'k_shot=1)')
+
+
+def test_sampling_reads_nothing_on_the_host():
+    episodes = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
+                              generator=generator(), allow_replacement=True)
+    batches = MinibatchSampler(LABELS, torch.arange(6), 5,
+                               generator=generator())
+    draws = episodes.draw(3)
+    batches.advance()
+    with no_host_sync():
+        episodes.sample()
+        episodes.episode(draws, torch.tensor(2))
+        batches.sample()
+        batches.batch_at(torch.tensor(1))
+    with pytest.raises(HostSync):  # The check can fail.
+        with no_host_sync():
+            episodes.episode(draws, torch.tensor(2)).image_index.tolist()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason='needs a CUDA device')
+def test_samplers_on_cuda_do_not_synchronise():
+    cuda = torch.Generator(device='cuda').manual_seed(0)
+    episodes = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
+                              generator=cuda, allow_replacement=True)
+    assert episodes.device.type == 'cuda'
+    batches = MinibatchSampler(LABELS, torch.arange(6), 5, device='cuda')
+    draws = episodes.draw(3)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        episode = episodes.sample()
+        episodes.episode(draws, torch.zeros((), dtype=torch.long,
+                                            device='cuda'))
+        batches.sample()
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    check_episode(tuple(t.cpu() for t in episode), 4, 2, torch.arange(6),
+                  pool=torch.arange(LABELS.numel()))
+    state = episodes.state_dict()
+    expected = episodes.sample()
+    episodes.load_state_dict({'generator': state['generator'].cuda()})
+    assert all(torch.equal(u, v) for u, v in zip(expected,
+                                                  episodes.sample()))

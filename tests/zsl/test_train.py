@@ -1,16 +1,21 @@
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
+from host_sync import HostSync, no_host_sync
+from torch._dynamo.testing import CompileCounter
 
 from apnet_pyg.data import load_xlsa17
 import apnet_pyg.zsl.train as train_module
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
-from apnet_pyg.zsl.train import (ROWS, ValidationEpisodeWarning, build_model,
-                                 load_run, run_dataset, select_epochs,
+from apnet_pyg.zsl.train import (ROWS, TrainingDiverged, TrainStep,
+                                 ValidationEpisodeWarning, adam_update,
+                                 build_model, load_run, make_optimizer,
+                                 make_sampler, run_dataset, select_epochs,
                                  select_on_validation)
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
@@ -38,6 +43,7 @@ def test_run_end_to_end(tiny, tmp_path):
     assert 'test_selected' not in saved  # opt-in only
     # Where it ran: a run repeats bit for bit only there.
     assert saved['environment'] == describe_environment('cpu')
+    assert saved['compiled_step'] is False
     assert saved['resumed'] is False  # wall_seconds covers the whole run.
     # On what: the data's fingerprint, also written when the run started.
     assert saved['data'] == tiny.fingerprint() == json.loads(
@@ -373,3 +379,281 @@ def test_load_run(tiny_root, tiny, tmp_path):
     (tmp_path / 'metrics.json').write_text('{}')
     with pytest.raises(ValueError, match='is not the metrics.json'):
         load_run(tmp_path, tiny_root)
+
+
+# A training step without the host ########################################
+STEP_CASES = [('learned', 'episodic', 1), ('wordnet', 'episodic', 2),
+              ('none', 'minibatch', 1), ('learned', 'minibatch', 1)]
+
+
+def make_step(tiny, config, iterations, dtype=torch.float32, **kwargs):
+    model = build_model(config, tiny, tiny.seen_classes).to(dtype)
+    sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes, config)
+    optimizer = make_optimizer(model, config)
+    step = TrainStep(model, sampler, optimizer, tiny.features.to(dtype),
+                     tiny.attributes.to(dtype), tiny.seen_classes,
+                     iterations, **kwargs)
+    return model, optimizer, step
+
+
+def run_epochs(step, optimizer, epochs, iterations):
+    for epoch in range(epochs):
+        step.start_epoch()
+        for i in range(iterations):
+            step(i)
+        for group in optimizer.param_groups:  # as a scheduler would
+            group['lr'] *= 0.5
+
+
+def uncompiled(monkeypatch):
+    # The compiled step's function, run eagerly: what is compiled.
+    monkeypatch.setattr(train_module, 'compile_train_step',
+                        lambda step, device: step)
+
+
+@pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
+def test_step_function_compiles_without_graph_breaks(tiny, monkeypatch,
+                                                     graph, training, k_shot):
+    # fullgraph=True fails on any graph break; one frame for every step,
+    # also after the learning rate changed.
+    counter = CompileCounter()
+    monkeypatch.setattr(
+        train_module, 'compile_train_step', lambda step, device:
+        torch.compile(step, backend=counter, fullgraph=True))
+    config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
+    model, optimizer, step = make_step(tiny, config, 4, compile_step=True)
+    run_epochs(step, optimizer, 2, 4)
+    assert counter.frame_count == 1 and counter.op_count > 50
+    assert math.isfinite(float(step.losses.sum()))
+
+
+@pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
+def test_steps_read_nothing_on_the_host(tiny, monkeypatch, graph, training,
+                                        k_shot):
+    config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
+    _, _, eager = make_step(tiny, config, 3, sync_free=True)
+    uncompiled(monkeypatch)
+    _, _, function = make_step(tiny, config, 3, compile_step=True)
+    for step in (eager, function):
+        step.start_epoch()
+        with no_host_sync():
+            for i in range(3):
+                step(i)
+    # The CPU's default step reads the host (its sparse class graph):
+    # the check can fail.
+    if graph != 'none':
+        _, _, default = make_step(tiny, config, 3)
+        default.start_epoch()
+        with pytest.raises(HostSync):
+            with no_host_sync():
+                default(0)
+
+
+@pytest.mark.parametrize('training', ['episodic', 'minibatch'])
+def test_compiled_step_equals_the_eager_step(tiny, monkeypatch, training):
+    # The same episodes and computation: what torch.compile (AOTAutograd's
+    # graphs, run by eager kernels) makes of the step equals the eager
+    # step to rounding, in float64. 7 mini-batches of 4 per epoch: the
+    # padded last batch of a pass is in it.
+    monkeypatch.setattr(
+        train_module, 'compile_train_step', lambda step, device:
+        torch.compile(step, backend='aot_eager', fullgraph=True))
+    config = TINY.replace(training=training)
+    results = []
+    for kwargs in ({'sync_free': True}, {'compile_step': True}):
+        model, optimizer, step = make_step(tiny, config, 7,
+                                           dtype=torch.float64, **kwargs)
+        run_epochs(step, optimizer, 2, 7)
+        results.append((model, step))
+    (eager, eager_step), (compiled, compiled_step) = results
+    torch.testing.assert_close(compiled_step.losses, eager_step.losses,
+                               rtol=1e-9, atol=1e-9)
+    assert int(compiled_step.correct) == int(eager_step.correct)
+    assert compiled_step.seen == eager_step.seen
+    for key, value in eager.state_dict().items():
+        torch.testing.assert_close(compiled.state_dict()[key], value,
+                                   rtol=1e-7, atol=1e-9)
+
+
+def test_adam_update_equals_torch_adam():
+    generator = torch.Generator().manual_seed(0)
+    parameter = torch.nn.Parameter(torch.randn(50, dtype=torch.float64,
+                                               generator=generator))
+    optimizer = torch.optim.Adam([parameter], lr=1e-3, weight_decay=1e-2,
+                                 fused=True)
+    param = parameter.detach().clone()
+    state = [[torch.zeros_like(param)], [torch.zeros_like(param)],
+             [torch.zeros(())]]
+    for _ in range(5):
+        grad = torch.randn(50, dtype=torch.float64, generator=generator)
+        parameter.grad = grad.clone()
+        optimizer.step()
+        adam_update([param], [grad], *state,
+                    lr=torch.tensor(1e-3, dtype=torch.float64),
+                    beta1=0.9, beta2=0.999, weight_decay=1e-2, eps=1e-8)
+    torch.testing.assert_close(param, parameter.detach(), rtol=1e-14,
+                               atol=1e-15)
+    torch.testing.assert_close(state[0][0],
+                               optimizer.state[parameter]['exp_avg'])
+
+
+@pytest.mark.filterwarnings('ignore::apnet_pyg.zsl.train.NotLearningWarning')
+@pytest.mark.parametrize('training', ['episodic', 'minibatch'])
+def test_compiled_training_is_deterministic_and_resumes(tiny, tmp_path,
+                                                        monkeypatch,
+                                                        training):
+    uncompiled(monkeypatch)
+    config = TINY.replace(iterations_per_epoch=7, training=training)
+    images, classes = tiny.trainval_loc, tiny.seen_classes
+    straight = []
+    for _ in range(2):
+        model = build_model(config, tiny, classes)
+        history = train_model(model, tiny, images, classes, config,
+                              progress=False, compile_step=True)
+        straight.append((model, history))
+    checkpoint = tmp_path / 'checkpoint.pt'
+    train_model(build_model(config, tiny, classes), tiny, images, classes,
+                config, epochs=1, checkpoint=checkpoint, progress=False,
+                compile_step=True)
+    resumed = build_model(config, tiny, classes)
+    history = train_model(resumed, tiny, images, classes, config,
+                          checkpoint=checkpoint, resume=True, progress=False,
+                          compile_step=True)
+    (first, history1), (second, history2) = straight
+    assert [h['loss'] for h in history1] == [h['loss'] for h in history2]
+    assert [h['loss'] for h in history] == [h['loss'] for h in history1]
+    for key, value in first.state_dict().items():
+        assert torch.equal(second.state_dict()[key], value), key
+        assert torch.equal(resumed.state_dict()[key], value), key
+    # It trained: a compiled step that changed nothing would not.
+    assert history1[-1]['loss'] < history1[0]['loss']
+
+
+def test_divergence_is_found_at_the_next_check(tiny, monkeypatch):
+    # A step without the host has its losses read every FINITE_CHECK_STEPS
+    # steps: training stops at the first check after the loss turned NaN,
+    # naming the step it did. (The CPU's default step is checked every
+    # step: tests/test_bad_input.py, 'train_model/diverged'.)
+    uncompiled(monkeypatch)
+    monkeypatch.setattr(train_module, 'FINITE_CHECK_STEPS', 4)
+    original = TrainStep.__call__
+    steps = []
+
+    def poisoning(self, step):
+        steps.append(step)
+        if step == 5:  # What a learning rate far too high leads to.
+            with torch.no_grad():
+                self.model.head.lin_out.bias.fill_(math.nan)
+        original(self, step)
+
+    monkeypatch.setattr(TrainStep, '__call__', poisoning)
+    config = TINY.replace(model_selection='none')
+    with pytest.raises(TrainingDiverged, match=r"training diverged in epoch "
+                       r"1, step 6: the loss is nan; lower the learning "
+                       r"rate \(lr=0.001\)"):
+        train_model(build_model(config, tiny, tiny.seen_classes), tiny,
+                    tiny.trainval_loc, tiny.seen_classes, config,
+                    progress=False, compile_step=True)
+    assert steps == list(range(8))
+
+
+def test_compile_step_needs_the_dense_class_graph_and_fused_adam(
+        tiny, monkeypatch):
+    uncompiled(monkeypatch)
+    monkeypatch.setattr(train_module, 'use_dense_class_graph',
+                        lambda *args: False)
+    with pytest.raises(ValueError, match="compile_step needs the dense "
+                       "class graph, for tasks of at most 1024 classes "
+                       "\\(this one has 4\\)"):
+        make_step(tiny, TINY, 3, compile_step=True)
+    monkeypatch.undo()
+    uncompiled(monkeypatch)
+    model = build_model(TINY, tiny, tiny.seen_classes)
+    sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes, TINY)
+    with pytest.raises(ValueError, match="compile_step needs the optimizer "
+                       "of make_optimizer"):
+        TrainStep(model, sampler, torch.optim.SGD(model.parameters(), 0.1),
+                  tiny.features, tiny.attributes, tiny.seen_classes, 3,
+                  compile_step=True)
+
+
+def test_the_compile_flag_reaches_the_training(tiny_root, tmp_path,
+                                               monkeypatch):
+    from apnet_pyg.zsl.cli import main
+    calls = []
+
+    def stopping_run(*args, **kwargs):
+        calls.append(kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, 'run', stopping_run)
+    argv = ['train', '--dataset', 'TINY', '--root', str(tiny_root), '--out',
+            str(tmp_path / 'run'), '--no-progress']
+    for flags, expected in (([], False), (['--compile'], True)):
+        assert main(argv + flags) == 130
+        assert calls.pop()['compile_step'] is expected
+
+
+def test_compile_step_off_cuda_runs_the_eager_step_with_a_warning(tiny):
+    # Inductor's CPU code is wrong or slow for this step (see
+    # compile_train_step): the step without the host runs eagerly.
+    with pytest.warns(train_module.CompileStepWarning,
+                      match='compile_step on cpu: the step runs uncompiled'):
+        _, _, step = make_step(tiny, TINY, 3, compile_step=True)
+    assert step.compiled is None and step.sync_free and step.dense
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason='needs a CUDA device')
+@pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
+def test_steps_on_cuda_do_not_synchronise(tiny, graph, training, k_shot):
+    # The eager step on the GPU and the compiled one (CUDA graphs): no host
+    # synchronisation once captured, and the same training to rounding
+    # (float64), two epochs with a change of learning rate.
+    config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
+    results = []
+    for kwargs in ({}, {'compile_step': True}):
+        model = build_model(config, tiny, tiny.seen_classes).cuda().double()
+        sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes,
+                               config, 'cuda')
+        optimizer = make_optimizer(model, config)
+        step = TrainStep(model, sampler, optimizer,
+                         tiny.features.cuda().double(),
+                         tiny.attributes.cuda().double(),
+                         tiny.seen_classes.cuda(), 6, **kwargs)
+        assert step.sync_free and (step.dense or graph == 'none')
+        assert (step.compiled is not None) == bool(kwargs)
+        losses = []
+        for epoch in range(2):
+            step.start_epoch()
+            for i in range(6):
+                # The first calls compile, warm up and capture.
+                checked = epoch > 0 or i >= 3
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode('error' if checked else 0)
+                try:
+                    step(i)
+                finally:
+                    torch.cuda.set_sync_debug_mode(0)
+            losses.append(step.losses.clone())
+            optimizer.param_groups[0]['lr'] *= 0.5
+        results.append((model, torch.cat(losses)))
+    (eager, eager_losses), (compiled, compiled_losses) = results
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-9,
+                               atol=1e-9)
+    for key, value in eager.state_dict().items():
+        torch.testing.assert_close(compiled.state_dict()[key], value,
+                                   rtol=1e-7, atol=1e-9)
+
+
+def test_training_checks_the_data_once(tiny):
+    # The steps do not read the data on the host: NaN features are refused
+    # before the first one, by name.
+    features = tiny.features.clone()
+    features[3, 1] = math.nan
+    broken = dataclasses.replace(tiny, features=features)
+    with pytest.raises(ValueError, match=r"'data.features' contains NaN or "
+                       r"infinite values"):
+        train_model(build_model(TINY, tiny, tiny.seen_classes), broken,
+                    tiny.trainval_loc, tiny.seen_classes, TINY,
+                    progress=False)

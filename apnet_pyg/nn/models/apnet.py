@@ -1,16 +1,20 @@
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from torch_geometric import is_compiling
 from torch_geometric.utils import dense_to_sparse
 
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
+    THRESHOLD_TOLERANCE_EPS,
     check_threshold,
     cosine_threshold_graph,
 )
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
+from apnet_pyg.nn.dense.dense_apnet_conv import DenseAPNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
 from apnet_pyg.utils import check_number
@@ -18,6 +22,34 @@ from apnet_pyg.utils import check_number
 #: The class graphs of APNet: learned from the class vectors, given by a
 #: prior (WordNet), or none (no propagation).
 GRAPHS = ('learned', 'wordnet', 'none')
+
+#: The most classes a task may have for APNet to propagate over the dense
+#: form of its class graph (:func:`use_dense_class_graph`): a
+#: :math:`(C, C)` adjacency and :class:`~apnet_pyg.nn.DenseAPNetConv`,
+#: static shapes without a host synchronisation, so that a training step
+#: compiles and captures whole. Larger tasks use the sparse form (an edge
+#: list and :class:`~apnet_pyg.nn.APNetConv`), whose memory grows with the
+#: edges rather than with :math:`C^2`. 1024 covers every class set of the
+#: xlsa17 benchmark (SUN: 717 classes); a :math:`1024 \times 1024` float32
+#: matrix is 4 MB.
+DENSE_CLASS_GRAPH_MAX_CLASSES = 1024
+
+
+def use_dense_class_graph(num_classes: int,
+                          device: Union[str, torch.device],
+                          sync_free: bool = False) -> bool:
+    r"""Whether :class:`APNet` propagates a task of :obj:`num_classes`
+    classes on :obj:`device` over the dense form of its class graph (the
+    one place of this rule): for at most
+    :data:`DENSE_CLASS_GRAPH_MAX_CLASSES` classes, where a host
+    synchronisation costs, i.e. off the CPU, under :func:`torch.compile`,
+    or when :obj:`sync_free` asks for it. On the CPU otherwise, the sparse
+    form: both compute the same propagation, but to rounding only (the
+    order of the sums differs), which training amplifies, and the sparse
+    form keeps the results of the versions before the dense one bit for
+    bit."""
+    return num_classes <= DENSE_CLASS_GRAPH_MAX_CLASSES and (
+        sync_free or torch.device(device).type != 'cpu' or is_compiling())
 
 
 class APNet(torch.nn.Module):
@@ -38,7 +70,10 @@ class APNet(torch.nn.Module):
        :obj:`class_prior` (WordNet hops, weights :math:`1/d`),
        :obj:`"none"` skips propagation;
     3. :class:`~apnet_pyg.nn.APNetConv` propagates the class vectors
-       (temperature :math:`\gamma_1`);
+       (temperature :math:`\gamma_1`), or
+       :class:`~apnet_pyg.nn.DenseAPNetConv`, the same layer with the same
+       parameters, over the dense form of the graph
+       (:meth:`dense_class_graph`; which one: :func:`use_dense_class_graph`);
     4. :class:`RelationHead` scores every image against every class
        (:meth:`scores`); the logits are the scores times :math:`\gamma_2`
        (:obj:`logit_scale`), for a softmax over the task's classes.
@@ -119,13 +154,44 @@ class APNet(torch.nn.Module):
         self.encoder = CentroidEncoder(attribute_dim, class_channels,
                                        num_centroids)
         self.conv = None
+        dense_conv = None
         if graph != 'none':
             self.conv = APNetConv(class_channels, proj_channels,
                                   temperature=propagation_temperature,
                                   learn_temperature=False,
                                   num_steps=num_steps, proj_init='glorot')
+            # Its initialisation must not draw from the global RNG, which
+            # initialises the model: the head would start elsewhere.
+            with torch.random.fork_rng(devices=[]):
+                dense_conv = DenseAPNetConv(
+                    class_channels, proj_channels,
+                    temperature=propagation_temperature,
+                    learn_temperature=False, num_steps=num_steps,
+                    proj_init='glorot')
+        # The dense form of conv, sharing its projection and temperature:
+        # not a submodule, so that the state_dict holds them once.
+        object.__setattr__(self, '_dense_conv', dense_conv)
+        self._tie_dense_conv()
+        self.register_load_state_dict_post_hook(_tie_after_loading)
         self.head = RelationHead(class_channels, image_channels,
                                  hidden_channels, score)
+
+    def _tie_dense_conv(self) -> None:
+        r"""Points the dense layer at :obj:`conv`'s projection and
+        temperature again, after a conversion (:meth:`to`, :meth:`half`)
+        or a load with :obj:`assign=True` replaced a tensor."""
+        dense = self._dense_conv
+        if dense is None:
+            return
+        if dense.lin is not self.conv.lin:
+            dense.lin = self.conv.lin
+        if dense.temperature is not self.conv.temperature:
+            dense.temperature = self.conv.temperature
+
+    def _apply(self, fn: Any, recurse: bool = True) -> 'APNet':
+        module = super()._apply(fn, recurse)
+        self._tie_dense_conv()
+        return module
 
     def reset_parameters(self):
         self.encoder.reset_parameters()
@@ -164,51 +230,117 @@ class APNet(torch.nn.Module):
                     loop=False)
             return edge_index, None
         if self.graph == 'wordnet':
-            if classes is None:
-                raise ValueError("graph='wordnet' needs 'classes', the "
-                                 "task's class indices into 'class_prior'")
-            if classes.numel() != initial_vectors.size(0):
-                raise ValueError(f"'classes' must hold one index per class "
-                                 f"vector (got {classes.numel()} for "
-                                 f"{initial_vectors.size(0)})")
-            classes = classes.to(self.class_prior.device)
+            classes = self._prior_classes(initial_vectors, classes)
             # Rows are targets, columns sources.
             index, weight = dense_to_sparse(
                 self.class_prior[classes][:, classes])
             return index.flip(0), weight.to(initial_vectors.dtype)
         raise ValueError("graph='none' builds no class graph")
 
+    def dense_class_graph(
+        self,
+        initial_vectors: Tensor,
+        classes: Optional[Tensor] = None,
+    ) -> Tensor:
+        r"""The graph of :meth:`class_graph` as a dense adjacency
+        :math:`(C_t, C_t)`, row = target class (as
+        :class:`~apnet_pyg.nn.DenseAPNetConv` reads it): for
+        :obj:`"learned"` the boolean mask of the same edges (the cosine
+        rule and tolerance of
+        :func:`~apnet_pyg.graph.cosine_threshold_graph`, each pair decided
+        once, no self-loops), for :obj:`"wordnet"` the prior's weights over
+        :obj:`classes`. Static shapes, no host synchronisation."""
+        if self.graph == 'learned':
+            with torch.no_grad():  # Thresholding has no gradient.
+                return _threshold_adjacency(self.conv.lin(initial_vectors),
+                                            self.threshold)
+        if self.graph == 'wordnet':
+            classes = self._prior_classes(initial_vectors, classes)
+            prior = self.class_prior.index_select(0, classes)
+            return prior.index_select(1, classes).to(initial_vectors.dtype)
+        raise ValueError("graph='none' builds no class graph")
+
+    def _prior_classes(self, initial_vectors: Tensor,
+                       classes: Optional[Tensor]) -> Tensor:
+        if classes is None:
+            raise ValueError("graph='wordnet' needs 'classes', the "
+                             "task's class indices into 'class_prior'")
+        if classes.numel() != initial_vectors.size(0):
+            raise ValueError(f"'classes' must hold one index per class "
+                             f"vector (got {classes.numel()} for "
+                             f"{initial_vectors.size(0)})")
+        return classes.to(self.class_prior.device)
+
     def class_vectors(self, attributes: Tensor,
-                      classes: Optional[Tensor] = None) -> Tensor:
+                      classes: Optional[Tensor] = None, *,
+                      dense: Optional[bool] = None,
+                      check_values: bool = True) -> Tensor:
         r"""The propagated class vectors :math:`(C_t, F_c)` of a task's
         classes with :obj:`attributes` :math:`(C_t, A)` (and, for
         :obj:`"wordnet"`, dataset indices :obj:`classes`), the class graph
-        built over exactly these classes."""
-        x = self.encoder(attributes)
+        built over exactly these classes, in its dense form if
+        :obj:`dense` (default: :func:`use_dense_class_graph`).
+        :obj:`check_values=False` skips the check that the attributes are
+        finite, which reads them on the host (a synchronisation on a GPU,
+        a graph break under :func:`torch.compile`), for a caller that
+        checked them once."""
+        x = self.encoder(attributes, check_values=check_values)
         if self.conv is None:
             return x
+        if dense is None:
+            dense = use_dense_class_graph(x.size(0), x.device)
+        if dense:
+            adjacency = self.dense_class_graph(x, classes)
+            return self._dense_conv(x, adjacency).squeeze(0)
         edge_index, edge_weight = self.class_graph(x, classes)
         return self.conv(x, edge_index, edge_weight)
 
-    def scores(self, class_vectors: Tensor, images: Tensor) -> Tensor:
+    def scores(self, class_vectors: Tensor, images: Tensor,
+               check_values: bool = True) -> Tensor:
         r"""The head's scores :math:`h` :math:`(B, C_t)` of :obj:`images`
         :math:`(B, F_v)` against :obj:`class_vectors`; the logits are
-        :obj:`logit_scale` times these."""
-        return self.head(class_vectors, images)
+        :obj:`logit_scale` times these. :obj:`check_values`: see
+        :meth:`class_vectors`."""
+        return self.head(class_vectors, images, check_values=check_values)
 
     def forward(self, images: Tensor, attributes: Tensor,
-                classes: Optional[Tensor] = None) -> Tensor:
+                classes: Optional[Tensor] = None, *,
+                dense: Optional[bool] = None,
+                check_values: bool = True) -> Tensor:
         r"""Logits :math:`(B, C_t)` of the :obj:`images` :math:`(B, F_v)`
         over a task's classes with :obj:`attributes` :math:`(C_t, A)` and,
-        for :obj:`"wordnet"`, dataset indices :obj:`classes`."""
-        vectors = self.class_vectors(attributes, classes)
-        return self.logit_scale * self.scores(vectors, images)
+        for :obj:`"wordnet"`, dataset indices :obj:`classes`.
+        :obj:`dense` and :obj:`check_values`: see :meth:`class_vectors`
+        (the values of both inputs are checked or not)."""
+        vectors = self.class_vectors(attributes, classes, dense=dense,
+                                     check_values=check_values)
+        return self.logit_scale * self.scores(vectors, images,
+                                              check_values=check_values)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(attribute_dim='
                 f'{self.encoder.attribute_dim}, graph={self.graph}, '
                 f'num_centroids={self.encoder.num_centroids}, '
                 f'score={self.head.score})')
+
+
+def _tie_after_loading(model: APNet, incompatible_keys: Any) -> None:
+    model._tie_dense_conv()
+
+
+def _threshold_adjacency(x: Tensor, threshold: float) -> Tensor:
+    r""":obj:`cosine_threshold_graph(x, threshold, loop=False)` as a dense
+    boolean :math:`(N, N)` matrix: the same normalisation (float32 for
+    half precision), tolerance and product, each pair decided from the
+    upper triangle and mirrored, but no edge list (no :obj:`nonzero`, whose
+    size the host must read)."""
+    h = x.detach()
+    if h.dtype in (torch.float16, torch.bfloat16):
+        h = h.float()
+    h = F.normalize(h, p=2.0, dim=-1)
+    cut = threshold - THRESHOLD_TOLERANCE_EPS * torch.finfo(h.dtype).eps
+    upper = (h @ h.t() >= cut).triu(diagonal=1)
+    return upper | upper.t()
 
 
 def _checked_class_prior(class_prior: Tensor) -> Tensor:

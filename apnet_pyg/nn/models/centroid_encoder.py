@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from apnet_pyg.utils import check_int, check_node_features
+from apnet_pyg.utils import check_features, check_int, check_node_features
 
 
 def kmeans(x: Tensor, k: int, num_iterations: int = 100,
@@ -161,9 +161,14 @@ class CentroidEncoder(torch.nn.Module):
         spread = torch.einsum('koa,cka->cko', weight, offsets).std(dim=0)
         weight.div_(spread.clamp_min(1e-12).unsqueeze(-1))
 
-    def forward(self, attributes: Tensor) -> Tensor:
-        check_node_features(attributes, 'attributes',
-                            channels=self.attribute_dim)
+    def forward(self, attributes: Tensor,
+                check_values: bool = True) -> Tensor:
+        r""":obj:`check_values=False` skips the check that the attributes
+        are finite, which reads them on the host (a synchronisation on a
+        GPU, a graph break under :func:`torch.compile`), for a caller that
+        checked them once."""
+        check = check_node_features if check_values else check_features
+        check(attributes, 'attributes', channels=self.attribute_dim)
         k, out = self.num_centroids, self.out_channels
         # Theta_i (s - c_i) + b_i = Theta_i s + (b_i - Theta_i c_i).
         weight = self.weight.view(k, out, self.attribute_dim)

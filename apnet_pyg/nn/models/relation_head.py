@@ -5,7 +5,7 @@ from torch import Tensor
 
 from torch_geometric.nn.dense.linear import Linear
 
-from apnet_pyg.utils import check_int, check_node_features
+from apnet_pyg.utils import check_features, check_int, check_node_features
 
 #: The score functions :math:`\sigma` of the head's output.
 SCORES = ('sigmoid', 'linear')
@@ -78,10 +78,15 @@ class RelationHead(torch.nn.Module):
         self.lin_out.reset_parameters()
 
     def forward(self, class_vectors: Tensor, images: Tensor,
-                block_size: Optional[int] = None) -> Tensor:
-        check_node_features(class_vectors, 'class_vectors',
-                            channels=self.class_channels)
-        check_node_features(images, 'images', channels=self.image_channels)
+                block_size: Optional[int] = None,
+                check_values: bool = True) -> Tensor:
+        r""":obj:`check_values=False` skips the check that the inputs are
+        finite, which reads them on the host (a synchronisation on a GPU,
+        a graph break under :func:`torch.compile`), for a caller that
+        checked them once."""
+        check = check_node_features if check_values else check_features
+        check(class_vectors, 'class_vectors', channels=self.class_channels)
+        check(images, 'images', channels=self.image_channels)
         return self.pair_scores(self.lin_class(class_vectors),
                                 self.lin_image(images), block_size)
 

@@ -1,8 +1,14 @@
 import pytest
 import torch
 
+from host_sync import no_host_sync
+from torch._dynamo.testing import CompileCounter
+from torch_geometric.utils import to_dense_adj
+
 from apnet_pyg.graph import cosine_threshold_graph
-from apnet_pyg.nn import APNet
+from apnet_pyg.nn import APNet, APNetConv, CentroidEncoder, RelationHead
+from apnet_pyg.nn.models.apnet import (DENSE_CLASS_GRAPH_MAX_CLASSES,
+                                       use_dense_class_graph)
 
 # A prior over 6 dataset classes (row = target, column = source).
 PRIOR = torch.tensor([[0.0, 1.0, 0.5, 0.0, 0.0, 0.0],
@@ -160,6 +166,7 @@ def model64(graph, **kwargs):
     return small_model(graph, **kwargs).double()
 
 
+@pytest.mark.parametrize('dense', [False, True])
 @pytest.mark.parametrize('graph,score,num_steps', [
     ('learned', 'sigmoid', 1),
     ('learned', 'linear', 2),
@@ -168,7 +175,9 @@ def model64(graph, **kwargs):
     ('none', 'sigmoid', 1),
     ('none', 'linear', 1),
 ])
-def test_apnet_equals_dense_reference(graph, score, num_steps):
+def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
+    # Both forms of the class graph: the sparse one (edge list, APNetConv)
+    # and the dense one (adjacency, DenseAPNetConv).
     generator = torch.Generator().manual_seed(0)
     attributes = torch.rand(5, 6, generator=generator, dtype=torch.float64)
     images = torch.rand(3, 10, generator=generator, dtype=torch.float64)
@@ -205,7 +214,7 @@ def test_apnet_equals_dense_reference(graph, score, num_steps):
     attributes.requires_grad_()
     images.requires_grad_()
 
-    logits = model(images, attributes, classes)
+    logits = model(images, attributes, classes, dense=dense)
     expected = reference_logits(model, images, attributes, classes)
     torch.testing.assert_close(logits, expected)
     # Gradients of the same loss w.r.t. every parameter and both inputs (the
@@ -218,3 +227,139 @@ def test_apnet_equals_dense_reference(graph, score, num_steps):
     for grad, expected_grad in zip(grads, expected_grads):
         torch.testing.assert_close(grad, expected_grad)
         assert bool((expected_grad != 0).any())
+
+
+# The dense form of the class graph ########################################
+@pytest.mark.parametrize('graph,threshold,num_steps', [
+    ('learned', -1.0, 1),  # every pair connected
+    ('learned', 0.3, 2),
+    ('learned', 0.99, 1),  # no edge: self-loops only
+    ('wordnet', None, 1),
+    ('wordnet', None, 2),
+])
+def test_dense_form_equals_sparse_form(graph, threshold, num_steps):
+    kwargs = {'num_steps': num_steps}
+    if threshold is not None:
+        kwargs['threshold'] = threshold
+    model = model64(graph, **kwargs)
+    generator = torch.Generator().manual_seed(1)
+    attributes = torch.rand(6, 6, generator=generator, dtype=torch.float64,
+                            requires_grad=True)
+    images = torch.rand(4, 10, generator=generator, dtype=torch.float64)
+    classes = torch.tensor([3, 0, 5, 1, 2, 4])
+    x0 = model.encoder(attributes)
+    # The same graph: the adjacency is the edge list's, row = target.
+    edge_index, edge_weight = model.class_graph(x0, classes)
+    adjacency = model.dense_class_graph(x0, classes)
+    expected = to_dense_adj(edge_index, edge_attr=edge_weight,
+                            max_num_nodes=6)[0].t()
+    assert torch.equal(adjacency.to(expected.dtype), expected)
+    if graph == 'learned':
+        assert adjacency.dtype == torch.bool
+        assert edge_index.size(1) == {-1.0: 30, 0.99: 0}.get(
+            threshold, edge_index.size(1))
+        assert threshold != 0.3 or 0 < edge_index.size(1) < 30
+
+    grad_logits = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    inputs = [*model.parameters(), attributes]
+    results = []
+    for dense in (False, True):
+        logits = model(images, attributes, classes, dense=dense)
+        results.append((logits, torch.autograd.grad(
+            logits, inputs, grad_logits, materialize_grads=True)))
+    (sparse, sparse_grads), (dense, dense_grads) = results
+    torch.testing.assert_close(dense, sparse, rtol=1e-12, atol=1e-12)
+    for grad, expected_grad in zip(dense_grads, sparse_grads):
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-10,
+                                   atol=1e-12)
+
+
+def test_dense_class_graph_size_rule():
+    cpu, meta = torch.device('cpu'), torch.device('meta')
+    # On the CPU the sparse form, as before, unless asked for:
+    assert not use_dense_class_graph(30, cpu)
+    assert use_dense_class_graph(30, cpu, sync_free=True)
+    # Elsewhere the dense one, up to the size limit:
+    assert use_dense_class_graph(30, meta)
+    assert use_dense_class_graph(DENSE_CLASS_GRAPH_MAX_CLASSES, 'meta')
+    assert not use_dense_class_graph(DENSE_CLASS_GRAPH_MAX_CLASSES + 1, meta,
+                                     sync_free=True)
+    # The model follows the rule when not told (the sparse form on CPU):
+    model = small_model()
+    calls = []
+    original = model.class_graph
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    model.class_graph = counting
+    model(torch.rand(3, 10), torch.rand(5, 6))
+    assert calls == [1]
+    model(torch.rand(3, 10), torch.rand(5, 6), dense=True)
+    assert calls == [1]
+
+
+def test_dense_layer_shares_the_sparse_layers_parameters():
+    model = small_model()
+    # Not a submodule: the state_dict is as before.
+    assert sorted(model.state_dict()) == [
+        'conv.lin.weight', 'conv.temperature', 'encoder.bias',
+        'encoder.centroids', 'encoder.weight', 'head.lin_class.weight',
+        'head.lin_image.bias', 'head.lin_image.weight',
+        'head.lin_out.bias', 'head.lin_out.weight']
+    assert len(list(model.parameters())) == 8
+    dense = model._dense_conv
+    assert dense.lin is model.conv.lin
+    assert dense.temperature is model.conv.temperature
+    # Still shared after a conversion, which replaces the buffer:
+    model.double()
+    assert dense.temperature is model.conv.temperature
+    assert dense.temperature.dtype == torch.float64
+    logits = model(torch.rand(3, 10, dtype=torch.float64),
+                   torch.rand(5, 6, dtype=torch.float64), dense=True)
+    assert logits.dtype == torch.float64
+    # and after a load that assigns new tensors:
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    state['conv.temperature'].fill_(3.0)
+    model.load_state_dict(state, assign=True)
+    assert dense.temperature is model.conv.temperature
+    assert float(dense.temperature) == 3.0
+    # Building it draws nothing from the global RNG, which initialises the
+    # model's parts as before the dense layer existed:
+    torch.manual_seed(0)
+    APNet(6, 10, 12, 8, 2, proj_channels=4)
+    after_model = torch.rand(3)
+    torch.manual_seed(0)
+    CentroidEncoder(6, 12, 2)
+    APNetConv(12, 4, temperature=10.0, num_steps=1)
+    RelationHead(12, 10, 8)
+    assert torch.equal(after_model, torch.rand(3))
+
+
+@pytest.mark.parametrize('graph', ['learned', 'wordnet', 'none'])
+def test_dense_forward_reads_nothing_on_the_host(graph):
+    model = small_model(graph)
+    images, attributes = torch.rand(3, 10), torch.rand(5, 6)
+    classes = torch.tensor([2, 0, 1, 5, 3])
+    with no_host_sync():
+        logits = model(images, attributes, classes, dense=True,
+                       check_values=False)
+        logits.sum().backward()
+    # The value checks are what read the host, and what check_values=False
+    # leaves to the caller:
+    nan = torch.full((5, 6), float('nan'))
+    with pytest.raises(ValueError, match="'attributes' contains NaN"):
+        model(images, nan, classes, dense=True)
+    assert model(images, nan, classes, dense=True,
+                 check_values=False).isnan().all()
+    # It compiles whole, forward and backward:
+    counter = CompileCounter()
+
+    def loss(images, attributes, classes):
+        return model(images, attributes, classes, dense=True,
+                     check_values=False).sum()
+
+    compiled = torch.compile(loss, backend=counter, fullgraph=True)
+    compiled(images, attributes, classes).backward()
+    assert counter.frame_count == 1
