@@ -55,6 +55,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric import EdgeIndex, is_compiling
+from torch_geometric.utils.sparse import index2ptr
 
 from apnet_pyg.utils import check_features, check_int, check_same_device
 
@@ -208,22 +209,20 @@ def csr_arrays(edge_index: EdgeIndex,
     get_rows, get_cols = edge_index.get_csr, edge_index.get_csc
     if dim == 1:
         get_rows, get_cols = get_cols, get_rows
-    (rowptr, col), perm = get_rows()
-    (rowptr_t, col_t), perm_t = get_cols()
+    (_, col), perm = get_rows()
+    (_, col_t), perm_t = get_cols()
     size = edge_index.sparse_size()
     size = size if dim == 0 else size[::-1]
-    if rowptr.numel() != size[0] + 1 or rowptr_t.numel() != size[1] + 1:
-        # (PyG 2.8's sort_by of a sorted EdgeIndex keeps the other
-        # dimension's pointer.)
-        raise ValueError(f"'edge_index' (an EdgeIndex of sparse size "
-                         f"{edge_index.sparse_size()}) caches pointers of "
-                         f"another size: pass a new EdgeIndex")
     if perm is None:  # Sorted by these rows: the entries are the edges.
         row, row_t = data[dim], data[1 - dim].index_select(0, perm_t)
     else:  # Sorted by the columns: the transpose's entries are the edges.
         row, row_t = data[dim].index_select(0, perm), data[1 - dim]
         # Entry k of the transpose is edge k, entry perm[k] here.
         perm_t = _inverse(perm)
+    # The pointers from the sorted indices (O(E), no host read), not from
+    # the cache: PyG 2.8's sort_by of a sorted EdgeIndex hands the new one
+    # the other dimension's pointers, which a square graph cannot reveal.
+    rowptr, rowptr_t = index2ptr(row, size[0]), index2ptr(row_t, size[1])
     return CSRArrays(rowptr, row, col, rowptr_t, row_t, col_t, perm_t), perm
 
 

@@ -607,6 +607,20 @@ def _backward_fake(grad_out, lse, x, h_dst, h_src, gamma, log_weight,
                        need_weight and log_weight is not None))
 
 
+def _on_device_of_first(function: Callable) -> Callable:
+    r"""Runs :obj:`function` with its first tensor's CUDA device current:
+    Triton launches on the current device, which for tensors on
+    :obj:`cuda:1` under a current :obj:`cuda:0` is the wrong one."""
+    @functools.wraps(function)
+    def on_device(*args):
+        if args[0].device.type != 'cuda':
+            return function(*args)
+        with torch.cuda.device(args[0].device):
+            return function(*args)
+
+    return on_device
+
+
 def _register(name: str, schema: str, function: Callable,
               fake: Callable) -> Callable:
     r"""Registers :obj:`function` as the custom operator
@@ -630,7 +644,7 @@ _forward_op = _register(
     'triton_propagate',
     '(Tensor x, Tensor h_dst, Tensor? h_src, Tensor gamma, '
     'Tensor? log_weight, Tensor? loop_kept, Tensor rowptr, Tensor col) -> '
-    '(Tensor, Tensor)', _forward_impl, _forward_fake)
+    '(Tensor, Tensor)', _on_device_of_first(_forward_impl), _forward_fake)
 
 _backward_op = _register(
     'triton_propagate_backward',
@@ -638,8 +652,8 @@ _backward_op = _register(
     'Tensor? h_src, Tensor gamma, Tensor? log_weight, Tensor? loop_kept, '
     'Tensor rowptr, Tensor col, Tensor rowptr_t, Tensor col_t, '
     'Tensor perm_t, bool[] needs_grad) -> '
-    '(Tensor, Tensor, Tensor, Tensor, Tensor)', _backward_impl,
-    _backward_fake)
+    '(Tensor, Tensor, Tensor, Tensor, Tensor)',
+    _on_device_of_first(_backward_impl), _backward_fake)
 
 
 # ---------------------------------------------------------------------------

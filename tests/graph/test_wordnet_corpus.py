@@ -133,7 +133,7 @@ def test_prepare_repairs_copy_without_lexnames(tmp_path):
 
 @needs_debian_wordnet
 def test_nltk_folder_without_lexnames_is_passed_over(tmp_path, monkeypatch):
-    import nltk
+    nltk = pytest.importorskip('nltk')
     _debian_files_without_lexnames(tmp_path / 'nltk' / 'corpora' / 'wordnet')
     monkeypatch.setattr(nltk.data, 'path', [str(tmp_path / 'nltk')])
     wordnet = load_wordnet(cache_dir=tmp_path / 'cache')

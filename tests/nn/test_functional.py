@@ -106,9 +106,10 @@ def test_sparse_pattern_sorted_inputs(device):
 
 
 def test_csr_arrays_of_an_edge_index(device):
-    # The pointers and indices come from the EdgeIndex's cache, which they
-    # fill: a second read gives the same memory. Sorted by either row, for
-    # either dim.
+    # The indices come from the EdgeIndex's cache, which they fill: a
+    # second read gives the same memory; the pointers are rebuilt from the
+    # sorted indices (a re-sorted EdgeIndex caches the wrong ones) and
+    # equal the cache's. Sorted by either row, for either dim.
     row, col = make_entries(6, 5, nnz=20, device=device)
     values = randn(20, device=device)
     for sort_order in ('row', 'col'):
@@ -117,9 +118,14 @@ def test_csr_arrays_of_an_edge_index(device):
         for dim in (0, 1):
             arrays, perm = csr_arrays(edge_index, dim)
             again, _ = csr_arrays(edge_index, dim)
-            for name in ('rowptr', 'col', 'rowptr_t', 'col_t'):
+            for name in ('col', 'col_t'):
                 assert getattr(arrays, name).data_ptr() == \
                     getattr(again, name).data_ptr()
+            get_rows, get_cols = edge_index.get_csr, edge_index.get_csc
+            if dim == 1:
+                get_rows, get_cols = get_cols, get_rows
+            assert torch.equal(arrays.rowptr, get_rows()[0][0])
+            assert torch.equal(arrays.rowptr_t, get_cols()[0][0])
             assert (perm is None) == (sort_order == ('row', 'col')[dim])
             perm = torch.arange(20, device=device) if perm is None else perm
             data = edge_index.as_tensor()

@@ -282,6 +282,9 @@ class APNetConv(APNetLayerMixin, MessagePassing):
         if kernel not in KERNELS:
             raise ValueError(f"'kernel' must be one of {', '.join(KERNELS)} "
                              f"(got {kernel!r})")
+        if kernel == 'triton' and not fused:
+            raise ValueError("kernel='triton' is a fused kernel, which "
+                             "fused=False does not run: drop one of the two")
         self.kernel = kernel
         self._cached_structure = None
         self.reset_parameters()

@@ -1414,8 +1414,26 @@ def test_kernel_argument_is_checked(make_random_graph):
     with pytest.raises(ValueError, match=r"'kernel' must be one of auto, "
                        r"sparse, triton \(got 'cuda'\)"):
         APNetConv(6, kernel='cuda')
+    with pytest.raises(ValueError, match=r"kernel='triton' is a fused "
+                       r"kernel, which fused=False does not run"):
+        APNetConv(6, kernel='triton', fused=False)
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
     with pytest.raises(ValueError, match=r"kernel='triton'.*does not return "
                        r"the attention.*kernel='sparse'"):
         conv64(6, kernel='triton')(x, edge_index,
                                    return_attention_weights=True)
+
+
+def test_apnet_conv_on_a_re_sorted_edge_index():
+    # PyG 2.8's sort_by of a sorted EdgeIndex hands the result the other
+    # dimension's cached pointers; on a directed square graph the layer
+    # would read the wrong rows.
+    edge_index = torch.tensor([[0, 1, 2, 2, 4, 5, 5], [1, 2, 1, 0, 3, 0, 4]])
+    x = torch.randn(6, 4, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(0))
+    conv = conv64(4, 8, num_steps=2)
+    expected = conv(x, edge_index)
+    by_row = EdgeIndex(edge_index, sparse_size=(6, 6)).sort_by('row')[0]
+    assert torch.allclose(conv(x, by_row), expected)  # Fills its caches.
+    by_col = by_row.sort_by('col')[0]
+    assert torch.allclose(conv(x, by_col), expected)
