@@ -21,6 +21,16 @@ computed once:
   with the identity projection and temperature :math:`\gamma`: the mean
   weighted by :math:`\exp(\gamma \cos(\mathbf{x}_i, \mathbf{x}_j))`.
 
+A node is scored from its features after :math:`K` steps
+(:obj:`scoring="single"`), or, as DGPN's locality, after each of
+:math:`0, \ldots, K` steps (:obj:`scoring="hops"`): the model is trained
+on every hop's features of the seen classes' nodes and a node's logits at
+the hops are averaged. Each class's logits may be centred over every node
+of the graph first (:obj:`calibration="center"`, per hop,
+:func:`combine_hop_scores`): transductive but label-free, as DGPN's
+setting; it removes the per-class offsets that made the model answer one
+class for every node.
+
 The protocol (:func:`run_nodes`): accuracy on the unseen classes' nodes
 among the unseen classes (DGPN's :obj:`get_acc`), beside it balanced
 accuracy (mean per-class recall) and the constant-predictor floor (the
@@ -53,6 +63,20 @@ from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 
 #: How node features enter (see the module docstring).
 PROPAGATIONS = ('none', 'mean', 'attention')
+#: How a node is scored: :obj:`"single"` from its features after
+#: :obj:`hops` propagation steps, :obj:`"hops"` from its features after
+#: each of 0..:obj:`hops` steps (locality, as DGPN), the per-hop logits
+#: averaged; the model is trained on every hop's features of the seen
+#: classes' nodes.
+SCORINGS = ('single', 'hops')
+#: How each class's scores are calibrated before the argmax:
+#: :obj:`"none"`, or :obj:`"center"`: minus that class's mean score over
+#: every node of the graph (per hop). Transductive but label-free, as
+#: DGPN's setting: it removes the per-class offsets that make a model
+#: answer one class for every node.
+#: :obj:`"standardize"`: centred, then divided by that class's standard
+#: deviation over every node (per hop).
+CALIBRATIONS = ('none', 'center', 'standardize')
 #: How features are scaled first: :obj:`"row"` divides each node's
 #: features by their sum (DGPN), :obj:`"raw"` keeps them.
 FEATURE_SCALINGS = ('row', 'raw')
@@ -118,6 +142,9 @@ class NodeSetting:
         hops (int): Propagation steps :math:`K`. (default: :obj:`2`)
         temperature (float): :math:`\gamma` of :obj:`"attention"`.
             (default: :obj:`10.0`)
+        scoring (str): :data:`SCORINGS`. (default: :obj:`"hops"`)
+        calibration (str): :data:`CALIBRATIONS`.
+            (default: :obj:`"center"`)
         features (str): :data:`FEATURE_SCALINGS`. (default: :obj:`"row"`)
         descriptions (str): :data:`DESCRIPTION_PREPARATIONS`.
             (default: :obj:`"center"`)
@@ -126,12 +153,16 @@ class NodeSetting:
     propagation: str = 'mean'
     hops: int = 2
     temperature: float = 10.0
+    scoring: str = 'hops'
+    calibration: str = 'center'
     features: str = 'row'
     descriptions: str = 'center'
     config: TrainConfig = field(default_factory=default_config)
 
     def __post_init__(self):
         for name, choices in (('propagation', PROPAGATIONS),
+                              ('scoring', SCORINGS),
+                              ('calibration', CALIBRATIONS),
                               ('features', FEATURE_SCALINGS),
                               ('descriptions', DESCRIPTION_PREPARATIONS)):
             if getattr(self, name) not in choices:
@@ -141,6 +172,9 @@ class NodeSetting:
         if not isinstance(self.hops, int) or self.hops < 1:
             raise ValueError(f"'hops' must be a positive integer (got "
                              f"{self.hops!r})")
+        if self.scoring == 'hops' and self.propagation == 'none':
+            raise ValueError("'scoring'='hops' needs a propagation (got "
+                             "propagation='none'): use scoring='single'")
         if not self.temperature >= 0:
             raise ValueError(f"'temperature' must be >= 0 (got "
                              f"{self.temperature!r})")
@@ -165,6 +199,9 @@ class NodeSetting:
             nodes = f'propagation={self.propagation}, hops={self.hops}'
             if self.propagation == 'attention':
                 nodes += f', temperature={self.temperature:g}'
+        if self.scoring == 'hops':
+            nodes += ' (scored at hops 0..K)'
+        nodes += f', calibration={self.calibration}'
         graph = c.graph
         if graph == 'learned':
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
@@ -175,7 +212,8 @@ class NodeSetting:
 
     def key(self) -> Tuple:
         return (self.propagation, self.hops, self.temperature,
-                self.features, self.descriptions,
+                self.scoring, self.calibration, self.features,
+                self.descriptions,
                 tuple(sorted(self.config.replace(seed=0).to_dict().items(),
                              key=lambda item: item[0])))
 
@@ -183,26 +221,36 @@ class NodeSetting:
 def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
     r"""The settings tried on Split II's validation classes, fixed in
     advance: :obj:`base` (default: :class:`NodeSetting()`), then each
-    choice changed one at a time: the node propagation, the description
-    preparation, the class graph (learned, at the paper's cos 40 degrees
-    and at cos 20 degrees), the score, the learning rate and mini-batch
-    training."""
+    choice changed one at a time: the calibration, the scoring (one
+    propagated vector instead of every hop), the node propagation (none,
+    attention, more hops), the description preparation, the class graph
+    (learned, at the paper's cos 40 degrees), the score and the learning
+    rate."""
     base = base or NodeSetting()
     grid = [base]
-    for changes in ({'propagation': 'none'},
+    for changes in ({'calibration': 'none'},
+                    {'scoring': 'single'},
+                    {'propagation': 'none', 'scoring': 'single'},
                     {'propagation': 'attention'},
+                    {'hops': 2 * base.hops},
                     {'descriptions': 'l2'},
-                    {'descriptions': 'whiten'},
                     {'graph': 'learned'},
-                    {'graph': 'learned',
-                     'threshold': math.cos(math.radians(20))},
                     {'score': 'linear', 'logit_scale': 1.0},
-                    {'lr': 1e-3},
-                    {'training': 'minibatch'}):
+                    {'lr': 10 * base.config.lr}):
         setting = base.replace(**changes)
         if setting.key() not in {s.key() for s in grid}:
             grid.append(setting)
     return grid
+
+
+#: The rows of APNet besides the chosen one, each the best setting of the
+#: selection (by validation balanced accuracy) that differs from the
+#: chosen one in a choice: (label, the choice as a function of a setting).
+OTHER_ROWS = (
+    ('APNet (best with the other class graph)',
+     lambda s: s.config.graph == 'none'),
+    ('APNet (best with the other calibration)', lambda s: s.calibration),
+)
 
 
 def scale_features(x: Tensor, scaling: str) -> Tensor:
@@ -238,6 +286,64 @@ def propagate_features(x: Tensor, edge_index: Tensor, propagation: str,
     return conv(x, edge_index)
 
 
+@torch.no_grad()
+def hop_features(x: Tensor, edge_index: Tensor, propagation: str,
+                 hops: int = 2, temperature: float = 10.0) -> Tensor:
+    r"""The node features after each of :math:`0, \ldots, K`
+    (:obj:`hops`) steps of the propagation :obj:`propagation` (as
+    :func:`propagate_features`), stacked: shape
+    :obj:`[K + 1, num_nodes, num_features]`, index :math:`k` the features
+    after :math:`k` steps."""
+    if propagation not in PROPAGATIONS or propagation == 'none':
+        raise ValueError(f"'propagation' must be one of "
+                         f"{', '.join(PROPAGATIONS[1:])} to score at several "
+                         f"hops (got {propagation!r})")
+    out = [x]
+    for _ in range(hops):
+        out.append(propagate_features(out[-1], edge_index, propagation, 1,
+                                      temperature))
+    return torch.stack(out)
+
+
+def combine_hop_scores(scores: Tensor, offsets: Optional[Tensor] = None,
+                       scales: Optional[Tensor] = None) -> Tensor:
+    r"""The score of nodes against classes from their per-hop scores
+    :math:`s^{(k)}_{ic}`, :math:`k = 0, \ldots, K`:
+
+    .. math::
+        s_{ic} = \frac{1}{K + 1} \sum_{k=0}^{K} \frac{s^{(k)}_{ic} -
+        b^{(k)}_c}{a^{(k)}_c}
+
+    with :math:`b^{(k)}_c` the :obj:`offsets` (with calibration
+    :obj:`"center"` or :obj:`"standardize"`, class :math:`c`'s mean score
+    over every node of the graph at hop :math:`k`; zero without) and
+    :math:`a^{(k)}_c` the :obj:`scales` (with :obj:`"standardize"`, the
+    standard deviation of those scores; one without).
+
+    Args:
+        scores (Tensor): Shape :obj:`[K + 1, num_nodes, num_classes]`.
+        offsets (Tensor, optional): Shape :obj:`[K + 1, num_classes]`.
+        scales (Tensor, optional): Shape :obj:`[K + 1, num_classes]`,
+            positive.
+    """
+    if scores.dim() != 3:
+        raise ValueError(f"'scores' must be [hops, nodes, classes] (got "
+                         f"shape {tuple(scores.shape)})")
+    shape = (scores.size(0), scores.size(2))
+    for name, value in (('offsets', offsets), ('scales', scales)):
+        if value is not None and value.shape != shape:
+            raise ValueError(f"'{name}' must be [hops, classes] = {shape} "
+                             f"(got {tuple(value.shape)})")
+    if offsets is not None:
+        scores = scores - offsets.unsqueeze(1)
+    if scales is not None:
+        if not bool((scales > 0).all()):
+            raise ValueError("'scales' must be positive (a class scored "
+                             "alike for every node has no scale)")
+        scores = scores / scales.unsqueeze(1)
+    return scores.mean(dim=0)
+
+
 def prepare_descriptions(descriptions: Tensor, preparation: str) -> Tensor:
     r"""The class descriptions :math:`(C, D)` prepared by
     :obj:`preparation` (:data:`DESCRIPTION_PREPARATIONS`); whitening maps
@@ -263,7 +369,12 @@ class NodeTask:
     training loop as a :class:`~apnet_pyg.data.xlsa17.ZSLDataset` (nodes as
     images: :obj:`trainval_loc` the seen classes' nodes,
     :obj:`test_unseen_loc` the unseen classes', :obj:`val_classes` the
-    split's validation classes)."""
+    split's validation classes). With :obj:`scoring="hops"` the dataset
+    holds :math:`K + 1` copies of the nodes, copy :math:`k` with the
+    features after :math:`k` steps (image :math:`kN + i` is node
+    :math:`i` at hop :math:`k`), and training draws from every copy of
+    the seen classes' nodes; :obj:`seen_nodes`, :obj:`val_nodes` and
+    :obj:`unseen_nodes` are node ids (hop 0)."""
     def __init__(self, nodes: ZeroShotNodes, split: ClassSplit,
                  csd: str, setting: NodeSetting,
                  features: Optional[Tensor] = None):
@@ -273,6 +384,12 @@ class NodeTask:
         if features is None:
             features = node_features(nodes, setting)
         self.features = features
+        num_nodes = y.numel()
+        self.num_hops = features.size(0) // num_nodes
+        if features.size(0) != self.num_hops * num_nodes:
+            raise ValueError(f"'features' must have a row per node and hop "
+                             f"(got {features.size(0)} rows for "
+                             f"{num_nodes} nodes)")
         self.descriptions = prepare_descriptions(nodes.description(csd),
                                                  setting.descriptions)
         self.seen_nodes = _nodes_of(y, split.seen)
@@ -286,16 +403,32 @@ class NodeTask:
         empty = torch.zeros(0, dtype=torch.long)
         self.dataset = ZSLDataset(
             name=nodes.name, class_names=list(nodes.class_names),
-            attributes=self.descriptions, features=features, labels=y,
-            trainval_loc=self.seen_nodes, test_seen_loc=empty,
+            attributes=self.descriptions, features=features,
+            labels=y.repeat(self.num_hops),
+            trainval_loc=self.hop_index(self.seen_nodes), test_seen_loc=empty,
             test_unseen_loc=self.unseen_nodes, train_loc=None,
             val_loc=None, seen_classes=split.seen,
             unseen_classes=split.unseen, train_classes=split.seen,
             val_classes=split.val if split.val.numel() else None)
 
 
+    def hop_index(self, index: Tensor) -> Tensor:
+        r"""The dataset's images of nodes :obj:`index` at every hop, hop
+        by hop."""
+        num_nodes = self.nodes.data.y.numel()
+        return torch.cat([index + k * num_nodes
+                          for k in range(self.num_hops)])
+
+
 def node_features(nodes: ZeroShotNodes, setting: NodeSetting) -> Tensor:
-    r"""The node features of :obj:`setting`: scaled, then propagated."""
+    r"""The node features of :obj:`setting`: scaled, then propagated
+    (with :obj:`scoring="hops"`, the features at every hop, hop by hop:
+    :obj:`[(K + 1) N, F]`)."""
+    if setting.scoring == 'hops':
+        return hop_features(
+            scale_features(nodes.data.x, setting.features),
+            nodes.data.edge_index, setting.propagation, setting.hops,
+            setting.temperature).flatten(0, 1)
     return propagate_features(
         scale_features(nodes.data.x, setting.features),
         nodes.data.edge_index, setting.propagation, setting.hops,
@@ -323,6 +456,34 @@ def node_metrics(prediction: Tensor, target: Tensor,
 
 def _predictions(score_fn, index: Tensor, classes: Tensor) -> Tensor:
     return classes[score_fn(index, classes).argmax(dim=1)]
+
+
+class NodeScores:
+    r"""The scores of :obj:`task`'s nodes against classes by
+    :obj:`model` (a :obj:`score_fn` of node ids): the APNet logits at
+    every hop of the task, calibrated by the setting's
+    :obj:`calibration` and averaged (:func:`combine_hop_scores`)."""
+    def __init__(self, model, task: NodeTask):
+        self.task = task
+        self.apnet = apnet_score_fn(model, task.dataset)
+        self.num_nodes = task.nodes.data.y.numel()
+
+    def _per_hop(self, index: Tensor, classes: Tensor) -> Tensor:
+        scores = self.apnet(self.task.hop_index(index), classes)
+        return scores.view(self.task.num_hops, index.numel(), -1)
+
+    def __call__(self, index: Tensor, classes: Tensor) -> Tensor:
+        offsets = scales = None
+        calibration = self.task.setting.calibration
+        if calibration != 'none':
+            every = self._per_hop(torch.arange(self.num_nodes), classes)
+            offsets = every.mean(dim=1)
+            if calibration == 'standardize':
+                # A class scored alike everywhere keeps its centred
+                # scores (all zero).
+                scales = every.std(dim=1).clamp_min(1e-12)
+        return combine_hop_scores(self._per_hop(index, classes), offsets,
+                                  scales)
 
 
 def train_node_model(task: NodeTask, seed: int, epochs: int,
@@ -359,7 +520,7 @@ def validation_curve(task: NodeTask, seed: int,
     target = task.nodes.data.y[task.val_nodes]
 
     def validate(epoch: int, model) -> Dict[str, float]:
-        score_fn = apnet_score_fn(model, task.dataset)
+        score_fn = NodeScores(model, task)
         prediction = _predictions(score_fn, task.val_nodes, task.split.val)
         return {'val_balanced': 100.0 * per_class_accuracy(
             prediction, target, task.split.val)}
@@ -373,7 +534,7 @@ def evaluate_unseen(model, task: NodeTask) -> Dict[str, Any]:
     r"""The metrics (:func:`node_metrics`) of :obj:`model` on the unseen
     classes' nodes among the unseen classes (the class graph over the
     unseen classes)."""
-    score_fn = apnet_score_fn(model, task.dataset)
+    score_fn = NodeScores(model, task)
     prediction = _predictions(score_fn, task.unseen_nodes, task.split.unseen)
     return node_metrics(prediction, task.nodes.data.y[task.unseen_nodes],
                         task.split.unseen)
@@ -390,7 +551,7 @@ def select_setting(nodes: ZeroShotNodes, csd: str,
     rows, cache = [], {}
     for setting in grid:
         key = (setting.features, setting.propagation, setting.hops,
-               setting.temperature)
+               setting.temperature, setting.scoring)
         if key not in cache:
             cache[key] = node_features(nodes, setting)
         task = NodeTask(nodes, split, csd, setting, cache[key])
@@ -441,6 +602,8 @@ def summarise(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def _closed_form_parts(nodes: ZeroShotNodes, split: ClassSplit, csd: str,
                        setting: NodeSetting):
+    # One feature vector a node: the features after all K steps.
+    setting = setting.replace(scoring='single')
     task = NodeTask(nodes, split, csd, setting)
     return (task.features.double(), nodes.data.y,
             task.descriptions.double(), task)
@@ -515,7 +678,8 @@ def sae_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
 
 #: DGPN's inputs, on which ESZSL and SAE reproduce its table: row-scaled
 #: features, no propagation, unit-norm descriptions.
-DGPN_INPUTS = NodeSetting(propagation='none', features='row',
+DGPN_INPUTS = NodeSetting(propagation='none', scoring='single',
+                          calibration='none', features='row',
                           descriptions='l2')
 
 
@@ -573,22 +737,23 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
             selection = select_setting(nodes, csd, grid, selection_seeds,
                                        log)
             chosen = selection['chosen']
-            candidates = [chosen]
-            other = [row for row in selection['rows']
-                     if (row['setting'].config.graph == 'none') !=
-                     (chosen['setting'].config.graph == 'none')]
-            if other:
-                candidates.append(max(other, key=lambda r:
-                                      r['val_balanced']))
+            candidates = [('APNet (chosen)', chosen)]
+            for label, choice in OTHER_ROWS:
+                other = [row for row in selection['rows']
+                         if choice(row['setting']) !=
+                         choice(chosen['setting'])]
+                if other:
+                    # The first best in grid order, as the selection.
+                    candidates.append((label, max(
+                        other, key=lambda r: r['val_balanced'])))
         else:
             selection = None
             setting = base
-            candidates = [{'setting': setting, 'val_balanced': None,
-                           'epochs': setting.config.epochs}]
-        for rank, candidate in enumerate(candidates):
+            candidates = [('APNet (fixed in advance)',
+                           {'setting': setting, 'val_balanced': None,
+                            'epochs': setting.config.epochs})]
+        for label, candidate in candidates:
             setting = candidate['setting']
-            label = ('APNet (chosen)' if rank == 0 else
-                     'APNet (best with the other class graph)')
             start = time.perf_counter()
             per_split = {split.name: run_apnet(nodes, split, csd, setting,
                                                candidate['epochs'], seeds)
@@ -610,7 +775,7 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
             rows.append({'method': 'SAE (DGPN\'s inputs)',
                          'setting': f"lambda={sae['lam']:g}, "
                          f"space={sae['space']}", **sae})
-            setting = candidates[0]['setting']
+            setting = candidates[0][1]['setting']
             eszsl = eszsl_nodes(nodes, csd, setting, splits)
             rows.append({'method': 'ESZSL (APNet\'s inputs)',
                          'setting': f"gamma={eszsl['gamma']:g}, "

@@ -5,8 +5,10 @@ import torch
 
 from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.zsl.cli import main
-from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeSetting, NodeTask,
-                                 eszsl_nodes, format_nodes, node_metrics,
+from apnet_pyg.zsl.evaluate import apnet_score_fn
+from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeScores, NodeSetting,
+                                 NodeTask, combine_hop_scores, eszsl_nodes,
+                                 format_nodes, hop_features, node_metrics,
                                  prepare_descriptions, propagate_features,
                                  run_nodes, scale_features, select_setting,
                                  selection_grid, train_node_model)
@@ -43,6 +45,17 @@ def test_scale_features():
         scale_features(x, 'l1')
 
 
+def _reference_step(ref, adj, propagation, temperature):
+    # One propagation step in float64: the (attention-)weighted mean over
+    # the node and its neighbours.
+    if propagation == 'mean':
+        weight = adj
+    else:
+        unit = torch.nn.functional.normalize(ref, dim=1)
+        weight = adj * torch.exp(temperature * unit @ unit.t())
+    return (weight / weight.sum(1, keepdim=True)) @ ref
+
+
 @pytest.mark.parametrize('propagation', ['none', 'mean', 'attention'])
 def test_propagation_matches_float64_reference(tiny, propagation):
     _, nodes = tiny
@@ -53,13 +66,61 @@ def test_propagation_matches_float64_reference(tiny, propagation):
     ref = x.double()
     if propagation != 'none':
         for _ in range(2):
-            if propagation == 'mean':
-                weight = adj
-            else:
-                unit = torch.nn.functional.normalize(ref, dim=1)
-                weight = adj * torch.exp(5.0 * unit @ unit.t())
-            ref = (weight / weight.sum(1, keepdim=True)) @ ref
+            ref = _reference_step(ref, adj, propagation, 5.0)
     assert torch.allclose(out.double(), ref, atol=1e-6)
+
+
+@pytest.mark.parametrize('propagation', ['mean', 'attention'])
+def test_hop_features_match_float64_reference(tiny, propagation):
+    _, nodes = tiny
+    x = scale_features(nodes.data.x, 'row')
+    out = hop_features(x, nodes.data.edge_index, propagation, hops=3,
+                       temperature=5.0)
+    assert out.shape == (4,) + tuple(x.shape)
+    assert torch.equal(out[0], x)
+    adj = _dense_graph(nodes.data.edge_index, x.size(0))
+    ref = x.double()
+    for k in range(1, 4):
+        ref = _reference_step(ref, adj, propagation, 5.0)
+        assert torch.allclose(out[k].double(), ref, atol=1e-6), k
+    with pytest.raises(ValueError, match="'propagation' must be one of "
+                       "mean, attention to score at several hops"):
+        hop_features(x, nodes.data.edge_index, 'none')
+
+
+def test_combine_hop_scores_matches_float64_reference():
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 5, 4, generator=gen, dtype=torch.double,
+                         requires_grad=True)
+    offsets = torch.randn(3, 4, generator=gen, dtype=torch.double,
+                          requires_grad=True)
+    out = combine_hop_scores(scores, offsets)
+    ref = torch.zeros(5, 4, dtype=torch.double)
+    for k in range(3):
+        for i in range(5):
+            for c in range(4):
+                ref[i, c] += (scores[k, i, c] - offsets[k, c]).item() / 3
+    assert torch.allclose(out, ref, atol=1e-12)
+    assert torch.allclose(combine_hop_scores(scores), scores.mean(0))
+    # Gradient: d out[i, c] / d scores[k, i, c] = 1 / 3, and -1 / 3 summed
+    # over the nodes for the offsets.
+    out.sum().backward()
+    assert torch.allclose(scores.grad, torch.full_like(scores, 1 / 3))
+    assert torch.allclose(offsets.grad, torch.full_like(offsets, -5 / 3))
+    assert torch.autograd.gradcheck(combine_hop_scores, (scores, offsets))
+    scales = torch.rand(3, 4, generator=gen, dtype=torch.double) + 0.5
+    ref = sum((scores[k] - offsets[k]) / scales[k] for k in range(3)) / 3
+    assert torch.allclose(combine_hop_scores(scores, offsets, scales), ref,
+                          atol=1e-12)
+    scales.requires_grad_()
+    assert torch.autograd.gradcheck(combine_hop_scores,
+                                    (scores, offsets, scales))
+    with pytest.raises(ValueError, match="'scales' must be positive"):
+        combine_hop_scores(scores, offsets, -scales)
+    with pytest.raises(ValueError, match="'scores' must be"):
+        combine_hop_scores(scores[0])
+    with pytest.raises(ValueError, match="'offsets' must be"):
+        combine_hop_scores(scores, offsets[:2])
 
 
 def test_prepare_descriptions():
@@ -100,6 +161,13 @@ def test_bad_setting():
         NodeSetting(hops=0)
     with pytest.raises(ValueError, match="'lr' must be positive"):
         NodeSetting().replace(lr=0.0)
+    with pytest.raises(ValueError, match="'scoring'='hops' needs a "
+                       "propagation"):
+        NodeSetting(propagation='none')
+    with pytest.raises(ValueError, match="'calibration' must be one of"):
+        NodeSetting(calibration='zscore')
+    with pytest.raises(ValueError, match="'scoring' must be one of"):
+        NodeSetting(scoring='all')
 
 
 def test_selection_grid_changes_one_choice_at_a_time():
@@ -107,6 +175,55 @@ def test_selection_grid_changes_one_choice_at_a_time():
     assert len({s.key() for s in grid}) == len(grid) >= 8
     assert any(s.config.graph == 'learned' for s in grid)
     assert {s.propagation for s in grid} == {'none', 'mean', 'attention'}
+    assert {s.calibration for s in grid} >= {'none', 'center'}
+    assert {s.scoring for s in grid} == {'single', 'hops'}
+
+
+def test_hop_task_and_calibrated_scores(tiny):
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', TINY)
+    n = nodes.data.y.numel()
+    hops = hop_features(scale_features(nodes.data.x, 'row'),
+                        nodes.data.edge_index, 'mean', TINY.hops)
+    # Image k N + i is node i after k steps, with node i's label; training
+    # draws every hop of the seen classes' nodes.
+    assert task.num_hops == TINY.hops + 1
+    assert torch.equal(task.dataset.features, hops.flatten(0, 1))
+    assert torch.equal(task.dataset.labels,
+                       nodes.data.y.repeat(TINY.hops + 1))
+    assert task.dataset.trainval_loc.numel() == \
+        (TINY.hops + 1) * task.seen_nodes.numel()
+    assert torch.equal(task.dataset.trainval_loc % n,
+                       task.seen_nodes.repeat(TINY.hops + 1))
+    model, _ = train_node_model(task, seed=0, epochs=1)
+    every = torch.arange(n)
+    classes = split.unseen
+    calibrated = NodeScores(model, task)(every, classes).double()
+    # Centred: every class's calibrated score has mean 0 over the nodes.
+    zero = torch.zeros(3, dtype=torch.double)
+    assert torch.allclose(calibrated.mean(0), zero, atol=1e-5)
+    # Against the model's plain logits at each hop, in float64.
+    apnet = apnet_score_fn(model, task.dataset)
+    ref = torch.zeros(n, 3, dtype=torch.double)
+    for k in range(TINY.hops + 1):
+        logits = apnet(every + k * n, classes).double()
+        ref += (logits - logits.mean(0)) / (TINY.hops + 1)
+    assert torch.allclose(calibrated, ref, atol=1e-4)
+    plain = NodeTask(nodes, split, 'text',
+                     TINY.replace(calibration='none'))
+    uncalibrated = NodeScores(model, plain)(every[:5], classes).double()
+    mean_logits = sum(apnet(every[:5] + k * n, classes).double()
+                      for k in range(TINY.hops + 1)) / (TINY.hops + 1)
+    assert torch.allclose(uncalibrated, mean_logits, atol=1e-5)
+    standard = NodeTask(nodes, split, 'text',
+                        TINY.replace(calibration='standardize'))
+    standardized = NodeScores(model, standard)(every, classes).double()
+    ref = torch.zeros(n, 3, dtype=torch.double)
+    for k in range(TINY.hops + 1):
+        logits = apnet(every + k * n, classes).double()
+        ref += (logits - logits.mean(0)) / logits.std(0) / (TINY.hops + 1)
+    assert torch.allclose(standardized, ref, atol=1e-3)
 
 
 def test_task_and_deterministic_training(tiny):
@@ -156,11 +273,13 @@ def test_run_nodes_table(tiny):
     splits = [nodes.split('I'), nodes.split('II')]
     results = run_nodes(nodes, splits, ['text'], seeds=[0, 1],
                         selection_seeds=[0], base=TINY,
-                        grid=[TINY, TINY.replace(graph='learned')],
+                        grid=[TINY, TINY.replace(graph='learned'),
+                              TINY.replace(calibration='none')],
                         log=lambda line: None)
     rows = results['csds']['text']['rows']
     assert [row['method'] for row in rows] == [
         'APNet (chosen)', 'APNet (best with the other class graph)',
+        'APNet (best with the other calibration)',
         "ESZSL (DGPN's inputs)", "SAE (DGPN's inputs)",
         "ESZSL (APNet's inputs)"]
     assert rows[0]['splits']['I']['seeds'] == 2
