@@ -128,7 +128,7 @@ def _transpose_values(values: Tensor, perm_t: Tensor,
     return values.index_select(0, perm_t)
 
 
-def _kernel(name: str, schema: str, fake: Callable) -> Callable:
+def custom_kernel(name: str, schema: str, fake: Callable) -> Callable:
     r"""Registers the decorated function as the custom operator
     :obj:`apnet_pyg::name` (with the :obj:`fake` implementation) and
     returns a function that calls the operator under :func:`torch.compile`
@@ -322,7 +322,7 @@ def _unaliased(function: Callable) -> Callable:
     return wrapper
 
 
-# The same as an operator (see _kernel): under torch.compile the sort is
+# The same as an operator (see custom_kernel): under torch.compile the sort is
 # one opaque node.
 _edge_index_arrays_op = torch.library.custom_op(
     'apnet_pyg::edge_index_arrays', _unaliased(_edge_index_arrays),
@@ -500,9 +500,9 @@ def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
     return values
 
 
-@_kernel('spmm', '(Tensor rowptr, Tensor col, Tensor values, Tensor x) -> '
-         'Tensor', lambda rowptr, col, values, x: x.new_empty(
-             rowptr.size(0) - 1, x.size(1)))
+@custom_kernel('spmm', '(Tensor rowptr, Tensor col, Tensor values, '
+               'Tensor x) -> Tensor', lambda rowptr, col, values, x:
+               x.new_empty(rowptr.size(0) - 1, x.size(1)))
 def _spmm_kernel(rowptr: Tensor, col: Tensor, values: Tensor,
                  x: Tensor) -> Tensor:
     dtype = compute_dtype(x.dtype)
@@ -510,8 +510,8 @@ def _spmm_kernel(rowptr: Tensor, col: Tensor, values: Tensor,
                        x.to(dtype)).to(x.dtype)
 
 
-@_kernel('sddmm', '(Tensor rowptr, Tensor col, Tensor a, Tensor b) -> Tensor',
-         lambda rowptr, col, a, b: a.new_empty(col.size(0)))
+@custom_kernel('sddmm', '(Tensor rowptr, Tensor col, Tensor a, Tensor b) '
+               '-> Tensor', lambda rowptr, col, a, b: a.new_empty(col.size(0)))
 def _sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
                   b: Tensor) -> Tensor:
     dtype = compute_dtype(a.dtype)
@@ -544,9 +544,9 @@ def _edge_cosine_fake(rowptr, col, a, b):
             a.new_empty(a.size(0), dtype=dtype), h_b, inv_b)
 
 
-@_kernel('edge_cosine',
-         '(Tensor rowptr, Tensor col, Tensor a, Tensor? b) -> '
-         '(Tensor, Tensor, Tensor, Tensor, Tensor)', _edge_cosine_fake)
+@custom_kernel('edge_cosine',
+               '(Tensor rowptr, Tensor col, Tensor a, Tensor? b) -> '
+               '(Tensor, Tensor, Tensor, Tensor, Tensor)', _edge_cosine_fake)
 def _edge_cosine_kernel(rowptr: Tensor, col: Tensor, a: Tensor,
                         b: Optional[Tensor]) -> Tuple[Tensor, ...]:
     # The cosines and, for the backward pass, the normalised rows and
@@ -574,10 +574,11 @@ _PATTERN_SCHEMA = ('Tensor rowptr, Tensor row, Tensor col, Tensor rowptr_t, '
                    'Tensor col_t, Tensor perm_t, bool transposed')
 
 
-@_kernel('edge_cosine_backward',
-         f'({_PATTERN_SCHEMA}, Tensor grad_cos, Tensor cos, Tensor h_a, '
-         f'Tensor inv_a, Tensor? h_b, Tensor? inv_b, bool needs_grad_b) -> '
-         f'(Tensor, Tensor)', _edge_cosine_backward_fake)
+@custom_kernel('edge_cosine_backward',
+               f'({_PATTERN_SCHEMA}, Tensor grad_cos, Tensor cos, '
+               f'Tensor h_a, Tensor inv_a, Tensor? h_b, Tensor? inv_b, '
+               f'bool needs_grad_b) -> (Tensor, Tensor)',
+               _edge_cosine_backward_fake)
 def _edge_cosine_backward_kernel(
         rowptr: Tensor, row: Tensor, col: Tensor, rowptr_t: Tensor,
         col_t: Tensor, perm_t: Tensor, transposed: bool, grad_cos: Tensor,
@@ -631,10 +632,10 @@ def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
             logits.new_empty(logits.shape, dtype=dtype), alpha_loop)
 
 
-@_kernel('softmax_spmm',
-         '(Tensor rowptr, Tensor row, Tensor col, Tensor logits, Tensor x, '
-         'Tensor? loop_logits) -> (Tensor, Tensor, Tensor)',
-         _softmax_spmm_fake)
+@custom_kernel('softmax_spmm',
+               '(Tensor rowptr, Tensor row, Tensor col, Tensor logits, '
+               'Tensor x, Tensor? loop_logits) -> (Tensor, Tensor, Tensor)',
+               _softmax_spmm_fake)
 def _softmax_spmm_kernel(rowptr: Tensor, row: Tensor, col: Tensor,
                          logits: Tensor, x: Tensor,
                          loop_logits: Optional[Tensor]) -> Tuple[Tensor, ...]:
@@ -675,11 +676,11 @@ def _softmax_spmm_backward_fake(rowptr, row, col, rowptr_t, col_t, perm_t,
     return torch.empty_like(alpha), grad_x, grad_loop
 
 
-@_kernel('softmax_spmm_backward',
-         f'({_PATTERN_SCHEMA}, Tensor x, Tensor out, Tensor alpha, '
-         f'Tensor? alpha_loop, Tensor grad_out, Tensor? grad_alpha, '
-         f'Tensor? grad_alpha_loop, bool needs_grad_x) -> '
-         f'(Tensor, Tensor, Tensor)', _softmax_spmm_backward_fake)
+@custom_kernel('softmax_spmm_backward',
+               f'({_PATTERN_SCHEMA}, Tensor x, Tensor out, Tensor alpha, '
+               f'Tensor? alpha_loop, Tensor grad_out, Tensor? grad_alpha, '
+               f'Tensor? grad_alpha_loop, bool needs_grad_x) -> '
+               f'(Tensor, Tensor, Tensor)', _softmax_spmm_backward_fake)
 def _softmax_spmm_backward_kernel(
         rowptr: Tensor, row: Tensor, col: Tensor, rowptr_t: Tensor,
         col_t: Tensor, perm_t: Tensor, transposed: bool, x: Tensor,

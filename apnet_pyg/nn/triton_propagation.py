@@ -74,6 +74,7 @@ from apnet_pyg.nn.functional import (
     Adjacency,
     CSRArrays,
     _as_arrays,
+    custom_kernel,
     edge_cosine,
     softmax_spmm,
 )
@@ -621,39 +622,21 @@ def _on_device_of_first(function: Callable) -> Callable:
     return on_device
 
 
-def _register(name: str, schema: str, function: Callable,
-              fake: Callable) -> Callable:
-    r"""Registers :obj:`function` as the custom operator
-    :obj:`apnet_pyg::name` (opaque to :func:`torch.compile`) and returns a
-    function that calls the operator while compiling or on meta tensors,
-    and :obj:`function` directly otherwise (no dispatch cost)."""
-    op = torch.library.custom_op(f'apnet_pyg::{name}', function,
-                                 mutates_args=(), schema=schema)
-    op.register_fake(fake)
-
-    def call(*args):
-        if is_compiling() or args[0].device.type == 'meta':
-            return op(*args)
-        return function(*args)
-
-    call.__name__ = call.__qualname__ = function.__name__
-    return call
-
-
-_forward_op = _register(
+# Under torch.compile (and for meta tensors) one opaque operator each way.
+_forward_op = custom_kernel(
     'triton_propagate',
     '(Tensor x, Tensor h_dst, Tensor? h_src, Tensor gamma, '
     'Tensor? log_weight, Tensor? loop_kept, Tensor rowptr, Tensor col) -> '
-    '(Tensor, Tensor)', _on_device_of_first(_forward_impl), _forward_fake)
+    '(Tensor, Tensor)', _forward_fake)(_on_device_of_first(_forward_impl))
 
-_backward_op = _register(
+_backward_op = custom_kernel(
     'triton_propagate_backward',
     '(Tensor grad_out, Tensor lse, Tensor x, Tensor h_dst, '
     'Tensor? h_src, Tensor gamma, Tensor? log_weight, Tensor? loop_kept, '
     'Tensor rowptr, Tensor col, Tensor rowptr_t, Tensor col_t, '
     'Tensor perm_t, bool[] needs_grad) -> '
     '(Tensor, Tensor, Tensor, Tensor, Tensor)',
-    _on_device_of_first(_backward_impl), _backward_fake)
+    _backward_fake)(_on_device_of_first(_backward_impl))
 
 
 # ---------------------------------------------------------------------------
