@@ -159,15 +159,13 @@ def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
         target (Tensor): True classes of the validation images.
         classes (Tensor): The validation classes.
     """
-    from apnet_pyg.zsl.metrics import per_class_accuracy
-    best, best_accuracy = None, -1.0
+    from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
+    keys, accuracies = [], []
     for key, prediction in predictions:
-        accuracy = per_class_accuracy(prediction, target, classes)
-        if accuracy > best_accuracy:
-            best, best_accuracy = key, accuracy
-    if best is None:
-        raise ValueError("No candidate to choose from (empty grid)")
-    return best, 100.0 * best_accuracy
+        keys.append(key)
+        accuracies.append(per_class_accuracy(prediction, target, classes))
+    best = first_best_index(accuracies)
+    return keys[best], 100.0 * accuracies[best]
 
 
 def class_sums(features: Tensor, labels: Tensor, attributes: Tensor,

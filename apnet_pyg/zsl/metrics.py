@@ -1,6 +1,6 @@
 r"""Zero-shot learning metrics of the xlsa17 protocol (Xian et al., 2018):
 per-class mean accuracy and the harmonic mean of seen and unseen accuracy."""
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -15,6 +15,15 @@ METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
 #: chosen on validation, then GZSL S, U and H with it.
 CALIBRATED_METRICS = ('calibration', 'gzsl_cal_seen', 'gzsl_cal_unseen',
                       'gzsl_cal_h')
+
+
+def first_best_index(values: Sequence[float]) -> int:
+    r"""The position of the largest of :obj:`values`, the earliest on ties:
+    the one rule by which validation chooses (epochs, settings, the
+    baselines' hyper-parameters, the node protocol's settings)."""
+    if len(values) == 0:
+        raise ValueError("No candidate to choose from (empty grid)")
+    return max(range(len(values)), key=lambda i: (values[i], -i))
 
 
 def per_class_accuracy(pred: Tensor, target: Tensor,

@@ -58,7 +58,7 @@ from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.eszsl import (fit_eszsl, fit_eszsl_validated,
                                   predict_eszsl)
 from apnet_pyg.zsl.evaluate import apnet_score_fn
-from apnet_pyg.zsl.metrics import per_class_accuracy
+from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
 from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 
 #: How node features enter (see the module docstring).
@@ -567,8 +567,7 @@ def select_setting(nodes: ZeroShotNodes, csd: str,
         log(f'  [{csd}] {setting.describe()}: val balanced '
             f'{rows[-1]["val_balanced"]:.2f} at epoch {epoch} '
             f'({time.perf_counter() - start:.0f} s)')
-    best = max(range(len(rows)), key=lambda i: (rows[i]['val_balanced'],
-                                                 -i))
+    best = first_best_index([row['val_balanced'] for row in rows])
     return {'chosen': rows[best], 'rows': rows}
 
 
@@ -744,8 +743,8 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
                          choice(chosen['setting'])]
                 if other:
                     # The first best in grid order, as the selection.
-                    candidates.append((label, max(
-                        other, key=lambda r: r['val_balanced'])))
+                    candidates.append((label, other[first_best_index(
+                        [row['val_balanced'] for row in other])]))
         else:
             selection = None
             setting = base

@@ -80,7 +80,8 @@ from apnet_pyg.zsl.evaluate import (
     evaluate_scores,
     validate,
 )
-from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
+from apnet_pyg.zsl.metrics import (CALIBRATED_METRICS, METRICS,
+                                   first_best_index)
 
 SIMULATED_LABEL = ('simulated features: not a reproduction of the paper, '
                    'only a check that the pipeline works')
@@ -866,13 +867,6 @@ def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
     if config.training == 'episodic' and config.n_way > seen:
         raise ValueError(f"n_way={config.n_way} exceeds the {seen} seen "
                          f"classes of {data.name}: use n_way <= {seen}")
-
-
-def first_best_index(values: Sequence[float]) -> int:
-    r"""The position of the largest of :obj:`values`, the earliest on ties:
-    the rule by which validation chooses epochs (:func:`select_epochs`) and
-    settings (:func:`apnet_pyg.zsl.tune.best_settings`)."""
-    return max(range(len(values)), key=lambda i: (values[i], -i))
 
 
 def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -33,8 +33,8 @@ from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.train import (DATA_FILE, ROWS, SELECTION_CHECKPOINT,
                                  check_config_fits, check_k_shot,
                                  check_same_data, data_differences,
-                                 first_best_index, select_on_validation,
-                                 validation_task)
+                                 select_on_validation, validation_task)
+from apnet_pyg.zsl.metrics import first_best_index
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the

@@ -42,3 +42,11 @@ def test_harmonic_mean():
     assert harmonic_mean(0.0, 0.0) == 0.0
     assert harmonic_mean(torch.tensor(0.6), 0.3) == pytest.approx(0.4)
     assert not math.isnan(harmonic_mean(0, 0))
+
+
+def test_first_best_index_is_the_earliest_of_the_largest():
+    from apnet_pyg.zsl.metrics import first_best_index
+    assert first_best_index([0.2, 0.7, 0.1, 0.7]) == 1
+    assert first_best_index([3]) == 0
+    with pytest.raises(ValueError, match='empty grid'):
+        first_best_index([])
