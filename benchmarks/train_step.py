@@ -122,7 +122,7 @@ def _step(model, optimizer, attributes, classes, images,
     x = model.conv(x0, edge_index, edge_weight) \
         if model.conv is not None else x0
     start = mark('propagation', start)
-    loss = F.cross_entropy(model.logit_scale * model.scores(x, images),
+    loss = F.cross_entropy(model.logits(model.scores(x, images)),
                            target)
     start = mark('head', start)
     optimizer.zero_grad(set_to_none=True)

@@ -78,8 +78,8 @@ class APNetScores:
                                       classes)
         per_class = model.head.lin_class(vectors)
         scores = [
-            model.logit_scale *
-            model.head.pair_scores(per_class, self._project(index)).cpu()
+            model.logits(model.head.pair_scores(
+                per_class, self._project(index))).cpu()
             for index in image_index.split(self.batch_size)
         ]
         if not scores:

@@ -303,6 +303,12 @@ class APNet(torch.nn.Module):
         :meth:`class_vectors`."""
         return self.head(class_vectors, images, check_values=check_values)
 
+    def logits(self, scores: Tensor) -> Tensor:
+        r"""The logits of the head's :meth:`scores`: :obj:`logit_scale`
+        times them (the one place the scale is applied; evaluation, which
+        projects each image once, calls it too)."""
+        return self.logit_scale * scores
+
     def forward(self, images: Tensor, attributes: Tensor,
                 classes: Optional[Tensor] = None, *,
                 dense: Optional[bool] = None,
@@ -314,8 +320,8 @@ class APNet(torch.nn.Module):
         (the values of both inputs are checked or not)."""
         vectors = self.class_vectors(attributes, classes, dense=dense,
                                      check_values=check_values)
-        return self.logit_scale * self.scores(vectors, images,
-                                              check_values=check_values)
+        return self.logits(self.scores(vectors, images,
+                                       check_values=check_values))
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(attribute_dim='
