@@ -742,6 +742,15 @@ def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
     return [next(grads) if needed else None for needed in needs_grad]
 
 
+def _in_dtype(tensor: Tensor, dtype: torch.dtype) -> Tensor:
+    r""":obj:`tensor` itself when it has :obj:`dtype`, else a copy in it.
+    Not :obj:`tensor.to(dtype)`, which is an alias op when traced: under
+    torch 2.11's AOTAutograd an output of an autograd function that
+    aliases a tensor it saved got a zero gradient in the compiled
+    backward."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
 def _save(ctx, pattern: CSRArrays, *tensors: Optional[Tensor]) -> None:
     # The pattern holds index tensors that autograd never differentiates:
     # kept as an attribute, which costs less than saving seven tensors.
@@ -808,7 +817,7 @@ class _EdgeCosine(torch.autograd.Function):
             h_b = inv_b = None
         _save(ctx, pattern, a, b, cos, h_a, inv_a, h_b, inv_b)
         ctx.mark_non_differentiable(inv_a)
-        return cos.to(a.dtype), inv_a
+        return _in_dtype(cos, a.dtype), inv_a
 
     @staticmethod
     def backward(ctx, grad_cos: Tensor, _):
@@ -817,9 +826,10 @@ class _EdgeCosine(torch.autograd.Function):
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (normalize + differentiable SDDMM) instead.
-            h_a = F.normalize(a.to(cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
+            h_a = F.normalize(_in_dtype(a, cos.dtype), p=2.0, dim=-1,
+                              eps=NORM_EPS)
             h_b = h_a if b is None else F.normalize(
-                b.to(cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
+                _in_dtype(b, cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
             grad_a, grad_b = _grad_of(
                 [sddmm(pattern, h_a, h_b).to(a.dtype)], [grad_cos], [a, b],
                 needs_grad)
@@ -828,8 +838,8 @@ class _EdgeCosine(torch.autograd.Function):
         grad_a, grad_b = _edge_cosine_backward_kernel(
             *_backward_args(pattern), grad_cos, cos, h_a, inv_a, h_b, inv_b,
             needs_grad[1])
-        return (None, grad_a.to(a.dtype) if needs_grad[0] else None,
-                grad_b.to(b.dtype) if needs_grad[1] else None, None)
+        return (None, _in_dtype(grad_a, a.dtype) if needs_grad[0] else None,
+                _in_dtype(grad_b, b.dtype) if needs_grad[1] else None, None)
 
 
 class _SoftmaxSpMM(torch.autograd.Function):
@@ -843,8 +853,8 @@ class _SoftmaxSpMM(torch.autograd.Function):
         _save(ctx, pattern, logits, x, loop_logits, out, alpha,
               None if loop_logits is None else alpha_loop)
         ctx.set_materialize_grads(False)  # Often only `out` is used.
-        return (out.to(x.dtype), alpha.to(logits.dtype),
-                alpha_loop.to(logits.dtype))
+        return (_in_dtype(out, x.dtype), _in_dtype(alpha, logits.dtype),
+                _in_dtype(alpha_loop, logits.dtype))
 
     @staticmethod
     def backward(ctx, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
@@ -867,9 +877,12 @@ class _SoftmaxSpMM(torch.autograd.Function):
         grad_logits, grad_x, grad_loop = _softmax_spmm_backward_kernel(
             *_backward_args(pattern), x, out, alpha, alpha_loop, grad_out,
             grad_alpha, grad_alpha_loop, needs_grad[1])
-        return (None, grad_logits.to(logits.dtype) if needs_grad[0] else None,
-                grad_x.to(x.dtype) if needs_grad[1] else None,
-                grad_loop.to(logits.dtype) if needs_grad[2] else None)
+        return (None,
+                _in_dtype(grad_logits, logits.dtype) if needs_grad[0]
+                else None,
+                _in_dtype(grad_x, x.dtype) if needs_grad[1] else None,
+                _in_dtype(grad_loop, logits.dtype) if needs_grad[2]
+                else None)
 
 
 def _composable_softmax_spmm(

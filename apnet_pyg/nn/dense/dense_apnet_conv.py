@@ -244,7 +244,8 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
 def _autocast_disabled(device_type: str):
     r"""A context without :func:`torch.autocast` where it is enabled (no
     context otherwise, e.g. on meta tensors, which have no autocast)."""
-    if torch.amp.is_autocast_available(device_type) and \
-            torch.is_autocast_enabled(device_type):
+    # Not torch.amp.is_autocast_available: TorchDynamo (torch 2.11) cannot
+    # trace it, and the meta device is the one case it rules out.
+    if device_type != 'meta' and torch.is_autocast_enabled(device_type):
         return torch.autocast(device_type, enabled=False)
     return contextlib.nullcontext()

@@ -1167,7 +1167,12 @@ SETTINGS = {
 
 def assert_close_in(actual, expected, dtype):
     assert actual.dtype == dtype
-    atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
+    # A scalar (the temperature's gradient) is a sum over every edge, which
+    # autograd reduces in the parameter's dtype on the message-passing
+    # path: its rounding grows with the edges summed (torch 2.11 rounds
+    # this test's float16 sum 1.3 x 2 eps off).
+    ulps = 8 if expected.dim() == 0 else 2
+    atol = ulps * torch.finfo(dtype).eps * expected.abs().max().item()
     torch.testing.assert_close(actual.double(), expected.double(), rtol=0,
                                atol=atol)
 
