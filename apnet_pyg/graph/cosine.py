@@ -9,6 +9,7 @@ from torch import Tensor
 
 from apnet_pyg.utils import (
     check_bool,
+    check_features,
     check_int,
     check_node_features,
     check_number,
@@ -59,14 +60,38 @@ def _normalized_graphs(
     :obj:`batch` is a contiguous range, the ranges, and the permutation
     applied (:obj:`None` if none was needed)."""
     check_node_features(x, 'x')
+    h = _unit_rows(x)
+    ranges, perm = _graph_ranges(batch, h.size(0))
+    return (h if perm is None else h[perm]), ranges, perm
+
+
+def _unit_rows(x: Tensor) -> Tensor:
     h = x.detach()
     if h.dtype in (torch.float16, torch.bfloat16):
         # Their rounding (bfloat16: 2^-8) would move the threshold by
         # degrees: compare in float32.
         h = h.float()
-    h = F.normalize(h, p=2.0, dim=-1)
-    ranges, perm = _graph_ranges(batch, h.size(0))
-    return (h if perm is None else h[perm]), ranges, perm
+    return F.normalize(h, p=2.0, dim=-1)
+
+
+def _threshold_cut(threshold: float, dtype: torch.dtype) -> float:
+    # Within THRESHOLD_TOLERANCE_EPS machine epsilons below the threshold.
+    return threshold - THRESHOLD_TOLERANCE_EPS * torch.finfo(dtype).eps
+
+
+def cosine_threshold_adjacency(x: Tensor, threshold: float) -> Tensor:
+    r""":func:`cosine_threshold_graph` (:obj:`loop=False`, one graph) as a
+    dense boolean :math:`(N, N)` matrix: the same rule (normalisation,
+    tolerance, each pair decided from the upper triangle and mirrored),
+    but no edge list, so no :obj:`nonzero` whose size the host must read
+    (for CUDA graphs and :func:`torch.compile`). The values of :obj:`x`
+    are not checked (that would read them on the host)."""
+    threshold = check_threshold(threshold)
+    check_features(x, 'x')
+    h = _unit_rows(x)
+    upper = (h @ h.t() >= _threshold_cut(threshold, h.dtype)).triu(
+        diagonal=1)
+    return upper | upper.t()
 
 
 def check_threshold(threshold) -> float:
@@ -159,7 +184,7 @@ def cosine_threshold_graph(
     check_int(chunk_size, 'chunk_size', minimum=1, optional=True)
     h, ranges, perm = _normalized_graphs(x, batch)
     num_nodes = h.size(0)
-    cut = threshold - THRESHOLD_TOLERANCE_EPS * torch.finfo(h.dtype).eps
+    cut = _threshold_cut(threshold, h.dtype)
 
     source, target = [], []
     for start, end in ranges:

@@ -211,3 +211,18 @@ def test_builders_give_the_cpu_edges_on_cuda(dtype, cuda_device):
         edge_index = build(x.to(cuda_device), batch.to(cuda_device))
         assert edge_index.device == cuda_device
         assert torch.equal(edge_index.cpu(), expected)
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.bfloat16])
+def test_cosine_threshold_adjacency_is_the_graph_as_a_matrix(dtype):
+    from apnet_pyg.graph.cosine import cosine_threshold_adjacency
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0),
+                    dtype=torch.float64)
+    x[7] = x[3]  # Identical rows: their cosine rounds to about 1.
+    x = x.to(dtype)
+    for threshold in (-1.0, 0.3, COS_40_DEGREES, 1.0):
+        adjacency = cosine_threshold_adjacency(x, threshold)
+        expected = torch.zeros(40, 40, dtype=torch.bool)
+        edge_index = cosine_threshold_graph(x, threshold)
+        expected[edge_index[0], edge_index[1]] = True
+        assert torch.equal(adjacency, expected)

@@ -1,7 +1,6 @@
 from typing import Any, Optional, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from torch_geometric import is_compiling
@@ -9,8 +8,8 @@ from torch_geometric.utils import dense_to_sparse
 
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
-    THRESHOLD_TOLERANCE_EPS,
     check_threshold,
+    cosine_threshold_adjacency,
     cosine_threshold_graph,
 )
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
@@ -252,8 +251,8 @@ class APNet(torch.nn.Module):
         :obj:`classes`. Static shapes, no host synchronisation."""
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
-                return _threshold_adjacency(self.conv.lin(initial_vectors),
-                                            self.threshold)
+                return cosine_threshold_adjacency(
+                    self.conv.lin(initial_vectors), self.threshold)
         if self.graph == 'wordnet':
             classes = self._prior_classes(initial_vectors, classes)
             prior = self.class_prior.index_select(0, classes)
@@ -332,21 +331,6 @@ class APNet(torch.nn.Module):
 
 def _tie_after_loading(model: APNet, incompatible_keys: Any) -> None:
     model._tie_dense_conv()
-
-
-def _threshold_adjacency(x: Tensor, threshold: float) -> Tensor:
-    r""":obj:`cosine_threshold_graph(x, threshold, loop=False)` as a dense
-    boolean :math:`(N, N)` matrix: the same normalisation (float32 for
-    half precision), tolerance and product, each pair decided from the
-    upper triangle and mirrored, but no edge list (no :obj:`nonzero`, whose
-    size the host must read)."""
-    h = x.detach()
-    if h.dtype in (torch.float16, torch.bfloat16):
-        h = h.float()
-    h = F.normalize(h, p=2.0, dim=-1)
-    cut = threshold - THRESHOLD_TOLERANCE_EPS * torch.finfo(h.dtype).eps
-    upper = (h @ h.t() >= cut).triu(diagonal=1)
-    return upper | upper.t()
 
 
 def _checked_class_prior(class_prior: Tensor) -> Tensor:
