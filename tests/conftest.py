@@ -89,18 +89,26 @@ CUDA = pytest.param(
                               reason='CUDA not available')])
 
 
+def _device(name: str) -> torch.device:
+    # With its index, as a tensor's .device reports it ('cuda:0' is not
+    # equal to 'cuda').
+    if name == 'cuda':
+        return torch.device('cuda', torch.cuda.current_device())
+    return torch.device(name)
+
+
 @pytest.fixture(params=['cpu', CUDA])
 def device(request) -> torch.device:
     r"""Every device a test runs on: 'cpu' always, 'cuda' where
     :func:`torch.cuda.is_available`."""
-    return torch.device(request.param)
+    return _device(request.param)
 
 
 @pytest.fixture(params=[CUDA])
 def cuda_device(request) -> torch.device:
     r"""The CUDA device, for the tests that only mean something there (the
     same result as on CPU, CUDA graphs)."""
-    return torch.device(request.param)
+    return _device(request.param)
 
 
 # A tiny class side in the real xlsa17 layout: 10 animal classes (WordNet

@@ -451,11 +451,26 @@ def _check_same_width(tensor: Tensor, name: str, reference: Tensor,
 # ---------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------
+def _entry_cells(rowptr: Tensor, col: Tensor, num_cols: int) -> Tensor:
+    # The flat index row * num_cols + col of every entry.
+    row = torch.repeat_interleave(
+        torch.arange(rowptr.numel() - 1, device=col.device, dtype=col.dtype),
+        rowptr.diff(), output_size=col.numel())
+    return row.long() * num_cols + col.long()
+
+
 def _csr_matmul(rowptr: Tensor, col: Tensor, values: Tensor,
                 x: Tensor) -> Tensor:
     num_rows = rowptr.numel() - 1
     if col.numel() == 0:
         return x.new_zeros(num_rows, x.size(1))
+    if col.numel() > num_rows * x.size(0):
+        # More entries than the matrix has cells (repeated entries):
+        # cuSPARSE refuses such a matrix ('invalid value'). Their sums as a
+        # dense matrix are smaller than the entries.
+        dense = values.new_zeros(num_rows * x.size(0)).index_add_(
+            0, _entry_cells(rowptr, col, x.size(0)), values)
+        return dense.view(num_rows, x.size(0)) @ x
     with warnings.catch_warnings():
         # "Sparse CSR tensor support is in beta state": we rely only on
         # the two products here, which are stable and tested.
@@ -480,10 +495,8 @@ def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
         # sampled_addmm then rewrites the index tensors it is given (seen
         # on CPU, torch 2.13: col shrinks to M * N entries, and the heap
         # is corrupted). The dense product is no larger than the entries.
-        row = torch.repeat_interleave(
-            torch.arange(num_rows, device=col.device, dtype=col.dtype),
-            rowptr.diff(), output_size=col.numel())
-        return (a @ b.t()).view(-1).index_select(0, row * num_cols + col)
+        cell = _entry_cells(rowptr, col, num_cols)
+        return (a @ b.t()).view(-1).index_select(0, cell)
     values = a.new_zeros(col.numel())
     if col.numel() == 0:
         return values

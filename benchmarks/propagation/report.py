@@ -2,6 +2,8 @@ r"""The markdown summary and the plots of the propagation benchmark."""
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
+import torch
+
 from apnet_pyg.utils import atomic_write_text, save_figure_atomically
 from benchmarks import common
 from benchmarks.common import (
@@ -246,6 +248,9 @@ def _workers_text(settings) -> str:
         return ('forked from a server that has imported torch, PyG and '
                 'the worker module')
     why = common.CUDA_SPAWN_REASON
+    if torch.device(settings.device).type == 'cuda':
+        return ('run in turn by one spawned worker, started again after a '
+                'failed pass' + (f', since {why}' if why else ''))
     return ('spawned: a fresh interpreter each' +
             (f', since {why}' if why else ''))
 

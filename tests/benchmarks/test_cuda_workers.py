@@ -4,6 +4,7 @@ the CUDA workers, CUDA timing uses events, and a run that measures nothing
 exits non-zero with one line saying why."""
 import gc
 import multiprocessing
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,7 +135,7 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
 
     def fake_run_worker(method, target, spec, memory_cap, timeout):
         started.append((spec['device'], method))
-        if method == 'spawn':
+        if method == 'served':
             return {'measured': True}
         return dict(failure)
 
@@ -143,6 +144,10 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
     monkeypatch.setattr(common, '_worker_context',
                         lambda method, preload: method)
     monkeypatch.setattr(common, '_run_worker', fake_run_worker)
+    monkeypatch.setattr(common, '_run_served',
+                        lambda context, target, spec, memory_cap, timeout:
+                        fake_run_worker('served', target, spec, memory_cap,
+                                        timeout))
     monkeypatch.setattr(common, 'CUDA_SPAWN_REASON', None)
     if common.worker_start_method('cpu') != 'forkserver':
         pytest.skip('no forkserver on this platform')
@@ -153,7 +158,7 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
 
     assert common.run_isolated(None, {'device': 'cuda'}, 1, 1) == {
         'measured': True}
-    assert started == [('cuda', 'forkserver'), ('cuda', 'spawn')]
+    assert started == [('cuda', 'forkserver'), ('cuda', 'served')]
     reason = common.CUDA_SPAWN_REASON
     assert reason.startswith('a worker forked from the forkserver ')
     if 'cuda_inherited' in failure:
@@ -162,14 +167,58 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
     else:
         assert 'could not initialise CUDA' in reason and '\n' not in reason
     assert capsys.readouterr().out == (
-        f'note: {reason}: CUDA workers are spawned from now on (each '
-        f'imports torch and PyG itself)\n')
+        f'note: {reason}: CUDA passes run in a spawned worker from now on '
+        f'(it imports torch and PyG itself, and is started again after a '
+        f'failed pass)\n')
 
     started.clear()
     common.run_isolated(None, {'device': 'cuda:0'}, 1, 1)
     common.run_isolated(None, {'device': 'cpu'}, 1, 1)
-    assert started == [('cuda:0', 'spawn'), ('cpu', 'forkserver')]
+    assert started == [('cuda:0', 'served'), ('cpu', 'forkserver')]
     assert common.worker_start_method('cuda') == 'spawn'
+
+
+def pid_of_worker(spec):
+    return {'pid': os.getpid()}
+
+
+def failing_pass(spec):
+    raise RuntimeError('the pass failed')
+
+
+def test_the_spawned_cuda_worker_serves_passes_until_one_fails():
+    # After a fork could not use CUDA, one spawned worker runs the CUDA
+    # passes in turn (a fresh interpreter per pass cost seconds each on the
+    # H200, more than the passes); a failed pass ends it, and the next pass
+    # gets a fresh one. Run here on CPU specs, through the same pipe.
+    context = multiprocessing.get_context('spawn')
+    spec = {'device': 'cpu', 'memory_cap_bytes': 1 << 36}
+    try:
+        first = common._run_served(context, pid_of_worker, spec, 1 << 36, 120)
+        second = common._run_served(context, pid_of_worker, spec, 1 << 36,
+                                    120)
+        assert first['pid'] == second['pid'] != os.getpid()
+        failed = common._run_served(context, failing_pass, spec, 1 << 36,
+                                    120)
+        assert failed == {'error': 'RuntimeError: the pass failed'}
+        assert 'process' not in common._SERVER
+        third = common._run_served(context, pid_of_worker, spec, 1 << 36, 120)
+        assert third['pid'] != first['pid']
+    finally:
+        common._stop_server()
+
+
+def test_a_spawned_worker_checks_no_inherited_cuda(monkeypatch):
+    # A spawned worker's own imports (PyG 2.8 on the H200) open the CUDA
+    # device files: that is not an inherited CUDA, and the pass runs.
+    monkeypatch.setattr(cuda_fork, 'open_device_files', lambda: [
+        '/dev/nvidia-uvm', '/dev/nvidia0', '/dev/nvidiactl'])
+    calls = []
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    status = common._run_target(lambda spec: calls.append(spec) or {},
+                                {'device': 'cuda'}, sender, forked=False)
+    assert status == 'ok' and len(calls) == 1
+    assert receiver.recv() == ('ok', {})
 
 
 def test_a_spawned_worker_measures_a_pass():

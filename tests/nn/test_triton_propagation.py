@@ -219,8 +219,12 @@ def test_matches_dense_reference(device, name, loops, weights):
 def test_zero_rows_and_large_temperature(device):
     # A row of h with norm 0 (cosine 0 with everything, self-cosine 0, the
     # clamped norm's gradient) and a temperature of 300, at which exp()
-    # overflows without the running maximum.
-    for name, zero_row in (('square', 3), ('bipartite', 2)):
+    # overflows without the running maximum. (Not the bipartite case's
+    # column 2: row 1 aggregates it alone, so its gradient is exactly 0 by
+    # cancellation, alpha (g.x_2 - sum alpha g.x_2), and the clamped norm
+    # multiplies what rounding leaves by gamma / eps = 3e14: 0.27 on an
+    # H200, 0 in the interpreter, neither of them wrong.)
+    for name, zero_row in (('square', 3), ('bipartite', 3)):
         pattern, inputs = make_case(name, device, temperature=300.0,
                                     zero_row=zero_row)
         actual = outputs_and_grads(triton_attention_propagate, pattern,

@@ -43,17 +43,28 @@ def test_pipeline_runs_on_cuda(tiny, tmp_path, cuda_device):
 @pytest.mark.parametrize('graph,training', [('learned', 'episodic'),
                                             ('none', 'minibatch'),
                                             ('learned', 'minibatch')])
-def test_training_on_cuda_follows_cpu(tiny, graph, training, cuda_device):
-    # The same seed trains the same model on either device, up to float32
-    # rounding: the per-epoch losses of 2 epochs agree.
-    config = TINY.replace(graph=graph, training=training,
-                          iterations_per_epoch=5)
-    losses = []
-    for device in [torch.device('cpu'), cuda_device]:
+def test_training_on_cuda_is_deterministic_and_learns_as_on_cpu(
+        tiny, graph, training, cuda_device):
+    # The sampler draws on the device, and a CUDA generator draws other
+    # episodes than the CPU's: a seed repeats its run on CUDA (to the
+    # order of CUDA's atomic sums), its losses fall, and the last one lies
+    # within the spread of 4 seeds on the CPU (seeds 0-3 ended 0.95-1.24,
+    # 1.68-1.74 and 1.67-1.78 in these three settings), widened by 10%.
+    def losses(device, seed):
+        config = TINY.replace(graph=graph, training=training,
+                              iterations_per_epoch=5, seed=seed)
         model = build_model(config, tiny, tiny.seen_classes)
         history = train_model(model, tiny, tiny.trainval_loc,
-                              tiny.seen_classes, config, epochs=2,
+                              tiny.seen_classes, config, epochs=4,
                               device=device, progress=False)
         assert next(model.parameters()).device.type == device.type
-        losses.append([record['loss'] for record in history])
-    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
+        values = [record['loss'] for record in history]
+        assert all(math.isfinite(value) for value in values)
+        assert values[-1] < values[0], (device, seed, values)
+        return values
+
+    cuda = losses(cuda_device, 0)
+    assert losses(cuda_device, 0) == pytest.approx(cuda, rel=1e-4)
+    cpu_last = [losses(torch.device('cpu'), seed)[-1] for seed in range(4)]
+    assert 0.9 * min(cpu_last) <= cuda[-1] <= 1.1 * max(cpu_last), (
+        cuda, cpu_last)

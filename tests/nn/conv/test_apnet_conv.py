@@ -1271,8 +1271,11 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
         assert all(t.dtype == torch.float32 for t in result)
     (fused_out, *_), _, (expected, *_) = results
     for fused_result, result in zip(results[0], results[1]):
-        torch.testing.assert_close(fused_result, result, rtol=1e-5,
-                                   atol=1e-5)
+        # Relative to the norm: the projection's gradient sums over every
+        # edge, and CUDA's atomic sums round its small entries differently
+        # (seen on an H200: 3e-5 on one entry of 0.03).
+        error = (fused_result - result).norm() / result.norm()
+        assert error < 1e-5, error
     # The float32 layer, up to the projection's rounding:
     atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
     torch.testing.assert_close(fused_out, expected, rtol=0, atol=atol)
@@ -1413,6 +1416,26 @@ def test_auto_kernel_choice_on_cuda(available, attention, channels,
     monkeypatch.setattr(apnet_conv, 'is_triton_available', lambda: available)
     conv = APNetConv(-1, proj_channels=None)
     assert conv._uses_triton(_CudaLike(channels), attention) is expected
+
+
+def test_the_kernel_choice_compiles_without_a_graph_break(monkeypatch):
+    # On CUDA, 'auto' asks whether Triton is installed inside forward;
+    # TorchDynamo 2.11 on an H200 skipped its importlib lookup, a graph
+    # break in every compiled CUDA forward: the answer is a constant to
+    # TorchDynamo, which does not trace the lookup (here, one that breaks).
+    def lookup():
+        torch._dynamo.graph_break()
+        return True
+
+    monkeypatch.setattr(apnet_conv, 'is_triton_available', lookup)
+
+    def uses_triton(x):
+        y = x * 2
+        return y + 1 if apnet_conv._triton_installed() else y - 1
+
+    explanation = torch._dynamo.explain(uses_triton)(torch.zeros(2))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    torch._dynamo.reset()
 
 
 def test_kernel_argument_is_checked(make_random_graph):
