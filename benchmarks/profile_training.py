@@ -172,7 +172,7 @@ def training_setup(graph: str, seed: int = 0):
     model of the profiled training."""
     from apnet_pyg.data import load_xlsa17
     from apnet_pyg.zsl import TrainConfig
-    from apnet_pyg.zsl.train import build_model
+    from apnet_pyg.zsl.factory import build_model
 
     config = TrainConfig(graph=graph, seed=seed)
     data = load_xlsa17(None, 'AWA2', attributes=config.attributes,

@@ -74,7 +74,7 @@ def apply_defaults(args: argparse.Namespace) -> None:
 def _episode_setup(graph: str, device: torch.device):
     from apnet_pyg.data import load_xlsa17
     from apnet_pyg.zsl import TrainConfig
-    from apnet_pyg.zsl.train import build_model, make_optimizer
+    from apnet_pyg.zsl.factory import build_model, make_optimizer
 
     config = TrainConfig(graph=graph)
     data = load_xlsa17(None, 'AWA2', attributes=config.attributes,

@@ -25,9 +25,11 @@ from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.train import (METRICS_FILE, data_differences,
-                                 read_run_metrics, validation_task)
+from apnet_pyg.zsl.rundir import (METRICS_FILE, data_differences,
+                                  read_run_metrics)
+from apnet_pyg.zsl.train import validation_task
 
 GRAPHS = ['none', 'wordnet', 'learned']
 HEADER = ('| variant | meta-training | graph | val ZSL acc (epoch) | '
@@ -194,8 +196,7 @@ def main(argv=None):
         rows += [baseline_row(name, metrics(data, split))
                  for name, metrics in BASELINES.items()]
 
-    simulated = ' (SIMULATED features: not a benchmark result)' \
-        if data.simulated else ''
+    simulated = f', {SIMULATED_LABEL}' if data.simulated else ''
     lines = [
         f'### {data.name}{simulated}', '',
         f'Recipe: {args.recipe} {overrides or ""}; epochs and calibration '

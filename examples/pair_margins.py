@@ -19,9 +19,10 @@ import torch
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments
+from apnet_pyg.zsl.cli import add_run_arguments
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
-from apnet_pyg.zsl.train import load_run
+from apnet_pyg.zsl.rundir import load_run
 
 
 def margins(score_fn, data, first, second):
@@ -104,7 +105,7 @@ def main(argv=None):
             v, benchmark.features[images], benchmark.attributes, classes),
     }
     if data.simulated:
-        print(f'{data.name}: {SIMULATED_TAG}')
+        print(f'{data.name}: {SIMULATED_LABEL}')
     print('| pair A : B | model | margin on A images, mean ± std (share '
           '> 0) | margin on B images | d\' |')
     print('|---|---|---|---|---|')

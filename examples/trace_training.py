@@ -31,12 +31,13 @@ import torch.nn.functional as F
 from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.cli import SIMULATED_TAG, add_run_arguments
+from apnet_pyg.zsl.cli import add_run_arguments
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.config import parse_option_value
-from apnet_pyg.zsl.train import (check_config_fits, check_k_shot,
-                                 make_optimizer, make_sampler,
-                                 make_scheduler, read_run_metrics,
-                                 run_dataset)
+from apnet_pyg.zsl.factory import (check_k_shot, make_optimizer, make_sampler,
+                                   make_scheduler)
+from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
+from apnet_pyg.zsl.train import check_config_fits
 
 COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
            'grad_norm', 'step_norm')
@@ -196,7 +197,7 @@ def main(argv=None):
 
     replace_atomically(args.out, write)
     if data.simulated:
-        print(f'{data.name}: {SIMULATED_TAG}')
+        print(f'{data.name}: {SIMULATED_LABEL}')
     print('\n'.join(epoch_lines(records)))
     print(f'wrote {args.out} ({len(records)} episodes)')
     return records

@@ -21,13 +21,9 @@ from apnet_pyg.zsl.evaluate import (
     zsl_per_class,
 )
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
-from apnet_pyg.zsl.train import (
-    build_model,
-    load_model,
-    run,
-    select_on_validation,
-    train_model,
-)
+from apnet_pyg.zsl.factory import build_model
+from apnet_pyg.zsl.rundir import load_model
+from apnet_pyg.zsl.train import run, select_on_validation, train_model
 
 __all__ = [
     'TrainConfig',

@@ -46,63 +46,8 @@ from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, DATASETS,
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
-
-ROW_TITLES = {
-    'zsl': 'ZSL (epoch of best validation ZSL accuracy)',
-    'gzsl': 'GZSL (epoch of best validation H)',
-    'gzsl_calibrated': 'GZSL, calibrated stacking (epoch and constant of '
-    'best validation H)',
-}
-UNSELECTED_ROW_TITLES = {'zsl': 'ZSL (last epoch)',
-                         'gzsl': 'GZSL (last epoch)'}
-
-
-#: What a result on simulated features is labelled with.
-SIMULATED_TAG = 'SIMULATED features (not a benchmark result)'
-
-
-def format_table(metrics: Dict, title: Optional[str] = None) -> str:
-    r"""The result table of a run as markdown: one row per selection (ZSL,
-    GZSL, calibrated GZSL, and the test-selected rows if reported),
-    labelled simulated when the features were."""
-    tag = SIMULATED_TAG if metrics.get('simulated') else 'real features'
-    epochs = metrics.get('epochs', {})
-    titles = ROW_TITLES if metrics.get('selection', 'validation') == \
-        'validation' else UNSELECTED_ROW_TITLES
-
-    def epoch(row):
-        return str(epochs[row]) if row in epochs else '-'
-
-    lines = [title or f"{metrics.get('dataset', '?')}: {tag}", '',
-             '| row | epoch | ZSL acc | S | U | H |',
-             '|---|---|---|---|---|---|',
-             f"| {titles['zsl']} | {epoch('zsl')} | "
-             f"{metrics['zsl_acc']:.1f} | | | |",
-             f"| {titles['gzsl']} | {epoch('gzsl')} | | "
-             f"{metrics['gzsl_seen']:.1f} | {metrics['gzsl_unseen']:.1f} | "
-             f"{metrics['gzsl_h']:.1f} |"]
-    if 'gzsl_cal_h' in metrics:
-        lines.append(
-            f"| {ROW_TITLES['gzsl_calibrated']}, c = "
-            f"{metrics['calibration']:.3g} | {epoch('gzsl_calibrated')} | | "
-            f"{metrics['gzsl_cal_seen']:.1f} | "
-            f"{metrics['gzsl_cal_unseen']:.1f} | "
-            f"{metrics['gzsl_cal_h']:.1f} |")
-    selected = metrics.get('test_selected')
-    if selected:
-        lines.append(
-            f"| {selected['label']}: best test ZSL / best test H | "
-            f"{selected['zsl_epoch']} / {selected['gzsl_epoch']} | "
-            f"{selected['zsl_acc']:.1f} | {selected['gzsl_seen']:.1f} | "
-            f"{selected['gzsl_unseen']:.1f} | {selected['gzsl_h']:.1f} |")
-    if metrics.get('class_graph_edges') is not None:
-        initial = metrics.get('class_graph_edges_initial')
-        lines += ['', f"class graph of the GZSL row's model: "
-                  f"{metrics['class_graph_edges']} directed edges among all "
-                  f"classes" + ('' if initial is None else
-                                f" ({initial} before training)")]
-    return '\n'.join(lines)
-
+from apnet_pyg.zsl.reports import (SIMULATED_LABEL, format_baselines,
+                                   format_per_class, format_table)
 
 def _device(name: str) -> str:
     if name == 'cuda' and not torch.cuda.is_available():
@@ -230,8 +175,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace, root: str) -> Dict:
-    from apnet_pyg.zsl.train import (METRICS_FILE, check_run_dir,
-                                     load_dataset, run, validation_task)
+    from apnet_pyg.zsl.rundir import METRICS_FILE, check_run_dir, load_dataset
+    from apnet_pyg.zsl.train import run, validation_task
     config = _config(args)  # Everything checked before the data is read.
     check_run_dir(args.out, args.resume, args.overwrite)
     _device(args.device)
@@ -255,7 +200,7 @@ def _train(args: argparse.Namespace, root: str) -> Dict:
 
 
 def _tune(args: argparse.Namespace) -> Dict:
-    from apnet_pyg.zsl.train import load_dataset
+    from apnet_pyg.zsl.rundir import load_dataset
     from apnet_pyg.zsl.tune import (SUMMARY_FILE, format_tuning, parse_grid,
                                     tune)
     grid = parse_grid(args.grid)
@@ -270,34 +215,11 @@ def _tune(args: argparse.Namespace) -> Dict:
     return summary
 
 
-def format_baselines(results: Dict) -> str:
-    r"""The baselines' rows as markdown: hyper-parameters chosen on the
-    validation classes, GZSL raw (as published) and with calibrated
-    stacking (the constant :math:`c` chosen on the validation task, as
-    APNet's; blank for runs recorded before the baselines had it)."""
-    from apnet_pyg.zsl.baselines import hyper_parameters
-    lines = ['', '| baseline (closed form; chosen on the validation classes) '
-             '| ZSL acc | S | U | H | calibrated S | U | H |',
-             '|---|---|---|---|---|---|---|---|']
-    for name, metrics in results.items():
-        calibrated = 'gzsl_cal_h' in metrics
-        constant = (f"; c = {metrics['calibration']:.3g}" if calibrated
-                    else '')
-        cells = [metrics[key] for key in ('zsl_acc', 'gzsl_seen',
-                                          'gzsl_unseen', 'gzsl_h')]
-        cells += [metrics[key] for key in ('gzsl_cal_seen',
-                                           'gzsl_cal_unseen', 'gzsl_cal_h')
-                  ] if calibrated else []
-        lines.append(f"| {name} ({hyper_parameters(metrics)}{constant}) | " +
-                     ' | '.join(f'{cell:.1f}' for cell in cells) +
-                     ' |' + ' |' * (3 * (not calibrated)))
-    return '\n'.join(lines)
-
-
 def _evaluate(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.evaluate import (apnet_score_fn, evaluate,
                                         zsl_per_class)
-    from apnet_pyg.zsl.train import load_model, load_run, result_rows
+    from apnet_pyg.zsl.rundir import load_model, load_run
+    from apnet_pyg.zsl.train import result_rows
     device = _device(args.device)
     saved, data = load_run(args.run, args.root)
     row_epochs = saved['epochs']
@@ -325,21 +247,9 @@ def _evaluate(args: argparse.Namespace) -> Dict:
     return metrics
 
 
-def format_per_class(rows: List[Dict]) -> str:
-    r"""The ZSL row's test accuracy per unseen class as markdown (the terms
-    of its per-class mean)."""
-    lines = ["ZSL row, per unseen class (test images among the unseen "
-             "classes):", '',
-             '| unseen class | images | ZSL acc | most of its errors go to |',
-             '|---|---|---|---|']
-    lines += [f"| {row['class']} | {row['images']} | {row['accuracy']:.1f} | "
-              f"{row['taken_by'] or '-'} |" for row in rows]
-    return '\n'.join(lines)
-
-
 def _plot(args: argparse.Namespace) -> Path:
     from apnet_pyg.zsl.plot import check_plot_output, plot_class_vectors
-    from apnet_pyg.zsl.train import load_model, load_run
+    from apnet_pyg.zsl.rundir import load_model, load_run
     out = Path(args.out or Path(args.run) / 'class_vectors_tsne.png')
     check_plot_output(out)  # Before the data is read and t-SNE runs.
     model = load_model(args.run, 'gzsl')
@@ -350,7 +260,7 @@ def _plot(args: argparse.Namespace) -> Path:
 
 
 def _pipeline(args: argparse.Namespace) -> Dict:
-    from apnet_pyg.zsl.train import check_run_dir
+    from apnet_pyg.zsl.rundir import check_run_dir
     # One seed for the simulation and the training (0 unless given).
     args = argparse.Namespace(**{**vars(args),
                                  'seed': getattr(args, 'seed', 0)})
@@ -398,7 +308,7 @@ def _baselines(args: argparse.Namespace) -> Dict:
         if getattr(args, name) is not None})
     data = load_xlsa17(args.root, args.dataset)
     results = fit_baselines(data, args.root, validation_task(data, config))
-    tag = SIMULATED_TAG if data.simulated else 'real features'
+    tag = SIMULATED_LABEL if data.simulated else 'real features'
     print(f'{data.name}: {tag}\n' + format_baselines(results))
     if out is not None:
         atomic_write_text(json.dumps({
@@ -629,8 +539,8 @@ def _interrupted(args: argparse.Namespace, argv: List[str]) -> str:
                 'it stopped')
     if args.command not in ('train', 'pipeline') or out is None:
         return 'interrupted'
-    from apnet_pyg.zsl.train import (FINAL_CHECKPOINT, METRICS_FILE,
-                                     SELECTION_CHECKPOINT)
+    from apnet_pyg.zsl.rundir import (FINAL_CHECKPOINT, METRICS_FILE,
+                                      SELECTION_CHECKPOINT)
     if (Path(out) / METRICS_FILE).is_file():
         # Training is over: the baselines were being fitted.
         return (f'interrupted while fitting the baselines; the run is saved '

@@ -35,13 +35,9 @@ from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import SOURCES, published
-from apnet_pyg.zsl.train import (
-    ROWS,
-    TEST_SELECTED_LABEL,
-    read_run_metrics,
-    run_dataset,
-    validation_task,
-)
+from apnet_pyg.zsl.reports import SIMULATED_LABEL, TEST_SELECTED_LABEL
+from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
+from apnet_pyg.zsl.train import ROWS, validation_task
 
 CALIBRATED_SUFFIX = ', calibrated stacking'
 CALIBRATED = 'APNet' + CALIBRATED_SUFFIX
@@ -180,9 +176,8 @@ def format_comparison(groups: Dict[str, Dict[str, Any]]) -> str:
 
 def _format_group(dataset: str, group: Dict[str, Any]) -> str:
     runs = group['runs']
-    tag = ('SIMULATED features (not a benchmark result; the published '
-           'figures in parentheses are on the real features)'
-           if group['simulated'] else 'real features')
+    tag = (f'{SIMULATED_LABEL}; the published figures in parentheses are '
+           f'on the real features' if group['simulated'] else 'real features')
     lines = [f'{dataset}, {len(runs)} run{"s" * (len(runs) != 1)}: {tag}',
              '']
     differing = sorted(key for key in runs[0]['config'] if key != 'seed'

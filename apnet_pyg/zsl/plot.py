@@ -9,6 +9,7 @@ import torch
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.nn.models.apnet import APNet
 from apnet_pyg.utils import make_output_folder, save_figure_atomically
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 
 
 def check_plot_output(out: Union[str, Path]) -> None:
@@ -81,7 +82,7 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     if model.graph == 'wordnet':
         title += ' (edges: WordNet distance <= 2)'
     if data.simulated:
-        title += ' (SIMULATED features)'
+        title += f' ({SIMULATED_LABEL})'
     axis.set_title(title)
     axis.legend()
     axis.set_xticks([])

@@ -30,11 +30,13 @@ from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
 from apnet_pyg.environment import describe_environment
-from apnet_pyg.zsl.train import (DATA_FILE, ROWS, SELECTION_CHECKPOINT,
-                                 check_config_fits, check_k_shot,
-                                 check_same_data, data_differences,
+from apnet_pyg.zsl.factory import check_k_shot
+from apnet_pyg.zsl.rundir import (DATA_FILE, SELECTION_CHECKPOINT,
+                                  check_same_data, data_differences)
+from apnet_pyg.zsl.train import (ROWS, check_config_fits,
                                  select_on_validation, validation_task)
 from apnet_pyg.zsl.metrics import first_best_index
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the
@@ -260,8 +262,7 @@ def format_tuning(summary: Dict[str, Any]) -> str:
     r"""The tuning as markdown: a row per setting with its validation
     metrics (epoch), the winners marked, labelled simulated when the
     features were."""
-    tag = ' (SIMULATED features: not a benchmark result)' \
-        if summary['simulated'] else ''
+    tag = f', {SIMULATED_LABEL}' if summary['simulated'] else ''
     keys = list(summary['grid'])
     best = summary['best']
     lines = [f"{summary['dataset']}{tag}: APNet's hyper-parameters chosen "

@@ -8,7 +8,8 @@ from apnet_pyg.zsl.baselines import fit_baselines
 from apnet_pyg.zsl.compare import compare_runs, format_comparison
 from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
 from apnet_pyg.zsl.published import PUBLISHED, published
-from apnet_pyg.zsl.train import load_run, run
+from apnet_pyg.zsl.rundir import load_run
+from apnet_pyg.zsl.train import run
 
 APNET_KEYS = METRICS + ('gzsl_cal_unseen', 'gzsl_cal_seen', 'gzsl_cal_h')
 

@@ -7,7 +7,7 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import evaluate, load_model, run, train_model
-from apnet_pyg.zsl.train import build_model
+from apnet_pyg.zsl.factory import build_model
 
 # tests/zsl is on sys.path (rootdir import mode, no __init__.py).
 from test_train import TINY

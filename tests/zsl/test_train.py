@@ -8,14 +8,17 @@ from host_sync import HostSync, no_host_sync
 from torch._dynamo.testing import CompileCounter
 
 from apnet_pyg.data import load_xlsa17
+import apnet_pyg.zsl.step as step_module
 import apnet_pyg.zsl.train as train_module
 from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.evaluate import class_graph_edges
-from apnet_pyg.zsl.train import (ROWS, TrainingDiverged, TrainStep,
-                                 ValidationEpisodeWarning, adam_update,
-                                 build_model, load_run, make_optimizer,
-                                 make_sampler, run_dataset, select_epochs,
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.factory import build_model, make_optimizer, make_sampler
+from apnet_pyg.zsl.rundir import load_run, run_dataset
+from apnet_pyg.zsl.step import TrainStep, adam_update
+from apnet_pyg.zsl.train import (ROWS, TrainingDiverged,
+                                 ValidationEpisodeWarning, select_epochs,
                                  select_on_validation)
 
 TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
@@ -37,7 +40,7 @@ def test_run_end_to_end(tiny, tmp_path):
         assert 0.0 <= saved[key] <= 100.0
         assert saved[key] == metrics[key]
     assert saved['simulated'] is True
-    assert 'simulated' in saved['label']
+    assert saved['label'] == SIMULATED_LABEL
     assert saved['config'] == TINY.to_dict()
     assert saved['data_root'] == 'x'
     assert 'test_selected' not in saved  # opt-in only
@@ -288,7 +291,7 @@ def test_resume_with_another_configuration_keeps_config_json(tiny,
 
 
 def test_data_differences_reads_earlier_records(tiny):
-    from apnet_pyg.zsl.train import data_differences
+    from apnet_pyg.zsl.rundir import data_differences
     fingerprint = tiny.fingerprint()
     assert data_differences(fingerprint, fingerprint) == []
     assert data_differences({}, fingerprint) == sorted(fingerprint)
@@ -407,7 +410,7 @@ def run_epochs(step, optimizer, epochs, iterations):
 
 def uncompiled(monkeypatch):
     # The compiled step's function, run eagerly: what is compiled.
-    monkeypatch.setattr(train_module, 'compile_train_step',
+    monkeypatch.setattr(step_module, 'compile_train_step',
                         lambda step, device: step)
 
 
@@ -418,7 +421,7 @@ def test_step_function_compiles_without_graph_breaks(tiny, monkeypatch,
     # also after the learning rate changed.
     counter = CompileCounter()
     monkeypatch.setattr(
-        train_module, 'compile_train_step', lambda step, device:
+        step_module, 'compile_train_step', lambda step, device:
         torch.compile(step, backend=counter, fullgraph=True))
     config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
     model, optimizer, step = make_step(tiny, config, 4, compile_step=True)
@@ -456,7 +459,7 @@ def test_compiled_step_equals_the_eager_step(tiny, monkeypatch, training):
     # step to rounding, in float64. 7 mini-batches of 4 per epoch: the
     # padded last batch of a pass is in it.
     monkeypatch.setattr(
-        train_module, 'compile_train_step', lambda step, device:
+        step_module, 'compile_train_step', lambda step, device:
         torch.compile(step, backend='aot_eager', fullgraph=True))
     config = TINY.replace(training=training)
     results = []
@@ -560,7 +563,7 @@ def test_divergence_is_found_at_the_next_check(tiny, monkeypatch):
 def test_compile_step_needs_the_dense_class_graph_and_fused_adam(
         tiny, monkeypatch):
     uncompiled(monkeypatch)
-    monkeypatch.setattr(train_module, 'use_dense_class_graph',
+    monkeypatch.setattr(step_module, 'use_dense_class_graph',
                         lambda *args: False)
     with pytest.raises(ValueError, match="compile_step needs the dense "
                        "class graph, for tasks of at most 1024 classes "
@@ -597,7 +600,7 @@ def test_the_compile_flag_reaches_the_training(tiny_root, tmp_path,
 def test_compile_step_off_cuda_runs_the_eager_step_with_a_warning(tiny):
     # Inductor's CPU code is wrong or slow for this step (see
     # compile_train_step): the step without the host runs eagerly.
-    with pytest.warns(train_module.CompileStepWarning,
+    with pytest.warns(step_module.CompileStepWarning,
                       match='compile_step on cpu: the step runs uncompiled'):
         _, _, step = make_step(tiny, TINY, 3, compile_step=True)
     assert step.compiled is None and step.sync_free and step.dense

@@ -9,7 +9,8 @@ from apnet_pyg.zsl import run
 from apnet_pyg.zsl import tune as tune_module
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.environment import describe_environment
-from apnet_pyg.zsl.train import ROWS, load_dataset
+from apnet_pyg.zsl.rundir import load_dataset
+from apnet_pyg.zsl.train import ROWS
 from apnet_pyg.zsl.tune import (format_tuning, grid_settings, parse_grid,
                                 tune)
 
