@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from apnet_pyg.data import load_xlsa17
-from apnet_pyg.zsl.cli import format_table, main
+from apnet_pyg.zsl.cli import main
+from apnet_pyg.zsl.reports import format_table
 
 SMALL = ['--epochs', '2', '--iterations-per-epoch', '3', '--n-way', '4',
          '--no-progress']
