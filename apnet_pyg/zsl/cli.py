@@ -243,9 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "deviation)")
     compare.add_argument('--baselines', action='store_true',
                          help='fit ESZSL and SAE on the data of the runs '
-                         'trained without them, or whose baselines were '
-                         'recorded before they were calibrated (the runs '
-                         'are not modified)')
+                         'trained without them (the runs are not '
+                         'modified)')
     compare.add_argument('--root', default=None,
                          help='with --baselines: where the runs\' data is '
                          '(default: the root each run was trained on)')

@@ -63,7 +63,7 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     :obj:`metrics.json` key, :obj:`None` where it has none).
 
     With :obj:`fit_missing_baselines`, the baselines of a run trained
-    without them (or recorded before they were calibrated) are fitted on
+    without them are fitted on
     its data (read from :obj:`root`, by
     default from where it was trained; the run is not modified) and its
     summary's :obj:`baselines_fitted` is :obj:`True`.
@@ -94,8 +94,7 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
                 f"included): each run counts once in the means, so name "
                 f"one of them")
         seen_records[record] = run_dir
-        fitted = fit_missing_baselines and (
-            not saved.get('baselines') or _uncalibrated(saved))
+        fitted = fit_missing_baselines and not saved.get('baselines')
         if fitted:
             try:
                 data = run_dataset(run_dir, saved, root)
@@ -128,12 +127,6 @@ def _figures(saved: Dict[str, Any],
             for key in METRICS}
 
 
-def _uncalibrated(saved: Dict[str, Any]) -> bool:
-    # Baselines recorded before they were calibrated.
-    return any('gzsl_cal_h' not in figures
-               for figures in (saved.get('baselines') or {}).values())
-
-
 def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
     figures = {name: _figures(saved, sources)
                for name, sources in APNET_ROWS.items()}
@@ -146,10 +139,8 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
         validation['APNet'] = selection['zsl'].get(ROWS['zsl'])
     for name, baseline in (saved.get('baselines') or {}).items():
         figures[name] = _figures(baseline, RAW_FIGURES)
-        # Baselines recorded before they were calibrated have no such row.
-        if 'gzsl_cal_h' in baseline:
-            figures[name + CALIBRATED_SUFFIX] = _figures(baseline,
-                                                         CALIBRATED_FIGURES)
+        figures[name + CALIBRATED_SUFFIX] = _figures(baseline,
+                                                     CALIBRATED_FIGURES)
         validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
     # Every option, also one recorded before it existed (its default).
@@ -236,7 +227,7 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
         unknown = dict.fromkeys(METRICS)
         eszsl = run['figures'].get('ESZSL', unknown)
         # Calibrated against calibrated: both constants are chosen on the
-        # same validation task ('-' where ESZSL's was not recorded).
+        # same validation task ('-' where the run has no baselines).
         eszsl_calibrated = run['figures'].get('ESZSL' + CALIBRATED_SUFFIX,
                                               unknown)
         data_seed = '-' if run['data_seed'] is None else run['data_seed']
@@ -257,13 +248,6 @@ def _format_group(dataset: str, group: Dict[str, Any]) -> str:
         lines += ['', f"No baselines in {', '.join(missing)}: train with "
                   f"--baselines, or compare with --baselines, to compare "
                   f"with ESZSL."]
-    uncalibrated = [run['run'] for run in runs if 'ESZSL' in run['figures']
-                    and 'ESZSL' + CALIBRATED_SUFFIX not in run['figures']]
-    if uncalibrated:
-        lines += ['', f"The baselines of {', '.join(uncalibrated)} were "
-                  f"recorded before they were calibrated (no calibrated "
-                  f"H to divide by): compare with --baselines to fit them "
-                  f"again on the run's data."]
     return '\n'.join(lines)
 
 

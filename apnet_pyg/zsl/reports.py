@@ -66,23 +66,19 @@ def format_baselines(results: Dict) -> str:
     r"""The baselines' rows as markdown: hyper-parameters chosen on the
     validation classes, GZSL raw (as published) and with calibrated
     stacking (the constant :math:`c` chosen on the validation task, as
-    APNet's; blank for runs recorded before the baselines had it)."""
+    APNet's)."""
     from apnet_pyg.zsl.baselines import hyper_parameters
     lines = ['', '| baseline (closed form; chosen on the validation classes) '
              '| ZSL acc | S | U | H | calibrated S | U | H |',
              '|---|---|---|---|---|---|---|---|']
     for name, metrics in results.items():
-        calibrated = 'gzsl_cal_h' in metrics
-        constant = (f"; c = {metrics['calibration']:.3g}" if calibrated
-                    else '')
+        constant = f"; c = {metrics['calibration']:.3g}"
         cells = [metrics[key] for key in ('zsl_acc', 'gzsl_seen',
-                                          'gzsl_unseen', 'gzsl_h')]
-        cells += [metrics[key] for key in ('gzsl_cal_seen',
-                                           'gzsl_cal_unseen', 'gzsl_cal_h')
-                  ] if calibrated else []
+                                          'gzsl_unseen', 'gzsl_h',
+                                          'gzsl_cal_seen', 'gzsl_cal_unseen',
+                                          'gzsl_cal_h')]
         lines.append(f"| {name} ({hyper_parameters(metrics)}{constant}) | " +
-                     ' | '.join(f'{cell:.1f}' for cell in cells) +
-                     ' |' + ' |' * (3 * (not calibrated)))
+                     ' | '.join(f'{cell:.1f}' for cell in cells) + ' |')
     return '\n'.join(lines)
 
 

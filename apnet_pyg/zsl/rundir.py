@@ -270,13 +270,9 @@ def read_run_metrics(run_dir: Union[str, Path]) -> Dict[str, Any]:
             if not is_real_number(saved[key]):
                 raise TypeError(f"'{key}' is not a number")
         for name, figures in (saved.get('baselines') or {}).items():
-            # Runs recorded before the baselines were calibrated have only
-            # the raw figures.
-            keys = METRICS + (CALIBRATED_METRICS if isinstance(figures, dict)
-                              and any(key in figures for key in
-                                      CALIBRATED_METRICS) else ())
             if not isinstance(figures, dict) or not all(
-                    is_real_number(figures.get(key)) for key in keys):
+                    is_real_number(figures.get(key))
+                    for key in METRICS + CALIBRATED_METRICS):
                 raise TypeError(f"baseline {name!r} lacks a figure")
     except (ValueError, KeyError, TypeError) as error:
         raise _not_a_run(metrics_path, error) from None

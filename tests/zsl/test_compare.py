@@ -32,12 +32,10 @@ def write_run(folder, dataset='AWA2', simulated=True, seed=0, data_seed=0,
     return folder
 
 
-def baseline(zsl, u, s, h, calibrated=None):
-    # 'calibrated': (c, S, U, H) of calibrated stacking (none in runs
-    # recorded before the baselines had it).
+def baseline(zsl, u, s, h, calibrated=(0.05, 60.0, 50.0, 54.5)):
+    # 'calibrated': (c, S, U, H) of calibrated stacking.
     figures = dict(zip(METRICS, (zsl, u, s, h)))
-    if calibrated is not None:
-        figures.update(zip(CALIBRATED_METRICS, calibrated))
+    figures.update(zip(CALIBRATED_METRICS, calibrated))
     return figures
 
 
@@ -51,11 +49,9 @@ def table_rows(text):
 def test_compare_means_and_published_figures(tmp_path):
     zsl = [58.0, 57.6, 61.8]
     cal_h = [60.1, 63.6, 65.5]
-    # The third run's ESZSL was recorded before the baselines were
-    # calibrated.
     eszsl = [baseline(62.4, 2.4, 87.7, 4.7, (0.05, 64.5, 58.4, 61.3)),
              baseline(63.1, 2.3, 86.0, 4.9, (0.06, 66.0, 52.0, 58.2)),
-             baseline(63.6, 2.5, 89.9, 4.5)]
+             baseline(63.6, 2.5, 89.9, 4.5, (0.05, 65.0, 55.0, 59.6))]
     runs = [write_run(tmp_path / f'run{i}', data_seed=i,
                       figures={'zsl_acc': zsl[i], 'gzsl_h': 1.0 + i,
                                'gzsl_cal_h': cal_h[i]},
@@ -84,16 +80,14 @@ def test_compare_means_and_published_figures(tmp_path):
         assert row[:2] == ['0', str(i)]
         assert row[2] == f"{zsl[i] - eszsl[i]['zsl_acc']:+.1f}"
         assert row[3] == f"{(1.0 + i) / eszsl[i]['gzsl_h']:.1f}x"
-        # Calibrated against calibrated, where recorded:
-        assert row[4] == (f"{cal_h[i] / eszsl[i]['gzsl_cal_h']:.1f}x"
-                          if i < 2 else '-')
-    # ESZSL's calibrated row: the two runs that record it, no ZSL figure,
-    # no published twin.
+        # Calibrated against calibrated:
+        assert row[4] == f"{cal_h[i] / eszsl[i]['gzsl_cal_h']:.1f}x"
+    # ESZSL's calibrated row: no ZSL figure, no published twin.
     calibrated = rows['ESZSL, calibrated stacking']
     assert calibrated[0] == ''
-    assert calibrated[3] == (f'{statistics.mean([61.3, 58.2]):.1f} ± '
-                             f'{statistics.stdev([61.3, 58.2]):.1f} '
-                             f'[2 runs]')
+    cal_eszsl = [61.3, 58.2, 59.6]
+    assert calibrated[3] == (f'{statistics.mean(cal_eszsl):.1f} ± '
+                             f'{statistics.stdev(cal_eszsl):.1f}')
     paper, reference = PUBLISHED['AWA2']['APNet'], PUBLISHED['AWA2']['ESZSL']
     published_row = next(row for name, row in rows.items()
                          if name.startswith('published'))
@@ -280,23 +274,15 @@ def test_compare_fits_missing_baselines(tiny_root, tmp_path):
     # No published figures for a dataset outside the benchmark.
     assert '(' not in table_rows(text)['ESZSL'][0]
 
-    # Baselines recorded before they were calibrated: a note without
-    # --baselines, fitted again with it (on the run's validation task).
+    # Baselines without their calibrated row are no record of this
+    # release: refused, naming the run and the baseline.
     metrics = json.loads(before)
     metrics['baselines'] = {name: {key: expected[name][key]
                                    for key in METRICS}
                             for name in expected}
     (saved_run / 'metrics.json').write_text(json.dumps(metrics))
-    text = format_comparison(compare_runs([saved_run]))
-    assert table_rows(text)[str(saved_run)][4] == '-'
-    assert (f'The baselines of {saved_run} were recorded before they were '
-            f'calibrated' in text)
-    summary = compare_runs([saved_run], fit_missing_baselines=True)
-    figures = summary['TINY']['runs'][0]['figures']
-    assert figures['ESZSL, calibrated stacking']['gzsl_h'] == \
-        expected['ESZSL']['gzsl_cal_h']
-    assert 'recorded before they were calibrated' not in \
-        format_comparison(summary)
+    with pytest.raises(ValueError, match="baseline 'ESZSL' lacks a figure"):
+        compare_runs([saved_run])
 
 
 def test_compare_fits_missing_baselines_from_another_root(tiny_root,
