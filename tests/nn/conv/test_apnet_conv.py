@@ -338,7 +338,7 @@ def test_apnet_conv_reads_and_keeps_the_edge_index_cache(
 
         with monkeypatch.context() as patch:
             patch.setattr(pyg_utils, 'index_sort', no_sort)
-            patch.setattr(functional, '_argsort', no_sort)
+            patch.setattr(functional.csr, '_argsort', no_sort)
             torch.testing.assert_close(conv64(6, 4, flow=flow)(x, index,
                                                                weight),
                                        expected)

@@ -1,0 +1,318 @@
+r"""The public functions of the fused propagation: the autograd function
+over the custom operators, its argument checks, the composed reference,
+and the bandwidth floor."""
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+from torch_geometric import is_compiling
+
+from apnet_pyg.nn.functional import (
+    Adjacency,
+    CSRArrays,
+    edge_cosine,
+    softmax_spmm,
+)
+from apnet_pyg.nn.functional.checks import _describe
+from apnet_pyg.nn.functional.csr import _as_arrays
+from apnet_pyg.nn.triton_propagation.kernels import (
+    interpreter_enabled,
+    is_triton_available,
+)
+from apnet_pyg.nn.triton_propagation.launch import (
+    MAX_FEATURES,
+    _backward_op,
+    _forward_op,
+)
+from apnet_pyg.utils import check_features, check_same_device
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# ---------------------------------------------------------------------------
+# Autograd
+# ---------------------------------------------------------------------------
+class _TritonPropagate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, pattern: CSRArrays, x: Tensor, h_dst: Tensor,
+                h_src: Optional[Tensor], gamma: Tensor,
+                log_weight: Optional[Tensor],
+                loop_kept: Optional[Tensor]) -> Tensor:
+        out, lse = _forward_op(x, h_dst, h_src, gamma, log_weight,
+                               loop_kept, pattern.rowptr, pattern.col)
+        # Index tensors autograd never differentiates: an attribute.
+        ctx.pattern = pattern
+        ctx.save_for_backward(x, h_dst, h_src, gamma, log_weight,
+                              loop_kept, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        pattern = ctx.pattern
+        x, h_dst, h_src, gamma, log_weight, loop_kept, lse = \
+            ctx.saved_tensors
+        needs_grad = tuple(ctx.needs_input_grad[1:6])
+        if torch.is_grad_enabled():
+            # A second derivative is asked for: differentiate the composed
+            # sparse kernels (which have double backward) instead.
+            inputs = (x, h_dst, h_src, gamma, log_weight)
+            out = composed_attention_propagate(pattern, *inputs, loop_kept)
+            wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
+            grads = iter(torch.autograd.grad(out, wanted, grad_out,
+                                             create_graph=True,
+                                             allow_unused=True))
+            return (None, *[next(grads) if needed else None
+                            for needed in needs_grad], None)
+
+        grads = _backward_op(grad_out, lse, x, h_dst, h_src, gamma,
+                             log_weight, loop_kept, pattern.rowptr,
+                             pattern.col, pattern.rowptr_t, pattern.col_t,
+                             pattern.perm_t, list(needs_grad))
+        return (None, *[grad if needed else None
+                        for grad, needed in zip(grads, needs_grad)], None)
+
+
+# ---------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------
+def triton_attention_propagate(
+    edge_index: Adjacency,
+    x: Tensor,
+    h_dst: Tensor,
+    h_src: Optional[Tensor],
+    temperature: Union[Tensor, float],
+    log_weight: Optional[Tensor] = None,
+    loop_kept: Optional[Tensor] = None,
+) -> Tensor:
+    r"""APNet's attention propagation in one fused kernel per pass:
+
+    .. math::
+        \mathbf{o}_i = \sum_{j} \alpha_{ij} \mathbf{x}_j, \qquad
+        \alpha_{ij} = \operatorname{softmax}_j \left( \gamma
+        \cos(\mathbf{h}^{dst}_i, \mathbf{h}^{src}_j) + \log w_{ij}
+        \right),
+
+    over the entries :math:`(i, j)` of :obj:`edge_index` and, where
+    :obj:`loop_kept` is set, a self-loop :math:`(i, i)` with logit
+    :math:`\gamma` (:math:`0` for a row :math:`\mathbf{h}^{dst}_i` of
+    norm at most :data:`~apnet_pyg.nn.functional.NORM_EPS`) that
+    aggregates :math:`\mathbf{x}_i`. Norms are bounded below by
+    :data:`~apnet_pyg.nn.functional.NORM_EPS`. A row with nothing to
+    aggregate gives :math:`\mathbf{0}`. Equal to
+    :func:`composed_attention_propagate` (the
+    :func:`~apnet_pyg.nn.functional.edge_cosine` and
+    :func:`~apnet_pyg.nn.functional.softmax_spmm` path of
+    :class:`~apnet_pyg.nn.APNetConv`), differentiable in :obj:`x`,
+    :obj:`h_dst`, :obj:`h_src`, :obj:`temperature` and :obj:`log_weight`.
+
+    Runs on CUDA tensors, and on CPU tensors under Triton's interpreter
+    (:obj:`TRITON_INTERPRET=1`, for tests). Inputs may be float16,
+    bfloat16, float32 or float64 (accumulated in float32, float64 for
+    float64); the output has :obj:`x`'s dtype, each gradient its input's.
+
+    Args:
+        edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix
+            of size :math:`(M, N)`, rows the destinations
+            (:obj:`edge_index[0]`): an :class:`EdgeIndex` sorted by row
+            with its sparse size (entries in its order; pass
+            :obj:`edge_index.flip(0)` for PyG's source-to-target
+            convention), or
+            :func:`~apnet_pyg.nn.functional.csr_arrays` of one, not their
+            :meth:`~apnet_pyg.nn.functional.CSRArrays.t`.
+        x (torch.Tensor): source features, :obj:`[N, F]`.
+        h_dst (torch.Tensor): destination projections, :obj:`[M, H]`.
+        h_src (torch.Tensor, optional): source projections, :obj:`[N, H]`;
+            :obj:`None` for :obj:`h_src = h_dst` (a square pattern).
+        temperature (torch.Tensor or float): :math:`\gamma`, one element.
+        log_weight (torch.Tensor, optional): :math:`\log w_{ij}`, one per
+            entry in pattern order, :obj:`[nnz]`. (default: :obj:`None`)
+        loop_kept (torch.Tensor, optional): boolean :obj:`[M]` (:math:`M
+            \leq N`), which rows get the self-loop term.
+            (default: :obj:`None`)
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
+    """
+    if not isinstance(temperature, Tensor) and isinstance(x, Tensor):
+        # In float64 for float64 features (gradcheck), else float32.
+        temperature = torch.tensor(
+            float(temperature), device=x.device,
+            dtype=torch.float64 if x.dtype == torch.float64
+            else torch.float32)
+    if not is_compiling():
+        _check_triton()
+    pattern = _as_arrays(edge_index)
+    if not is_compiling():
+        _check_inputs(pattern, x, h_dst, h_src, temperature, log_weight,
+                      loop_kept)
+    if h_src is h_dst:  # One tensor given twice to autograd: one gradient.
+        h_src = None
+    return _TritonPropagate.apply(pattern, x, h_dst, h_src, temperature,
+                                  log_weight, loop_kept)
+
+
+def composed_attention_propagate(
+    edge_index: Adjacency,
+    x: Tensor,
+    h_dst: Tensor,
+    h_src: Optional[Tensor],
+    temperature: Union[Tensor, float],
+    log_weight: Optional[Tensor] = None,
+    loop_kept: Optional[Tensor] = None,
+) -> Tensor:
+    r""":func:`triton_attention_propagate` from the sparse kernels
+    :func:`~apnet_pyg.nn.functional.edge_cosine` and
+    :func:`~apnet_pyg.nn.functional.softmax_spmm` (the path of
+    :class:`~apnet_pyg.nn.APNetConv` today): the reference of the fused
+    kernel, and its second derivative."""
+    pattern = _as_arrays(edge_index)
+    cos, self_cos = edge_cosine(pattern, h_dst, h_src)
+    logits = temperature * cos
+    if log_weight is not None:
+        logits = logits + log_weight
+    if loop_kept is None:
+        return softmax_spmm(pattern, logits.to(x.dtype), x)[0]
+    # A row with neither entries nor a self-loop would have no finite
+    # logit, which softmax_spmm turns into NaN: it gets a constant finite
+    # one, and its output is masked to 0.
+    empty = (pattern.rowptr[1:] == pattern.rowptr[:-1]) & ~loop_kept
+    loop_logits = torch.where(
+        loop_kept, temperature * self_cos,
+        torch.where(empty, 0.0, float('-inf')).to(self_cos.dtype))
+    out = softmax_spmm(pattern, logits.to(x.dtype), x,
+                       loop_logits.to(x.dtype))[0]
+    return torch.where(empty.unsqueeze(-1), 0.0, out)
+
+
+def _check_triton() -> None:
+    if not is_triton_available():
+        raise RuntimeError("triton_attention_propagate needs Triton, which "
+                           "is not installed: pip install triton (it ships "
+                           "with PyTorch's CUDA builds), or use the sparse "
+                           "kernels (kernel='sparse')")
+
+
+def _check_inputs(pattern: CSRArrays, x: Tensor, h_dst: Tensor,
+                  h_src: Optional[Tensor], temperature: Tensor,
+                  log_weight: Optional[Tensor],
+                  loop_kept: Optional[Tensor]) -> None:
+    if pattern.transposed:
+        raise ValueError("'edge_index' is transposed CSRArrays (.t()): pass "
+                         "the arrays csr_arrays() read, rows the "
+                         "destination nodes")
+    num_dst, num_src = pattern.size
+    operands = [('x', x, 2, num_src), ('h_dst', h_dst, 2, num_dst)]
+    if h_src is not None:
+        operands.append(('h_src', h_src, 2, num_src))
+    if log_weight is not None:
+        operands.append(('log_weight', log_weight, 1, pattern.nnz))
+    for name, tensor, dim, rows in operands:
+        check_features(tensor, name, dim=dim)
+        if tensor.dtype not in _FLOAT_DTYPES:
+            raise ValueError(f"'{name}' has dtype {tensor.dtype}; the Triton "
+                             f"kernel takes float16, bfloat16, float32 or "
+                             f"float64")
+        if tensor.size(0) != rows:
+            raise ValueError(f"'{name}' must have {rows} rows for a pattern "
+                             f"of size {pattern.size} (got shape "
+                             f"{tuple(tensor.shape)})")
+        check_same_device(tensor, name, pattern.rowptr, 'pattern')
+    if h_src is None and num_dst != num_src:
+        raise ValueError(f"h_src=None (h_src = h_dst) needs a square "
+                         f"pattern (got size {pattern.size}); pass 'h_src'")
+    if h_src is not None and h_src.size(1) != h_dst.size(1):
+        raise ValueError(f"'h_src' and 'h_dst' must have the same number of "
+                         f"features (got {h_src.size(1)} and "
+                         f"{h_dst.size(1)})")
+    for name, width in (('x', x.size(1)), ('h_dst', h_dst.size(1))):
+        if width > MAX_FEATURES:
+            raise ValueError(f"'{name}' has {width} features, more than the "
+                             f"Triton kernel's {MAX_FEATURES} (one tile a "
+                             f"row): use the sparse kernels "
+                             f"(kernel='sparse')")
+    if not isinstance(temperature, Tensor) or temperature.numel() != 1 or \
+            not temperature.is_floating_point():
+        raise ValueError(f"'temperature' must be a float or a floating-point "
+                         f"tensor of one element (got "
+                         f"{_describe(temperature)})")
+    check_same_device(temperature, 'temperature', x)
+    if loop_kept is not None:
+        if not isinstance(loop_kept, Tensor) or loop_kept.dim() != 1 or \
+                loop_kept.dtype != torch.bool or loop_kept.numel() != num_dst:
+            raise ValueError(f"'loop_kept' must be a boolean tensor with one "
+                             f"entry per destination row, [{num_dst}] (got "
+                             f"{_describe(loop_kept)})")
+        if num_dst > num_src:
+            raise ValueError(f"'loop_kept' needs a pattern with no more rows "
+                             f"than columns (got size {pattern.size}): row "
+                             f"i's self-loop aggregates x[i]")
+        check_same_device(loop_kept, 'loop_kept', x)
+    device = x.device
+    if device.type not in ('cpu', 'cuda', 'meta'):
+        raise ValueError(f"The Triton kernel runs on CUDA tensors (got "
+                         f"{device.type} tensors): use the sparse kernels "
+                         f"(kernel='sparse')")
+    if device.type == 'cpu' and not interpreter_enabled():
+        raise ValueError("The Triton kernel runs on CUDA tensors (got CPU "
+                         "tensors): move them to a GPU, use the sparse "
+                         "kernels on CPU (kernel='sparse'), or set "
+                         "TRITON_INTERPRET=1 to run it under Triton's "
+                         "interpreter (slow; for tests)")
+
+
+
+def propagation_floor_bytes(num_dst: int, num_src: int, num_entries: int,
+                            x_channels: int, h_channels: int,
+                            dtype: torch.dtype = torch.float32,
+                            index_dtype: torch.dtype = torch.int32,
+                            same_h: bool = True, weights: bool = False,
+                            loops: bool = False,
+                            backward: bool = False) -> int:
+    r"""The bytes a propagation must move at least, the floor against
+    which achieved bandwidth is stated: each entry's column index (and log
+    weight) read and its source rows of :math:`\mathbf{h}` and
+    :math:`\mathbf{x}` gathered once, each node row read or written once.
+
+    With :math:`b` the element size of :obj:`dtype`, :math:`b_i` that of
+    :obj:`index_dtype`, the forward pass moves at least
+    :math:`|\mathcal{E}| (b_i [+ b] + (F + H) b) + (M + 1) b_i + M (H + F)
+    b` (the entries; the row pointers; :math:`\mathbf{h}^{dst}` read, the
+    output written), plus :math:`M (1 + F b)` with self-loops (the mask,
+    :math:`\mathbf{x}_i`). With :obj:`backward=True`, the forward and
+    backward passes together, the backward pass counted the same way: the
+    entries gathered once more (and the weights' gradient written),
+    :math:`\partial L / \partial \mathbf{o}` and :math:`\mathbf{h}^{dst}`
+    read, :math:`\partial L / \partial \mathbf{x}` and :math:`\partial L
+    / \partial \mathbf{h}` written. The kernels here gather each entry
+    three times in all (forward, the row pass and the column pass of the
+    backward pass), so their own traffic is above this floor.
+
+    Args:
+        num_dst (int): :math:`M`, the destination rows.
+        num_src (int): :math:`N`, the source rows.
+        num_entries (int): :math:`|\mathcal{E}|`.
+        x_channels (int): :math:`F`, the width of :math:`\mathbf{x}`.
+        h_channels (int): :math:`H`, the width of :math:`\mathbf{h}`.
+        dtype (torch.dtype): the features' dtype.
+        index_dtype (torch.dtype): the pattern's index dtype.
+        same_h (bool): :math:`\mathbf{h}^{src} = \mathbf{h}^{dst}` (one
+            gradient).
+        weights (bool): with log weights.
+        loops (bool): with self-loops.
+        backward (bool): forward and backward pass together.
+    """
+    element = torch.empty((), dtype=dtype).element_size()
+    index = torch.empty((), dtype=index_dtype).element_size()
+    entries = num_entries * (index + (element if weights else 0) +
+                             (x_channels + h_channels) * element)
+    pointers = (num_dst + 1) * index
+    loop_bytes = num_dst * (1 + x_channels * element) if loops else 0
+    forward = entries + pointers + loop_bytes + \
+        num_dst * (h_channels + x_channels) * element
+    if not backward:
+        return forward
+    written = num_src * (x_channels + h_channels) + \
+        (0 if same_h else num_dst * h_channels) + \
+        (num_entries if weights else 0)
+    return forward + entries + pointers + loop_bytes + \
+        (num_dst * (x_channels + h_channels) + written) * element
