@@ -22,11 +22,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-import torch
-
 from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
-from apnet_pyg.graph.cosine import COS_40_DEGREES
-from apnet_pyg.nn.models.apnet import GRAPHS
+from apnet_pyg.graph.cosine import COS_40_DEGREES, check_threshold
+from apnet_pyg.nn.conv._apnet_layer import check_temperature
+from apnet_pyg.nn.models.apnet import GRAPHS, check_logit_scale
 from apnet_pyg.nn.models.relation_head import SCORES
 
 TRAININGS = ('episodic', 'minibatch')
@@ -167,9 +166,7 @@ class TrainConfig:
         if not 0.0 < self.seen_val_fraction < 1.0:
             raise ValueError(f"'seen_val_fraction' must lie in (0, 1) "
                              f"(got {self.seen_val_fraction})")
-        if not self.logit_scale > 0:
-            raise ValueError(f"'logit_scale' must be positive "
-                             f"(got {self.logit_scale})")
+        check_logit_scale(self.logit_scale)
         # Checked here, before any data is read (Adam and the model would
         # refuse them only once training starts, or not at all).
         for name in ('lr', 'lr_decay'):
@@ -179,18 +176,10 @@ class TrainConfig:
         if self.weight_decay < 0:
             raise ValueError(f"'weight_decay' must be at least 0 "
                              f"(got {self.weight_decay})")
-        if not -1.0 <= self.threshold <= 1.0:
-            raise ValueError(f"'threshold' must lie in [-1, 1] "
-                             f"(got {self.threshold})")
-        if self.propagation_temperature < 0:
-            raise ValueError(f"'propagation_temperature' must be at least 0 "
-                             f"(got {self.propagation_temperature})")
-        # The layer keeps it in float32 (and would refuse it only once the
-        # data is read).
-        if self.propagation_temperature > torch.finfo(torch.float32).max:
-            raise ValueError(f"'propagation_temperature' must be at most "
-                             f"{torch.finfo(torch.float32).max:g} (got "
-                             f"{self.propagation_temperature:g})")
+        # The library's own checks, here before any data is read.
+        check_threshold(self.threshold)
+        check_temperature(self.propagation_temperature,
+                          'propagation_temperature')
 
     def replace(self, **changes) -> 'TrainConfig':
         return dataclasses.replace(self, **changes)

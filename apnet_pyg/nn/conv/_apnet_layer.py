@@ -11,6 +11,19 @@ from torch_geometric.nn.dense.linear import Linear
 
 from apnet_pyg.utils import check_bool, check_int, check_number
 
+
+def check_temperature(value: Any, name: str = 'temperature') -> float:
+    r"""The temperature as a float in [0, the largest float32] (the layers
+    keep it in float32): the one check of it, for the layers, APNet and
+    the ZSL application's configuration."""
+    value = check_number(value, name,
+                         maximum=float(torch.finfo(torch.float32).max))
+    if value < 0:
+        raise ValueError(f"'{name}' must be at least 0 (got {value:g}): a "
+                         f"negative temperature makes the softmax prefer "
+                         f"the least similar neighbours")
+    return value
+
 #: Initialisations of the projection :math:`f`.
 PROJ_INITS = ('glorot', 'identity')
 
@@ -65,14 +78,7 @@ class APNetLayerMixin:
         else:
             _check_in_channels(in_channels)
         check_int(proj_channels, 'proj_channels', minimum=1, optional=True)
-        temperature = check_number(
-            temperature, 'temperature',
-            maximum=torch.finfo(torch.get_default_dtype()).max)
-        if temperature < 0:
-            raise ValueError(f"'temperature' must be at least 0 (got "
-                             f"{temperature:g}): a negative temperature "
-                             f"makes the softmax prefer the least similar "
-                             f"neighbours")
+        temperature = check_temperature(temperature)
         check_bool(learn_temperature, 'learn_temperature')
         check_int(num_steps, 'num_steps', minimum=1)
         if proj_init not in PROJ_INITS:

@@ -16,6 +16,7 @@ from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.dense.dense_apnet_conv import DenseAPNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
+from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.utils import check_number
 
 #: The class graphs of APNet: learned from the class vectors, given by a
@@ -49,6 +50,16 @@ def use_dense_class_graph(num_classes: int,
     bit."""
     return num_classes <= DENSE_CLASS_GRAPH_MAX_CLASSES and (
         sync_free or torch.device(device).type != 'cpu' or is_compiling())
+
+
+def check_logit_scale(value: Any) -> float:
+    r"""The scale of the logits as a positive float: the one check of it,
+    for :class:`APNet` and the ZSL application's configuration."""
+    value = check_number(value, 'logit_scale')
+    if not value > 0:
+        raise ValueError(f"'logit_scale' must be positive (got {value:g}): "
+                         f"the logits would not depend on the scores")
+    return value
 
 
 class APNet(torch.nn.Module):
@@ -142,13 +153,8 @@ class APNet(torch.nn.Module):
             self.class_prior = None
         self.graph = graph
         self.threshold = check_threshold(threshold)
-        check_number(propagation_temperature, 'propagation_temperature',
-                     minimum=0.0)
-        self.logit_scale = check_number(logit_scale, 'logit_scale')
-        if not self.logit_scale > 0:
-            raise ValueError(f"'logit_scale' must be positive (got "
-                             f"{logit_scale:g}): the logits would not "
-                             f"depend on the scores")
+        check_temperature(propagation_temperature, 'propagation_temperature')
+        self.logit_scale = check_logit_scale(logit_scale)
 
         self.encoder = CentroidEncoder(attribute_dim, class_channels,
                                        num_centroids)
