@@ -164,3 +164,31 @@ def tiny_root(tmp_path_factory, tiny_class_side):
     simulate_xlsa17('TINY', out, data_root=class_side, seed=0,
                     isotropic_noise=2.0, lowrank_noise=1.0)
     return out
+
+
+# --- The bad-input tables (tests/bad_input.py,
+# tests/<package>/test_<package>_bad_input.py):
+# their fixtures, here so that every table shares one tiny trained run.
+@pytest.fixture(scope='session')
+def bad_input_data(tiny_root):
+    from apnet_pyg.data import load_xlsa17
+    return load_xlsa17(tiny_root, 'TINY', attributes='percent')
+
+
+@pytest.fixture(scope='session')
+def bad_input_run(tiny_root, bad_input_data, tmp_path_factory):
+    r"""One trained run, shared by every evaluate, plot and load_model
+    row (read only: rows that break a file break a copy)."""
+    from apnet_pyg.zsl import run
+    from bad_input import SMALL
+    out = tmp_path_factory.mktemp('bad_input_run') / 'run'
+    run(bad_input_data, SMALL, out, progress=False, data_root=str(tiny_root))
+    return out
+
+
+@pytest.fixture
+def bad_input_ctx(request, tmp_path):
+    r"""The lazy inputs of a bad-input row (:class:`bad_input.Ctx`)."""
+    from bad_input import Ctx
+    return Ctx(request, tmp_path)
+# --- end of the bad-input tables' fixtures.

@@ -1,6 +1,6 @@
 r"""A tiny xlsa17 dataset in the exact real layout, written for tests of
 the reader (tests/data/test_xlsa17.py) and of its bad inputs
-(tests/test_bad_input.py)."""
+(tests/data/test_data_bad_input.py)."""
 import numpy as np
 import scipy.io
 

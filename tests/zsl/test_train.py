@@ -536,7 +536,7 @@ def test_divergence_is_found_at_the_next_check(tiny, monkeypatch):
     # A step without the host has its losses read every FINITE_CHECK_STEPS
     # steps: training stops at the first check after the loss turned NaN,
     # naming the step it did. (The CPU's default step is checked every
-    # step: tests/test_bad_input.py, 'train_model/diverged'.)
+    # step: tests/zsl/test_zsl_bad_input.py, 'train_model/diverged'.)
     uncompiled(monkeypatch)
     monkeypatch.setattr(train_module, 'FINITE_CHECK_STEPS', 4)
     original = TrainStep.__call__
