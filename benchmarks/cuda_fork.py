@@ -6,7 +6,7 @@ torch raises ``Cannot re-initialize CUDA in forked subprocess`` where torch
 initialised it, and the first CUDA call fails with ``CUDA error:
 initialization error`` where something else did, unseen by torch. The
 benchmarks fork their workers from a server that has imported
-:data:`PROPAGATION_PRELOAD` (see :func:`benchmarks.common.run_isolated`).
+:data:`PROPAGATION_PRELOAD` (see :func:`benchmarks.workers.run_isolated`).
 
 ``python -m benchmarks.cuda_fork [MODULE ...]`` imports the modules (by
 default :data:`PROPAGATION_PRELOAD`) one after the other in a fresh

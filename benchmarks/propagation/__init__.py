@@ -36,7 +36,7 @@ from typing import List
 
 import torch
 
-from benchmarks import common
+from benchmarks import common, workers
 from benchmarks.common import GB
 from benchmarks.cuda_fork import PROPAGATION_PRELOAD
 from benchmarks.propagation import report
@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> str:
         # The floor of every pass (floor_ms), measured in the same run, in
         # a worker like the passes (this process allocates no device
         # memory).
-        result = common.run_isolated(
+        result = workers.run_isolated(
             common.measure_copy_bandwidth, {'device': settings.device},
             settings.memory_cap, 300, preload=PROPAGATION_PRELOAD)
         bandwidth = result.get('bytes_per_second')

@@ -5,7 +5,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from apnet_pyg.utils import atomic_write_text, save_figure_atomically
-from benchmarks import common
+from benchmarks import common, workers
 from benchmarks.common import (
     REPO_ROOT,
     format_mb,
@@ -243,11 +243,11 @@ def _method_text(settings) -> str:
 
 
 def _workers_text(settings) -> str:
-    method = common.worker_start_method(settings.device)
+    method = workers.worker_start_method(settings.device)
     if method == 'forkserver':
         return ('forked from a server that has imported torch, PyG and '
                 'the worker module')
-    why = common.CUDA_SPAWN_REASON
+    why = workers.CUDA_SPAWN_REASON
     if torch.device(settings.device).type == 'cuda':
         return ('run in turn by one spawned worker, started again after a '
                 'failed pass' + (f', since {why}' if why else ''))

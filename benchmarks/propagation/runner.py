@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 import psutil
 import torch
 
-from benchmarks import common
+from benchmarks import common, workers
 from benchmarks.common import GB, MB
 from benchmarks.cuda_fork import PROPAGATION_PRELOAD
 from benchmarks.propagation import worker
@@ -201,7 +201,7 @@ class Runner:
         self.wait_for_quiet()
         # Setup (graph generation) plus the warm-up and timed runs.
         timeout = 300 + 2 * settings.time_cap * (settings.min_runs + 2)
-        result = common.run_isolated(
+        result = workers.run_isolated(
             worker.measure, spec, cap, timeout,
             preload=PROPAGATION_PRELOAD)
         if 'error' in result:

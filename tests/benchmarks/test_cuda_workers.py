@@ -21,7 +21,7 @@ pytest.importorskip('matplotlib')
 import torch  # noqa: E402
 
 from apnet_pyg.scripting import run_script  # noqa: E402
-from benchmarks import common, cuda_fork, train_step  # noqa: E402
+from benchmarks import common, cuda_fork, train_step, workers  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 from benchmarks.propagation import grid, worker  # noqa: E402
 
@@ -72,7 +72,7 @@ def test_cuda_evidence_reads_torch_and_the_device_files(monkeypatch,
 
 
 def run_entry(spec):
-    r"""Runs :func:`common._worker_entry` in this process: what the worker
+    r"""Runs :func:`workers._worker_entry` in this process: what the worker
     sends, and the specs its target was called with."""
     calls = []
 
@@ -82,7 +82,7 @@ def run_entry(spec):
 
     receiver, sender = multiprocessing.Pipe(duplex=False)
     try:
-        common._worker_entry(target, spec, sender)
+        workers._worker_entry(target, spec, sender)
     finally:
         gc.unfreeze()  # _worker_entry freezes the worker's objects.
     message = receiver.recv()
@@ -112,7 +112,7 @@ def test_a_cuda_worker_refuses_to_run_where_cuda_was_inherited(
         'cuda-inherited', 'open device files /dev/nvidia-uvm, /dev/nvidiactl')
 
     # A CPU worker has no CUDA to inherit: it runs.
-    monkeypatch.setattr(common, '_limit_address_space', lambda cap: None)
+    monkeypatch.setattr(workers, '_limit_address_space', lambda cap: None)
     message, calls = run_entry(measure_spec())
     assert message == ('ok', {'ran': True}) and len(calls) == 1
 
@@ -141,25 +141,25 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
 
     # The start method stands for the context (a real one would set the
     # global forkserver's preload).
-    monkeypatch.setattr(common, '_worker_context',
+    monkeypatch.setattr(workers, '_worker_context',
                         lambda method, preload: method)
-    monkeypatch.setattr(common, '_run_worker', fake_run_worker)
-    monkeypatch.setattr(common, '_run_served',
+    monkeypatch.setattr(workers, '_run_worker', fake_run_worker)
+    monkeypatch.setattr(workers, '_run_served',
                         lambda context, target, spec, memory_cap, timeout:
                         fake_run_worker('served', target, spec, memory_cap,
                                         timeout))
-    monkeypatch.setattr(common, 'CUDA_SPAWN_REASON', None)
-    if common.worker_start_method('cpu') != 'forkserver':
+    monkeypatch.setattr(workers, 'CUDA_SPAWN_REASON', None)
+    if workers.worker_start_method('cpu') != 'forkserver':
         pytest.skip('no forkserver on this platform')
 
-    cpu = common.run_isolated(None, {'device': 'cpu'}, 1, 1)
+    cpu = workers.run_isolated(None, {'device': 'cpu'}, 1, 1)
     assert cpu == failure and started == [('cpu', 'forkserver')]
     started.clear()
 
-    assert common.run_isolated(None, {'device': 'cuda'}, 1, 1) == {
+    assert workers.run_isolated(None, {'device': 'cuda'}, 1, 1) == {
         'measured': True}
     assert started == [('cuda', 'forkserver'), ('cuda', 'served')]
-    reason = common.CUDA_SPAWN_REASON
+    reason = workers.CUDA_SPAWN_REASON
     assert reason.startswith('a worker forked from the forkserver ')
     if 'cuda_inherited' in failure:
         assert reason.endswith('inherited an initialised CUDA (open device '
@@ -172,10 +172,10 @@ def test_cuda_workers_are_spawned_once_a_forked_one_cannot_use_cuda(
         f'failed pass)\n')
 
     started.clear()
-    common.run_isolated(None, {'device': 'cuda:0'}, 1, 1)
-    common.run_isolated(None, {'device': 'cpu'}, 1, 1)
+    workers.run_isolated(None, {'device': 'cuda:0'}, 1, 1)
+    workers.run_isolated(None, {'device': 'cpu'}, 1, 1)
     assert started == [('cuda:0', 'served'), ('cpu', 'forkserver')]
-    assert common.worker_start_method('cuda') == 'spawn'
+    assert workers.worker_start_method('cuda') == 'spawn'
 
 
 def pid_of_worker(spec):
@@ -194,18 +194,18 @@ def test_the_spawned_cuda_worker_serves_passes_until_one_fails():
     context = multiprocessing.get_context('spawn')
     spec = {'device': 'cpu', 'memory_cap_bytes': 1 << 36}
     try:
-        first = common._run_served(context, pid_of_worker, spec, 1 << 36, 120)
-        second = common._run_served(context, pid_of_worker, spec, 1 << 36,
+        first = workers._run_served(context, pid_of_worker, spec, 1 << 36, 120)
+        second = workers._run_served(context, pid_of_worker, spec, 1 << 36,
                                     120)
         assert first['pid'] == second['pid'] != os.getpid()
-        failed = common._run_served(context, failing_pass, spec, 1 << 36,
+        failed = workers._run_served(context, failing_pass, spec, 1 << 36,
                                     120)
         assert failed == {'error': 'RuntimeError: the pass failed'}
-        assert 'process' not in common._SERVER
-        third = common._run_served(context, pid_of_worker, spec, 1 << 36, 120)
+        assert 'process' not in workers._SERVER
+        third = workers._run_served(context, pid_of_worker, spec, 1 << 36, 120)
         assert third['pid'] != first['pid']
     finally:
-        common._stop_server()
+        workers._stop_server()
 
 
 def test_a_spawned_worker_checks_no_inherited_cuda(monkeypatch):
@@ -215,7 +215,7 @@ def test_a_spawned_worker_checks_no_inherited_cuda(monkeypatch):
         '/dev/nvidia-uvm', '/dev/nvidia0', '/dev/nvidiactl'])
     calls = []
     receiver, sender = multiprocessing.Pipe(duplex=False)
-    status = common._run_target(lambda spec: calls.append(spec) or {},
+    status = workers._run_target(lambda spec: calls.append(spec) or {},
                                 {'device': 'cuda'}, sender, forked=False)
     assert status == 'ok' and len(calls) == 1
     assert receiver.recv() == ('ok', {})
@@ -224,7 +224,7 @@ def test_a_spawned_worker_checks_no_inherited_cuda(monkeypatch):
 def test_a_spawned_worker_measures_a_pass():
     # What a CUDA run falls back to, on the CPU: a fresh interpreter that
     # imports the worker's module itself.
-    result = common.run_isolated(worker.measure, measure_spec(), 1 << 31,
+    result = workers.run_isolated(worker.measure, measure_spec(), 1 << 31,
                                  120, start_method='spawn')
     assert result['status'] == 'ok', result
     assert result['runs'] == 1 and result['min_ms'] > 0
@@ -273,7 +273,7 @@ def propagation_argv(out, *methods):
 def test_a_propagation_run_that_measures_nothing_exits_non_zero(
         tmp_path, monkeypatch, capsys):
     # As on the H200: every worker fails, with CUDA's multi-line error.
-    monkeypatch.setattr(common, 'run_isolated', lambda *args, **kwargs: {
+    monkeypatch.setattr(workers, 'run_isolated', lambda *args, **kwargs: {
         'error': 'torch.AcceleratorError: CUDA error: initialization error'
                  '\nCUDA kernel errors might be asynchronously reported'})
     assert run_script(main, propagation_argv(tmp_path, 'agnn')) == 1
@@ -291,14 +291,14 @@ def test_a_propagation_run_that_measures_nothing_exits_non_zero(
 
 def test_a_run_with_some_failed_passes_says_so(tmp_path, monkeypatch,
                                                capsys):
-    run_isolated = common.run_isolated
+    run_isolated = workers.run_isolated
 
     def failing_gat(target, spec, *args, **kwargs):
         if spec['method'] == 'gat':
             return {'error': 'RuntimeError: boom'}
         return run_isolated(target, spec, *args, **kwargs)
 
-    monkeypatch.setattr(common, 'run_isolated', failing_gat)
+    monkeypatch.setattr(workers, 'run_isolated', failing_gat)
     assert run_script(main, propagation_argv(tmp_path, 'agnn', 'gat')) == 0
     err = capsys.readouterr().err.strip()
     assert err == (f"warning: 1 of 4 passes failed (first: gat on random: "
