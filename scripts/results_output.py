@@ -1,15 +1,16 @@
-"""The README's sample output of the main job, generated from a real run.
+"""The main job's sample output in docs/results.md, from a recorded run.
 
-    python scripts/readme_output.py            # run `make demo`'s command, record it, update README.md
-    python scripts/readme_output.py --check    # exit 1 if README.md or the record is stale
+    python scripts/results_output.py                # run `make demo`'s command, record it, update docs/results.md
+    python scripts/results_output.py --from-record  # rewrite the block from the record (no run)
+    python scripts/results_output.py --check        # exit 1 if docs/results.md or the record is stale
 
 Running it executes `apnet-zsl pipeline --dataset AWA2 --out runs/awa2
 --overwrite` (what `make demo` runs), keeps its standard output in
 `examples/results/pipeline-AWA2.txt` and its metrics (with the wall time and
 peak memory of the run) in `examples/results/pipeline-AWA2.json`, and
-rewrites the block of README.md between the `pipeline-output` markers from
-them. `--check` (also run by the test suite) re-renders the block from the
-record and compares it with README.md, and compares the record's
+rewrites the block of docs/results.md between the `pipeline-output` markers
+from them. `--check` (also run by the test suite) re-renders the block from
+the record and compares it with docs/results.md, and compares the record's
 configuration and simulator settings with what the command would use
 today: a change of defaults makes it fail until the demo is run again.
 """
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / 'README.md'
+PAGE = ROOT / 'docs' / 'results.md'
 RECORD_TEXT = ROOT / 'examples' / 'results' / 'pipeline-AWA2.txt'
 RECORD_JSON = ROOT / 'examples' / 'results' / 'pipeline-AWA2.json'
 COMMAND = ['apnet-zsl', 'pipeline', '--dataset', 'AWA2', '--out',
@@ -68,7 +69,7 @@ def abridge(output: str) -> str:
 
 
 def render(text: str, record: dict) -> str:
-    r"""The README block: what the command printed (abridged), and how long
+    r"""The page's block: what the command printed (abridged), and how long
     it took."""
     minutes, seconds = divmod(round(record['command_wall_seconds']), 60)
     return '\n'.join([
@@ -78,7 +79,7 @@ def render(text: str, record: dict) -> str:
         f"{record['command_peak_rss_mb'] / 1024:.1f} GB peak memory; the "
         f"whole output is in "
         f"[examples/results/pipeline-AWA2.txt]"
-        f"(examples/results/pipeline-AWA2.txt)):",
+        f"(../examples/results/pipeline-AWA2.txt)):",
         '',
         '```text',
         abridge(text),
@@ -90,15 +91,16 @@ def render(text: str, record: dict) -> str:
 def current_setup() -> dict:
     r"""The configuration and simulator settings the command uses today."""
     from apnet_pyg.data.simulator import SIMULATOR_VERSION, default_options
-    from apnet_pyg.zsl.cli import _config, build_parser
+    from apnet_pyg.zsl.cli import build_parser
+    from apnet_pyg.zsl.commands import config_from_flags
     args = build_parser().parse_args(COMMAND[1:])
-    return {'config': _config(args).to_dict(),
+    return {'config': config_from_flags(args).to_dict(),
             'simulator_version': SIMULATOR_VERSION,
             'simulator_options': default_options('AWA2')}
 
 
 def check() -> list:
-    r"""The reasons the README block or the record is stale (empty: it is
+    r"""The reasons the page's block or the record is stale (empty: it is
     current)."""
     problems = []
     record = json.loads(RECORD_JSON.read_text())
@@ -111,10 +113,10 @@ def check() -> list:
     if simulation['version'] != setup['simulator_version'] or \
             simulation['options'] != setup['simulator_options']:
         problems.append('the simulator changed')
-    block = README.read_text()
+    block = PAGE.read_text()
     block = block[block.index(START):block.index(END) + len(END)]
     if block != render(RECORD_TEXT.read_text(), record):
-        problems.append('README.md differs from the record')
+        problems.append(f'{PAGE.name} differs from the record')
     return problems
 
 
@@ -132,7 +134,7 @@ def update() -> None:
     wall = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f'the command failed:\n{result.stderr}')
-    from apnet_pyg.zsl.train import METRICS_FILE
+    from apnet_pyg.zsl.rundir import METRICS_FILE
     metrics = json.loads((RUN_DIR / METRICS_FILE).read_text())
     record = {key: value for key, value in metrics.items()
               if key != 'history'}
@@ -144,22 +146,31 @@ def update() -> None:
             resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
     RECORD_TEXT.write_text(result.stdout)
     RECORD_JSON.write_text(json.dumps(record, indent=2) + '\n')
-    text = README.read_text()
-    block = text[text.index(START):text.index(END) + len(END)]
-    README.write_text(text.replace(block, render(result.stdout, record)))
-    print(f'updated {README.name} and {RECORD_TEXT.name} '
+    write_block(result.stdout, record)
+    print(f'updated {PAGE.relative_to(ROOT)} and {RECORD_TEXT.name} '
           f'({wall / 60:.1f} min)')
+
+
+def write_block(text: str, record: dict) -> None:
+    page = PAGE.read_text()
+    block = page[page.index(START):page.index(END) + len(END)]
+    PAGE.write_text(page.replace(block, render(text, record)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--check', action='store_true')
-    if parser.parse_args().check:
+    parser.add_argument('--from-record', action='store_true',
+                        help='rewrite the block from the record, no run')
+    args = parser.parse_args()
+    if args.check:
         problems = check()
         if problems:
             sys.exit('stale: ' + '; '.join(problems) +
-                     ': run python scripts/readme_output.py')
-        print('README.md matches the recorded run')
+                     ': run python scripts/results_output.py')
+        print(f'{PAGE.relative_to(ROOT)} matches the recorded run')
+    elif args.from_record:
+        write_block(RECORD_TEXT.read_text(), json.loads(RECORD_JSON.read_text()))
     else:
         update()
 
