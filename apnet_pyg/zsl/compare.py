@@ -143,7 +143,7 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
                                                      CALIBRATED_FIGURES)
         validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
-    # Every option, also one recorded before it existed (its default).
+    # The configuration as TrainConfig reads it: every option, checked.
     config = TrainConfig.from_dict(saved['config']).to_dict()
     # What the data is besides its seed: the simulator's version and
     # options, or the real features' fingerprint.
