@@ -9,7 +9,7 @@ from apnet_pyg.zsl.config import (
     TrainConfig,
 )
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
-from apnet_pyg.zsl.compare import compare_runs, format_comparison
+from apnet_pyg.zsl.compare import compare_runs
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
     best_calibration,
@@ -21,6 +21,7 @@ from apnet_pyg.zsl.evaluate import (
     zsl_per_class,
 )
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
+from apnet_pyg.zsl.reports import format_comparison
 from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.rundir import load_model
 from apnet_pyg.zsl.train import run, select_on_validation, train_model

@@ -23,7 +23,8 @@ from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, SIMULATED_SIDECAR,
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 from apnet_pyg.zsl.reports import (SIMULATED_LABEL, format_baselines,
-                                   format_per_class, format_table)
+                                   format_comparison, format_per_class,
+                                   format_table, format_tuning)
 
 
 def check_device(name: str) -> str:
@@ -119,8 +120,7 @@ def train_command(args: argparse.Namespace, root: str) -> Dict:
 
 def tune_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.rundir import load_dataset
-    from apnet_pyg.zsl.tune import (SUMMARY_FILE, format_tuning, parse_grid,
-                                    tune)
+    from apnet_pyg.zsl.tune import SUMMARY_FILE, parse_grid, tune
     grid = parse_grid(args.grid)
     # Everything checked before the data is read.
     base = config_from_flags(args)
@@ -199,7 +199,7 @@ def pipeline_command(args: argparse.Namespace) -> Dict:
 
 
 def compare_command(args: argparse.Namespace) -> str:
-    from apnet_pyg.zsl.compare import compare_runs, format_comparison
+    from apnet_pyg.zsl.compare import compare_runs
     out = check_output_file(args.out, '--out', 'a markdown file name') \
         if args.out else None
     if args.root is not None and not args.baselines:

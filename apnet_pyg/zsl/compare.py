@@ -27,31 +27,17 @@ are on the real features. One dataset's runs must all be simulated or all
 real.
 """
 import json
-import statistics
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
 from apnet_pyg.zsl.config import TrainConfig
-from apnet_pyg.zsl.metrics import METRICS
-from apnet_pyg.zsl.published import SOURCES, published
-from apnet_pyg.zsl.reports import SIMULATED_LABEL, TEST_SELECTED_LABEL
+from apnet_pyg.zsl.metrics import METRICS, ROWS
+from apnet_pyg.zsl.reports import (APNET_ROWS, CALIBRATED_FIGURES,
+                                   CALIBRATED_SUFFIX, RAW_FIGURES,
+                                   TEST_SELECTED)
 from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
-from apnet_pyg.zsl.train import ROWS, validation_task
-
-CALIBRATED_SUFFIX = ', calibrated stacking'
-CALIBRATED = 'APNet' + CALIBRATED_SUFFIX
-TEST_SELECTED = f'APNet, {TEST_SELECTED_LABEL}'
-# The metrics.json key of each figure of a method's raw row and of its
-# calibrated row (which has no ZSL figure), APNet's and the baselines'.
-RAW_FIGURES = dict(zip(METRICS, METRICS))
-CALIBRATED_FIGURES = {'gzsl_unseen': 'gzsl_cal_unseen',
-                      'gzsl_seen': 'gzsl_cal_seen', 'gzsl_h': 'gzsl_cal_h'}
-APNET_ROWS = {'APNet': RAW_FIGURES, CALIBRATED: CALIBRATED_FIGURES}
-# The published figures the optimistic row is shown with: the paper
-# selects on the test set. No published figure is calibrated.
-PUBLISHED_AS = {TEST_SELECTED: 'APNet'}
-
+from apnet_pyg.zsl.train import validation_task
 
 def compare_runs(run_dirs: Sequence[Union[str, Path]],
                  fit_missing_baselines: bool = False,
@@ -157,154 +143,3 @@ def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
             'data_seed': simulation.get('seed'), 'data': data,
             'config': config, 'figures': figures,
             'validation': validation}
-
-
-def format_comparison(groups: Dict[str, Dict[str, Any]]) -> str:
-    r"""The tables of :func:`compare_runs` as markdown."""
-    return '\n\n'.join(_format_group(dataset, group)
-                       for dataset, group in groups.items())
-
-
-def _format_group(dataset: str, group: Dict[str, Any]) -> str:
-    runs = group['runs']
-    tag = (f'{SIMULATED_LABEL}; the published figures in parentheses are '
-           f'on the real features' if group['simulated'] else 'real features')
-    lines = [f'{dataset}, {len(runs)} run{"s" * (len(runs) != 1)}: {tag}',
-             '']
-    differing = sorted(key for key in runs[0]['config'] if key != 'seed'
-                       and len({repr(run['config'][key])
-                                for run in runs}) > 1)
-    if differing:
-        lines += [f"Note: the runs' configurations differ in "
-                  f"{', '.join(differing)}.", '']
-    data_keys = sorted({key for run in runs for key in run['data']})
-    differing = [key for key in data_keys
-                 if len({repr(run['data'].get(key)) for run in runs}) > 1]
-    if differing:
-        # Else the spread would read as that of seeds alone.
-        what = ('simulator options (beyond the data seed)'
-                if group['simulated'] else 'data fingerprints')
-        lines += [f"Note: the runs were trained on different data: their "
-                  f"{what} differ in {', '.join(differing)}.", '']
-    # Not copies (compare_runs refuses those) but reruns of one seed: their
-    # spread is the machine's or the resumption's, not that of seeds.
-    reruns: Dict[str, List[str]] = {}
-    for run in runs:
-        key = json.dumps([run['config'], run['data_seed'], run['data']],
-                         sort_keys=True)
-        reruns.setdefault(key, []).append(run['run'])
-    for names in reruns.values():
-        if len(names) > 1:
-            lines += [f"Note: {', '.join(names)} have the same "
-                      f"configuration, seed and data: reruns of one seed, "
-                      f"not independent seeds.", '']
-    unselected = [run['run'] for run in runs
-                  if run['selection'] != 'validation']
-    if unselected:
-        lines += [f"Note: APNet's rows of {', '.join(unselected)} are its "
-                  f"last epoch's (trained with model_selection='none'), not "
-                  f"chosen on validation.", '']
-    lines += ['| method | ZSL | U | S | H |', '|---|---|---|---|---|']
-    methods = list(dict.fromkeys(name for run in runs
-                                 for name in run['figures']))
-    for name in methods:
-        twin = PUBLISHED_AS.get(
-            name, None if name.endswith(CALIBRATED_SUFFIX) else name)
-        reference = published(dataset, twin) if twin else \
-            dict.fromkeys(METRICS)
-        cells = [_mean_cell([run['figures'].get(name, {}).get(key)
-                             for run in runs], reference[key])
-                 for key in METRICS]
-        lines.append(f"| {name} | {' | '.join(cells)} |")
-    missing = [run['run'] for run in runs if 'ESZSL' not in run['figures']]
-    fitted = [run['run'] for run in runs if run.get('baselines_fitted')]
-    lines += ['', '| run | seed | data seed | ZSL: APNet - ESZSL | '
-              'H: APNet / ESZSL | calibrated H: APNet / ESZSL |',
-              '|---|---|---|---|---|---|']
-    for run in runs:
-        apnet, calibrated = (run['figures']['APNet'],
-                             run['figures'][CALIBRATED])
-        unknown = dict.fromkeys(METRICS)
-        eszsl = run['figures'].get('ESZSL', unknown)
-        # Calibrated against calibrated: both constants are chosen on the
-        # same validation task ('-' where the run has no baselines).
-        eszsl_calibrated = run['figures'].get('ESZSL' + CALIBRATED_SUFFIX,
-                                              unknown)
-        data_seed = '-' if run['data_seed'] is None else run['data_seed']
-        lines.append(
-            f"| {run['run']} | {run['seed']} | {data_seed} | "
-            f"{_difference(apnet['zsl_acc'], eszsl['zsl_acc'])} | "
-            f"{_ratio(apnet['gzsl_h'], eszsl['gzsl_h'])} | "
-            f"{_ratio(calibrated['gzsl_h'], eszsl_calibrated['gzsl_h'])} |")
-    paper, eszsl = published(dataset, 'APNet'), published(dataset, 'ESZSL')
-    lines.append(f"| published ({SOURCES['APNet']}; {SOURCES['ESZSL']}) "
-                 f"| | | {_difference(paper['zsl_acc'], eszsl['zsl_acc'])} "
-                 f"| {_ratio(paper['gzsl_h'], eszsl['gzsl_h'])} | |")
-    lines += _validation_table(runs)
-    if fitted:
-        lines += ['', f"Baselines fitted now on the data of "
-                  f"{', '.join(fitted)} (not saved in the run)."]
-    if missing:
-        lines += ['', f"No baselines in {', '.join(missing)}: train with "
-                  f"--baselines, or compare with --baselines, to compare "
-                  f"with ESZSL."]
-    return '\n'.join(lines)
-
-
-def _validation_table(runs: List[Dict[str, Any]]) -> List[str]:
-    # Only where a baseline records its validation accuracy (runs trained
-    # before it did have none).
-    baselines = list(dict.fromkeys(
-        name for run in runs for name, value in run['validation'].items()
-        if name != 'APNet' and value is not None))
-    if not baselines:
-        return []
-    fractions = sorted({run['config']['seen_val_fraction'] for run in runs
-                        if run['validation'].get('APNet') is not None},
-                       reverse=True)
-    kept = ' or '.join(f'{100 * (1 - f):.0f}%' for f in fractions) or '-'
-    lines = ['', f"On the validation classes (valclasses1; no test image), "
-             f"ZSL accuracy: APNet at its ZSL row's epoch, trained on {kept} "
-             f"of the trainclasses1 images; the baselines at their chosen "
-             f"hyper-parameters, fitted on all of them.", '',
-             '| run | APNet | ' + ' | '.join(baselines) +
-             ' | APNet - ESZSL |',
-             '|---|---|' + '---|' * len(baselines) + '---|']
-    for run in runs:
-        values = run['validation']
-        cells = ['-' if values.get(name) is None else
-                 f'{values[name]:.1f}' for name in ['APNet'] + baselines]
-        lines.append(f"| {run['run']} | {' | '.join(cells)} | "
-                     f"{_difference(values.get('APNet'), values.get('ESZSL'))}"
-                     f" |")
-    return lines
-
-
-def _mean_cell(values: List[Optional[float]],
-               reference: Optional[float]) -> str:
-    known = [value for value in values if value is not None]
-    if not known:
-        text = ''
-    elif len(known) == 1:
-        text = f'{known[0]:.1f}'
-    else:
-        text = f'{statistics.mean(known):.1f} ± {statistics.stdev(known):.1f}'
-    if known and len(known) < len(values):
-        text += f" [{len(known)} run{'s' * (len(known) != 1)}]"
-    if reference is not None:
-        text = f'{text} ({reference:.1f})'.strip()
-    return text
-
-
-def _difference(value: Optional[float], baseline: Optional[float]) -> str:
-    if value is None or baseline is None:
-        return '-'
-    return f'{value - baseline:+.1f}'
-
-
-def _ratio(value: Optional[float], baseline: Optional[float]) -> str:
-    if value is None or baseline is None:
-        return '-'
-    if baseline == 0:
-        return 'ESZSL H is 0'
-    return f'{value / baseline:.1f}x'

@@ -16,6 +16,14 @@ METRICS = ('zsl_acc', 'gzsl_unseen', 'gzsl_seen', 'gzsl_h')
 CALIBRATED_METRICS = ('calibration', 'gzsl_cal_seen', 'gzsl_cal_unseen',
                       'gzsl_cal_h')
 
+#: The rows of a run's result table, in order, and the validation metric
+#: that selects each row's epoch.
+ROWS = {
+    'zsl': 'val_zsl_acc',
+    'gzsl': 'val_gzsl_h',
+    'gzsl_calibrated': 'val_gzsl_cal_h',
+}
+
 
 def first_best_index(values: Sequence[float]) -> int:
     r"""The position of the largest of :obj:`values`, the earliest on ties:

@@ -51,7 +51,7 @@ from apnet_pyg.zsl.evaluate import (apnet_score_fn, class_graph_edges,
                                     evaluate_scores, validate)
 from apnet_pyg.zsl.factory import (build_model, make_optimizer, make_sampler,
                                    make_scheduler)
-from apnet_pyg.zsl.metrics import first_best_index
+from apnet_pyg.zsl.metrics import ROWS, first_best_index
 from apnet_pyg.zsl.reports import SIMULATED_LABEL, TEST_SELECTED_LABEL
 from apnet_pyg.zsl.rundir import (CONFIG_FILE, DATA_FILE, FINAL_CHECKPOINT,
                                   METRICS_FILE, SELECTION_CHECKPOINT,
@@ -62,13 +62,6 @@ from apnet_pyg.zsl.rundir import (CONFIG_FILE, DATA_FILE, FINAL_CHECKPOINT,
 from apnet_pyg.zsl.step import FINITE_CHECK_STEPS, TrainStep, compiles_step
 
 
-#: The rows of a run's result table, in order, and the validation metric
-#: that selects each row's epoch.
-ROWS = {
-    'zsl': 'val_zsl_acc',
-    'gzsl': 'val_gzsl_h',
-    'gzsl_calibrated': 'val_gzsl_cal_h',
-}
 
 
 def train_model(

@@ -33,10 +33,9 @@ from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.factory import check_k_shot
 from apnet_pyg.zsl.rundir import (DATA_FILE, SELECTION_CHECKPOINT,
                                   check_same_data, data_differences)
-from apnet_pyg.zsl.train import (ROWS, check_config_fits,
-                                 select_on_validation, validation_task)
-from apnet_pyg.zsl.metrics import first_best_index
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.metrics import ROWS, first_best_index
+from apnet_pyg.zsl.train import (check_config_fits, select_on_validation,
+                                 validation_task)
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the
@@ -114,7 +113,7 @@ def tune(
 ) -> Dict[str, Any]:
     r"""Runs the selection phase for every setting of :obj:`grid` on top of
     :obj:`base` and returns (and writes to :obj:`out/tuning.json`) each
-    setting's selection and, per row of :data:`~apnet_pyg.zsl.train.ROWS`,
+    setting's selection and, per row of :data:`~apnet_pyg.zsl.metrics.ROWS`,
     the winning setting: best validation metric, the earliest setting in
     grid order on ties.
 
@@ -256,33 +255,3 @@ def _finished_setting(folder: Path, config: TrainConfig, data: ZSLDataset,
                               f"configuration or dataset: choose another "
                               f"--out or delete '{folder}'")
     return saved
-
-
-def format_tuning(summary: Dict[str, Any]) -> str:
-    r"""The tuning as markdown: a row per setting with its validation
-    metrics (epoch), the winners marked, labelled simulated when the
-    features were."""
-    tag = f', {SIMULATED_LABEL}' if summary['simulated'] else ''
-    keys = list(summary['grid'])
-    best = summary['best']
-    lines = [f"{summary['dataset']}{tag}: APNet's hyper-parameters chosen "
-             f"on the validation task (trainclasses1 minus the held-out "
-             f"images; valclasses1); no test image read. * marks each "
-             f"column's best.", '',
-             '| ' + ' | '.join(keys) + ' | val ZSL acc (epoch) | '
-             'val H (epoch) | val calibrated H (epoch) |',
-             '|---' * (len(keys) + 3) + '|']
-    for entry in summary['settings']:
-        cells = [str(entry['setting'][key]) for key in keys]
-        for row, metric in ROWS.items():
-            mark = '*' if entry['setting'] == best[row]['setting'] else ''
-            cells.append(f"{entry[row][metric]:.1f}{mark} "
-                         f"({entry[row]['epoch']})")
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    lines += ['', "Train a row's winner on all seen classes and test it: "
-              "apnet-zsl train with tune's flags and"]
-    for row in ROWS:
-        flags = ' '.join(f"--{key.replace('_', '-')} {value}"
-                         for key, value in best[row]['setting'].items())
-        lines.append(f'- {row}: {flags}')
-    return '\n'.join(lines)

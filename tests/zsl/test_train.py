@@ -17,7 +17,8 @@ from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.factory import build_model, make_optimizer, make_sampler
 from apnet_pyg.zsl.rundir import load_run, run_dataset
 from apnet_pyg.zsl.step import TrainStep, adam_update
-from apnet_pyg.zsl.train import (ROWS, TrainingDiverged,
+from apnet_pyg.zsl.metrics import ROWS
+from apnet_pyg.zsl.train import (TrainingDiverged,
                                  ValidationEpisodeWarning, select_epochs,
                                  select_on_validation)
 

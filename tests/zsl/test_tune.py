@@ -10,9 +10,9 @@ from apnet_pyg.zsl import tune as tune_module
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.rundir import load_dataset
-from apnet_pyg.zsl.train import ROWS
-from apnet_pyg.zsl.tune import (format_tuning, grid_settings, parse_grid,
-                                tune)
+from apnet_pyg.zsl.metrics import ROWS
+from apnet_pyg.zsl.reports import format_tuning
+from apnet_pyg.zsl.tune import grid_settings, parse_grid, tune
 
 # tests/zsl is on sys.path (rootdir import mode, no __init__.py).
 from test_train import TINY, corrupt_test_labels
