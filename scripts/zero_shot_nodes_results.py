@@ -47,7 +47,7 @@ evaluation. The selection lines list every setting tried, with its mean
 validation balanced accuracy. "published" rows are DGPN's Tables 3 and
 4, not runs of this package.
 
-APNet's base setting was fixed in advance (`apnet_pyg.zsl.nodes.
+APNet's base setting was fixed in advance (`apnet_pyg.zsl.nodes_inputs.
 NodeSetting()`): node features row-scaled and propagated by the mean over
 the citation graph, the node scored at hops 0, 1 and 2 (the model trained
 on every hop's features of the seen classes' nodes, the per-hop logits

@@ -241,7 +241,9 @@ def baselines_command(args: argparse.Namespace) -> Dict:
 
 def nodes_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.data.zero_shot_nodes import read_zero_shot_nodes
-    from apnet_pyg.zsl.nodes import NodeSetting, format_nodes, run_nodes
+    from apnet_pyg.zsl.nodes import run_nodes
+    from apnet_pyg.zsl.nodes_inputs import NodeSetting
+    from apnet_pyg.zsl.nodes_report import format_nodes
     if args.out is not None:
         check_output_file(args.out, '--out', 'a JSON file name')
     for flag in ('seeds', 'selection_seeds', 'threads', 'epochs',

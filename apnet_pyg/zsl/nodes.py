@@ -57,14 +57,8 @@ from apnet_pyg.zsl.eszsl import (fit_eszsl, fit_eszsl_validated,
                                   predict_eszsl)
 from apnet_pyg.zsl.evaluate import apnet_score_fn
 from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
-# The settings, inputs and records live in siblings; imported here so that
-# every name stays importable from apnet_pyg.zsl.nodes.
-from apnet_pyg.zsl.nodes_inputs import (  # noqa: F401
-    CALIBRATIONS, DESCRIPTION_PREPARATIONS, FEATURE_SCALINGS, PROPAGATIONS,
-    SCORINGS, NodeSetting, NodeTask, default_config, hop_features,
-    node_features, prepare_descriptions, propagate_features, scale_features)
-from apnet_pyg.zsl.nodes_report import (  # noqa: F401
-    PUBLISHED, PUBLISHED_SOURCE, format_nodes, node_metrics, summarise)
+from apnet_pyg.zsl.nodes_inputs import NodeSetting, NodeTask, node_features
+from apnet_pyg.zsl.nodes_report import PUBLISHED, node_metrics, summarise
 from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 
 #: ESZSL's grid of gamma and lambda (each), as

@@ -6,12 +6,13 @@ import torch
 from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.zsl.evaluate import apnet_score_fn
-from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeScores, NodeSetting,
-                                 NodeTask, combine_hop_scores, eszsl_nodes,
-                                 format_nodes, hop_features, node_metrics,
-                                 prepare_descriptions, propagate_features,
-                                 run_nodes, scale_features, select_setting,
+from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeScores, combine_hop_scores,
+                                 eszsl_nodes, run_nodes, select_setting,
                                  selection_grid, train_node_model)
+from apnet_pyg.zsl.nodes_inputs import (NodeSetting, NodeTask, hop_features,
+                                        prepare_descriptions,
+                                        propagate_features, scale_features)
+from apnet_pyg.zsl.nodes_report import format_nodes, node_metrics
 from tests.data.test_zero_shot_nodes import write_layout
 
 REPO = Path(__file__).resolve().parents[2]
