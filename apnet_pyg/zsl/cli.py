@@ -99,7 +99,7 @@ def _add_train_arguments(parser: argparse.ArgumentParser,
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     r""":obj:`--run`, a finished run's directory, and :obj:`--root`, where
     its data is if not where it was trained
-    (:func:`apnet_pyg.zsl.train.load_run`)."""
+    (:func:`apnet_pyg.zsl.rundir.load_run`)."""
     parser.add_argument('--run', required=True,
                         help="a finished 'apnet-zsl train' run directory")
     parser.add_argument('--root', default=None,

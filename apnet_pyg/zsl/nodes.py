@@ -179,7 +179,8 @@ def train_node_model(task: NodeTask, seed: int, epochs: int,
     :func:`~apnet_pyg.zsl.train.train_model` (:obj:`k_shot` capped at the
     smallest seen class's node count); returns the model and its
     history."""
-    from apnet_pyg.zsl.train import build_model, train_model
+    from apnet_pyg.zsl.factory import build_model
+    from apnet_pyg.zsl.train import train_model
     # An episode draws k_shot distinct nodes per class: at most the
     # smallest seen class's size.
     smallest = int(torch.bincount(task.nodes.data.y[task.seen_nodes])

@@ -36,12 +36,9 @@ from apnet_pyg.zsl.evaluate import (
     zsl_accuracy,
 )
 from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
-from apnet_pyg.zsl.train import (
-    TrainingDiverged,
-    build_model,
-    check_config_fits,
-    load_checkpoint,
-)
+from apnet_pyg.zsl.factory import build_model
+from apnet_pyg.zsl.rundir import load_checkpoint
+from apnet_pyg.zsl.train import TrainingDiverged, check_config_fits
 from apnet_pyg.data.splits import seen_validation_split
 
 from bad_input import (
