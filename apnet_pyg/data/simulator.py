@@ -36,10 +36,11 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, FEATURE_DIM,
-                                   FEATURES_FILE, SIMULATED_SIDECAR,
-                                   SPLITS_FILE, ZSLDataset, dataset_dir,
-                                   load_xlsa17, packaged_root)
+from apnet_pyg.data.xlsa17 import (ZSLDataset, dataset_dir, load_xlsa17,
+                                   packaged_root)
+from apnet_pyg.data.xlsa17_files import (CLASS_LIST_FILES, FEATURE_DIM,
+                                         FEATURES_FILE, SIMULATED_SIDECAR,
+                                         SPLITS_FILE)
 from apnet_pyg.utils import (atomic_write_text, check_bool, check_int,
                              check_number, make_output_folder,
                              replace_atomically)

@@ -32,13 +32,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-# The file layout and its readers live in xlsa17_files; the constants are
-# imported here so that they stay importable from apnet_pyg.data.xlsa17.
-from apnet_pyg.data.xlsa17_files import (  # noqa: F401
-    CLASS_LIST_FILES, FEATURE_DIM, FEATURES_FILE, SIMULATED_SIDECAR,
-    SPLIT_KEYS, SPLITS_FILE, _check_labels_match_splits, _read_attributes,
-    _read_class_names, _read_class_roles, _read_features, _read_mat,
-    _read_simulation_sidecar, _read_split_indices)
+from apnet_pyg.data.xlsa17_files import (
+    FEATURES_FILE, SPLIT_KEYS, SPLITS_FILE, _check_labels_match_splits,
+    _read_attributes, _read_class_names, _read_class_roles, _read_features,
+    _read_mat, _read_simulation_sidecar, _read_split_indices)
 from apnet_pyg.utils import as_index_tensor, check_bool
 
 DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')

@@ -17,9 +17,9 @@ from apnet_pyg.data.simulator import (
     default_options,
     simulate_xlsa17,
 )
-from apnet_pyg.data.xlsa17 import (CLASS_LIST_FILES, SIMULATED_SIDECAR,
-                                   SPLITS_FILE, dataset_dir,
-                                   packaged_root)
+from apnet_pyg.data.xlsa17 import dataset_dir, packaged_root
+from apnet_pyg.data.xlsa17_files import (CLASS_LIST_FILES, SIMULATED_SIDECAR,
+                                         SPLITS_FILE)
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 from apnet_pyg.zsl.reports import (SIMULATED_LABEL, format_baselines,

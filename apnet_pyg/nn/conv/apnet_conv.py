@@ -13,11 +13,7 @@ from torch_geometric.utils import softmax
 from apnet_pyg.nn.conv._apnet_conv_io import APNetConvIOMixin
 # The layer shared with DenseAPNetConv; imported here so that its names
 # stay importable from apnet_pyg.nn.conv.apnet_conv.
-from apnet_pyg.nn.conv._apnet_layer import (  # noqa: F401
-    PROJ_INITS,
-    APNetLayerMixin,
-    Projection,
-)
+from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
 from apnet_pyg.nn.functional import (
     CSRArrays,
     compute_dtype,

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from apnet_pyg.nn.conv.apnet_conv import APNetLayerMixin
+from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
 from apnet_pyg.nn.functional import compute_dtype
 from apnet_pyg.utils import (
     check_features,
