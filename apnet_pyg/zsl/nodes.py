@@ -72,8 +72,8 @@ def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
     choice changed one at a time: the calibration, the scoring (one
     propagated vector instead of every hop), the node propagation (none,
     attention, more hops), the description preparation, the class graph
-    (learned, at the paper's cos 40 degrees), the score and the learning
-    rate."""
+    (learned, at the paper's cos 40 degrees), the classes scored in
+    training (every class, as DGPN), the score and the learning rate."""
     base = base or NodeSetting()
     grid = [base]
     for changes in ({'calibration': 'none'},
@@ -82,6 +82,7 @@ def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
                     {'propagation': 'attention'},
                     {'hops': 2 * base.hops},
                     {'descriptions': 'l2'},
+                    {'candidates': 'all'},
                     {'graph': 'learned'},
                     {'score': 'linear', 'logit_scale': 1.0},
                     {'lr': 10 * base.config.lr}):
@@ -98,6 +99,7 @@ OTHER_ROWS = (
     ('APNet (best with the other class graph)',
      lambda s: s.config.graph == 'none'),
     ('APNet (best with the other calibration)', lambda s: s.calibration),
+    ('APNet (best with the other candidates)', lambda s: s.candidates),
 )
 
 
@@ -189,10 +191,15 @@ def train_node_model(task: NodeTask, seed: int, epochs: int,
         seed=seed, epochs=epochs,
         k_shot=min(task.setting.config.k_shot, smallest))
     data = task.dataset
+    negatives = None
+    if task.setting.candidates == 'all':
+        every = torch.arange(task.nodes.num_classes)
+        negatives = every[~torch.isin(every, task.split.seen)]
     model = build_model(config, data, task.split.seen)
     history = train_model(model, data, task.seen_nodes, task.split.seen,
                           config, device=device, progress=False,
-                          on_epoch_end=on_epoch_end)
+                          on_epoch_end=on_epoch_end,
+                          negative_classes=negatives)
     return model, history
 
 

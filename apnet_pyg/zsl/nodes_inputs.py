@@ -33,6 +33,11 @@ SCORINGS = ('single', 'hops')
 #: :obj:`"standardize"`: centred, then divided by that class's standard
 #: deviation over every node (per hop).
 CALIBRATIONS = ('none', 'center', 'standardize')
+#: The classes a seen node is scored against in training: :obj:`"seen"`,
+#: its episode's seen classes; :obj:`"all"`, also every other class's
+#: description (validation and unseen classes as wrong answers: DGPN's
+#: training, which reads their descriptions, never their nodes or labels).
+CANDIDATES = ('seen', 'all')
 #: How features are scaled first: :obj:`"row"` divides each node's
 #: features by their sum (DGPN), :obj:`"raw"` keeps them.
 FEATURE_SCALINGS = ('row', 'raw')
@@ -81,6 +86,7 @@ class NodeSetting:
         features (str): :data:`FEATURE_SCALINGS`. (default: :obj:`"row"`)
         descriptions (str): :data:`DESCRIPTION_PREPARATIONS`.
             (default: :obj:`"center"`)
+        candidates (str): :data:`CANDIDATES`. (default: :obj:`"seen"`)
         config (TrainConfig): (default: :func:`default_config`)
     """
     propagation: str = 'mean'
@@ -90,6 +96,7 @@ class NodeSetting:
     calibration: str = 'center'
     features: str = 'row'
     descriptions: str = 'center'
+    candidates: str = 'seen'
     config: TrainConfig = field(default_factory=default_config)
 
     def __post_init__(self):
@@ -97,7 +104,8 @@ class NodeSetting:
                               ('scoring', SCORINGS),
                               ('calibration', CALIBRATIONS),
                               ('features', FEATURE_SCALINGS),
-                              ('descriptions', DESCRIPTION_PREPARATIONS)):
+                              ('descriptions', DESCRIPTION_PREPARATIONS),
+                              ('candidates', CANDIDATES)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"'{name}' must be one of "
                                  f"{', '.join(choices)} (got "
@@ -140,13 +148,13 @@ class NodeSetting:
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
         return (f'{nodes}, features={self.features}, descriptions='
                 f'{self.descriptions}, graph={graph}, training='
-                f'{c.training}, k_shot={c.k_shot}, lr={c.lr:g}, score='
+                f'{c.training}, candidates={self.candidates}, k_shot={c.k_shot}, lr={c.lr:g}, score='
                 f'{c.score}, logit_scale={c.logit_scale:g}')
 
     def key(self) -> Tuple:
         return (self.propagation, self.hops, self.temperature,
                 self.scoring, self.calibration, self.features,
-                self.descriptions,
+                self.descriptions, self.candidates,
                 tuple(sorted(self.config.replace(seed=0).to_dict().items(),
                              key=lambda item: item[0])))
 

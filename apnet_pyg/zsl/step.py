@@ -61,13 +61,20 @@ class TrainStep:
         classes (torch.Tensor): The training classes, on the device (the
             task of a mini-batch).
         iterations (int): Steps per epoch.
+        negative_classes (torch.Tensor, optional): Classes, on the device,
+            scored in every step after the task's own, as a wrong answer
+            for every sample (their samples are never drawn): DGPN's
+            training, which scores the seen nodes against every class's
+            description. (default: none)
         sync_free (bool, optional): See above. (default: off the CPU or
             with :obj:`compile_step`)
         compile_step (bool, optional): See above. (default: :obj:`False`)
     """
     def __init__(self, model: APNet, sampler, optimizer: torch.optim.Optimizer,
                  features: Tensor, attributes: Tensor, classes: Tensor,
-                 iterations: int, *, sync_free: Optional[bool] = None,
+                 iterations: int, *,
+                 negative_classes: Optional[Tensor] = None,
+                 sync_free: Optional[bool] = None,
                  compile_step: bool = False):
         device = features.device
         if sync_free is None:
@@ -76,11 +83,17 @@ class TrainStep:
         self.features, self.attributes = features, attributes
         self.sync_free = sync_free
         self.episodic = isinstance(sampler, EpisodeSampler)
+        # Appended to every task: a sample's target, its class's position
+        # among the task's own classes, is unchanged.
+        self.negative_classes = negative_classes
+        self.negative_attributes = None if negative_classes is None else \
+            attributes[negative_classes]
         # A mini-batch's task is every training class.
-        self.task_classes = classes
-        self.task_attributes = attributes[classes]
-        self.task_size = sampler.n_way if self.episodic else \
-            classes.numel()
+        self.task_classes = self._with_negatives(classes)
+        self.task_attributes = attributes[self.task_classes]
+        self.task_size = (sampler.n_way if self.episodic else
+                          classes.numel()) + (0 if negative_classes is None
+                                              else negative_classes.numel())
         self.dense = use_dense_class_graph(self.task_size, device, sync_free)
         self.iterations = iterations
         self.losses = torch.zeros(iterations, device=device,
@@ -126,7 +139,7 @@ class TrainStep:
         # results bit for bit.
         batch = self.sampler.sample()
         if self.episodic:
-            task = batch.episode_classes
+            task = self._with_negatives(batch.episode_classes)
             task_attributes = self.attributes[task]
         else:
             task, task_attributes = self.task_classes, self.task_attributes
@@ -141,6 +154,11 @@ class TrainStep:
         self.correct += (logits.detach().argmax(dim=1) ==
                          batch.target).sum()
         self.seen += batch.target.numel()
+
+    def _with_negatives(self, classes: Tensor) -> Tensor:
+        if self.negative_classes is None:
+            return classes
+        return torch.cat([classes, self.negative_classes])
 
     # The compiled step ######################################################
 
@@ -219,7 +237,7 @@ class TrainStep:
         :obj:`position` (mini-batches), set by :meth:`__call__`."""
         if self.episodic:
             batch = self.sampler.episode(self.draws, self.index)
-            task = batch.episode_classes
+            task = self._with_negatives(batch.episode_classes)
             task_attributes = self.attributes.index_select(0, task)
         else:
             batch = self.sampler.batch_at(self.position)

@@ -79,6 +79,7 @@ def train_model(
     progress: bool = True,
     description: str = 'train',
     compile_step: bool = False,
+    negative_classes: Optional[Tensor] = None,
 ) -> List[Dict[str, Any]]:
     r"""Trains :obj:`model` on the images :obj:`images` (all of
     :obj:`classes`) and returns the per-epoch history: loss, episodes per
@@ -110,6 +111,10 @@ def train_model(
             graphs on a GPU (:class:`TrainStep`; elsewhere the step without
             the host runs uncompiled, with a warning).
             (default: :obj:`False`)
+        negative_classes (torch.Tensor, optional): Classes outside
+            :obj:`classes` scored in every step as a wrong answer for every
+            training image (:class:`TrainStep`); their descriptions are
+            read, never their images. (default: none)
     """
     if data.features is None:
         raise ValueError("Training needs image features: load the dataset "
@@ -123,12 +128,17 @@ def train_model(
     check_finite(features, 'data.features')
     check_finite(attributes, 'data.attributes')
     classes = classes.to(torch.long)
+    if negative_classes is not None:
+        negative_classes = check_negative_classes(negative_classes, classes,
+                                                  attributes.size(0))
 
     sampler = make_sampler(data, images, classes, config, device)
     iterations = config.episodes_per_epoch(images.numel())
     # Loss and accuracy of a model that has learned nothing.
     candidates = min(config.n_way, classes.numel()) \
         if config.training == 'episodic' else classes.numel()
+    if negative_classes is not None:
+        candidates += negative_classes.numel()
     chance_loss = math.log(candidates)
 
     optimizer = make_optimizer(model, config)
@@ -154,6 +164,8 @@ def train_model(
 
     train_step = TrainStep(model, sampler, optimizer, features, attributes,
                            classes.to(device), iterations,
+                           negative_classes=None if negative_classes is None
+                           else negative_classes.to(device),
                            compile_step=compile_step)
 
     for epoch in range(start_epoch, epochs):
@@ -215,6 +227,27 @@ def train_model(
                     'history': history,
                 }, Path(checkpoint))
     return history
+
+
+def check_negative_classes(negative_classes: Tensor, classes: Tensor,
+                           num_classes: int) -> Tensor:
+    r""":obj:`negative_classes` as int64 once checked: distinct class ids
+    below :obj:`num_classes`, none of them a training class."""
+    negative_classes = negative_classes.to(torch.long).view(-1)
+    if negative_classes.numel() and (
+            int(negative_classes.min()) < 0 or
+            int(negative_classes.max()) >= num_classes):
+        raise ValueError(f"'negative_classes' must be class ids in [0, "
+                         f"{num_classes}) (got "
+                         f"{negative_classes.tolist()})")
+    if negative_classes.unique().numel() != negative_classes.numel():
+        raise ValueError(f"'negative_classes' has a class twice (got "
+                         f"{negative_classes.tolist()})")
+    overlap = torch.isin(negative_classes, classes.cpu())
+    if bool(overlap.any()):
+        raise ValueError(f"'negative_classes' must not hold a training "
+                         f"class (got {negative_classes[overlap].tolist()})")
+    return negative_classes
 
 
 class TrainingDiverged(RuntimeError):

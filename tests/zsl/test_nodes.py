@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import apnet_pyg.zsl.train as nodes_train
 from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.zsl.evaluate import apnet_score_fn
@@ -169,6 +170,8 @@ def test_bad_setting():
         NodeSetting(calibration='zscore')
     with pytest.raises(ValueError, match="'scoring' must be one of"):
         NodeSetting(scoring='all')
+    with pytest.raises(ValueError, match="'candidates' must be one of"):
+        NodeSetting(candidates='unseen')
 
 
 def test_selection_grid_changes_one_choice_at_a_time():
@@ -178,6 +181,7 @@ def test_selection_grid_changes_one_choice_at_a_time():
     assert {s.propagation for s in grid} == {'none', 'mean', 'attention'}
     assert {s.calibration for s in grid} >= {'none', 'center'}
     assert {s.scoring for s in grid} == {'single', 'hops'}
+    assert {s.candidates for s in grid} == {'seen', 'all'}
 
 
 def test_hop_task_and_calibrated_scores(tiny):
@@ -242,6 +246,28 @@ def test_task_and_deterministic_training(tiny):
         assert torch.equal(a, b), name
 
 
+def test_training_against_every_class(tiny, monkeypatch):
+    # candidates='all': the seen nodes are scored against every other
+    # class too, validation and unseen alike; never a node of theirs.
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', TINY.replace(candidates='all'))
+    calls = []
+    train_model = nodes_train.train_model
+
+    def recording(model, data, images, classes, config, **kwargs):
+        calls.append((images, classes, kwargs['negative_classes']))
+        return train_model(model, data, images, classes, config, **kwargs)
+    monkeypatch.setattr(nodes_train, 'train_model', recording)
+    train_node_model(task, seed=0, epochs=1)
+    (images, classes, negatives), = calls
+    assert torch.equal(classes, split.seen)
+    assert torch.equal(negatives, torch.cat([split.val, split.unseen]))
+    assert set(nodes.data.y[images % nodes.data.y.numel()].tolist()) == \
+        set(split.seen.tolist())
+    assert 'candidates=all' in task.setting.describe()
+
+
 def _relabel_unseen(nodes):
     # The unseen classes' labels permuted among themselves.
     y = nodes.data.y.clone()
@@ -275,12 +301,14 @@ def test_run_nodes_table(tiny):
     results = run_nodes(nodes, splits, ['text'], seeds=[0, 1],
                         selection_seeds=[0], base=TINY,
                         grid=[TINY, TINY.replace(graph='learned'),
-                              TINY.replace(calibration='none')],
+                              TINY.replace(calibration='none'),
+                              TINY.replace(candidates='all')],
                         log=lambda line: None)
     rows = results['csds']['text']['rows']
     assert [row['method'] for row in rows] == [
         'APNet (chosen)', 'APNet (best with the other class graph)',
         'APNet (best with the other calibration)',
+        'APNet (best with the other candidates)',
         "ESZSL (DGPN's inputs)", "SAE (DGPN's inputs)",
         "ESZSL (APNet's inputs)"]
     assert rows[0]['splits']['I']['seeds'] == 2
@@ -350,3 +378,45 @@ def test_docs_page_shows_the_current_command():
     page = (REPO / 'docs' / 'zero-shot-nodes.md').read_text()
     assert script.command_line() in page
     assert script.BEGIN in page and script.END in page
+
+
+def _script(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        name, REPO / 'scripts' / f'{name}.py')
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_dgpn_ablation_terms_sum_to_the_lazy_walk(tiny):
+    # The K + 1 terms add up to (beta I + (1 - beta) A_hat)^K X, A_hat the
+    # symmetrically normalised adjacency with self-loops (float64, dense).
+    script = _script('dgpn_training_ablation')
+    _, nodes = tiny
+    x = scale_features(nodes.data.x, 'row').double()
+    terms = script.lazy_walk_terms(x, nodes.data.edge_index, 3, 0.7)
+    n = x.size(0)
+    adjacency = _dense_graph(nodes.data.edge_index, n)  # with self-loops
+    scale = adjacency.sum(1).rsqrt()
+    walk = 0.7 * torch.eye(n, dtype=torch.float64) + \
+        0.3 * scale[:, None] * adjacency * scale[None, :]
+    torch.testing.assert_close(torch.stack(terms).sum(0),
+                               torch.linalg.matrix_power(walk, 3) @ x)
+    torch.testing.assert_close(terms[0], 0.7 ** 3 * x)
+
+
+def test_dgpn_ablation_smoke(tiny, tmp_path, capsys):
+    script = _script('dgpn_training_ablation')
+    root, _ = tiny
+    out = tmp_path / 'page.md'
+    assert script.main(['--root', str(root), '--dataset', 'tiny',
+                        '--seeds', '2', '--epochs', '3', '--out',
+                        str(out)]) == 0
+    page = out.read_text()
+    assert page.count('| I |') == 4 and page.count('| II |') == 4
+    assert 'every class (DGPN)' in page and '--epochs 3' in page
+    assert script.main(['--root', str(tmp_path / 'missing'), '--out',
+                        str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and 'missing' in error[0]

@@ -661,3 +661,71 @@ def test_training_checks_the_data_once(tiny):
         train_model(build_model(TINY, tiny, tiny.seen_classes), broken,
                     tiny.trainval_loc, tiny.seen_classes, TINY,
                     progress=False)
+
+
+# Classes scored as wrong answers in every step ###########################
+@pytest.mark.parametrize('training', ['episodic', 'minibatch'])
+def test_negative_classes_are_scored_in_every_step(tiny, monkeypatch,
+                                                   training):
+    # The task is the step's own classes, then the negatives; the loss is
+    # the cross-entropy over all of them with the targets among the first.
+    negatives = tiny.unseen_classes
+    config = TINY.replace(training=training)
+    model, _, step = make_step(tiny, config, 2, negative_classes=negatives)
+    calls = []
+    forward = model.forward
+
+    def recording(images, attributes, classes, **kwargs):
+        logits = forward(images, attributes, classes, **kwargs)
+        calls.append((classes, logits.detach()))
+        return logits
+    monkeypatch.setattr(model, 'forward', recording)
+    targets = []
+    cross_entropy = step_module.F.cross_entropy
+    monkeypatch.setattr(step_module.F, 'cross_entropy',
+                        lambda logits, target: targets.append(target) or
+                        cross_entropy(logits, target))
+    step.start_epoch()
+    step(0)
+    (classes, logits), = calls
+    own = config.n_way if training == 'episodic' else \
+        tiny.seen_classes.numel()
+    assert torch.equal(classes[own:], negatives)
+    assert not torch.isin(classes[:own], negatives).any()
+    assert logits.size(1) == own + negatives.numel()
+    assert int(targets[0].max()) < own
+    torch.testing.assert_close(step.losses[0],
+                               cross_entropy(logits, targets[0]))
+
+
+def test_compiled_step_with_negative_classes_equals_the_eager_step(
+        tiny, monkeypatch):
+    monkeypatch.setattr(
+        step_module, 'compile_train_step', lambda step, device:
+        torch.compile(step, backend='aot_eager', fullgraph=True))
+    results = []
+    for kwargs in ({'sync_free': True}, {'compile_step': True}):
+        model, optimizer, step = make_step(
+            tiny, TINY, 3, dtype=torch.float64,
+            negative_classes=tiny.unseen_classes, **kwargs)
+        run_epochs(step, optimizer, 1, 3)
+        results.append(step)
+    torch.testing.assert_close(results[1].losses, results[0].losses,
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_train_model_with_negative_classes(tiny):
+    config = TINY.replace(epochs=1)
+    model = build_model(config, tiny, tiny.seen_classes)
+    history = train_model(model, tiny, tiny.trainval_loc, tiny.seen_classes,
+                          config, progress=False,
+                          negative_classes=tiny.unseen_classes)
+    assert len(history) == 1 and math.isfinite(history[0]['loss'])
+    seen = tiny.seen_classes
+    for negatives, message in (
+            (seen[:1], 'must not hold a training class'),
+            (torch.tensor([-1]), r'must be class ids in \[0, '),
+            (tiny.unseen_classes[[0, 0]], 'has a class twice')):
+        with pytest.raises(ValueError, match=message):
+            train_model(model, tiny, tiny.trainval_loc, seen, config,
+                        progress=False, negative_classes=negatives)
