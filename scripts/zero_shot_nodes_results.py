@@ -56,10 +56,20 @@ over every node of the graph (`calibration=center`: transductive but
 label-free, as DGPN's setting; it removes the per-class offsets that made
 the earlier APNet answer one class for every node). The grid
 (`selection_grid`) changes one choice of it at a time, including
-`calibration=none` and `scoring=single` (one propagated feature vector, the
-earlier design); beside the chosen setting the table shows the best
-setting with the other class graph and the best with the other
-calibration, both also chosen on validation.
+`calibration=none`, `scoring=single` (one propagated feature vector, the
+earlier design) and `candidates=all` (a seen node scored in training
+against every class's description, the validation and unseen classes'
+as wrong answers: DGPN's training, which reads those descriptions, never
+their nodes or labels; the base scores it against its episode's seen
+classes only); beside the chosen setting the table shows the best setting
+with the other class graph, the best with the other calibration and the
+best with the other candidates, each also chosen on validation.
+
+What gives DGPN its margin is measured apart, with this package's
+reimplementation of DGPN's model, varying the classes it is trained
+against and the calibration:
+[zero-shot-nodes-dgpn-ablation.md](zero-shot-nodes-dgpn-ablation.md)
+(`scripts/dgpn_training_ablation.py`).
 """
 
 
