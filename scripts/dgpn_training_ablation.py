@@ -194,7 +194,7 @@ def main(argv=None) -> int:
         'describes the model and the two choices varied); never edited by '
         'hand.\n\n'
         f'`{command}` (on {platform.processor() or platform.machine()}, '
-        f'{torch.get_num_threads()} torch threads, {minutes:.1f} min) '
+        f'torch threads: {torch.get_num_threads()}, {minutes:.1f} min) '
         f'printed, after the last of {args.epochs} epochs, mean ± std over '
         f'{args.seeds} seeds (floor: the constant predictor\'s accuracy):'
         '\n\n' + format_rows(rows) + '\n')

@@ -420,3 +420,10 @@ def test_dgpn_ablation_smoke(tiny, tmp_path, capsys):
                         str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and 'missing' in error[0]
+
+
+def test_dgpn_ablation_page_is_the_script_output():
+    page = (REPO / 'docs' / 'zero-shot-nodes-dgpn-ablation.md').read_text()
+    assert '`python scripts/dgpn_training_ablation.py --dataset cora' in page
+    assert page.count('| I |') == 4 and page.count('| II |') == 4
+    assert 'never edited by hand' in page
