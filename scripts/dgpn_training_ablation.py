@@ -153,18 +153,17 @@ def run(root: str, dataset: str, seeds: int, epochs: int, log=print):
 
 
 def format_rows(rows) -> str:
-    def cell(runs, key):
-        values = torch.tensor([r[key] for r in runs], dtype=torch.float64)
-        std = float(values.std()) if values.numel() > 1 else 0.0
-        return f'{float(values.mean()):.2f} ± {std:.2f}'
+    from apnet_pyg.zsl.nodes_report import summarise
     lines = ['| split | trained against | calibration | acc | balanced | '
              'floor |', '|---|---|---|---|---|---|']
     for split_name, candidates, calibration, runs in rows:
         against = ('every class (DGPN)' if candidates == 'all'
                    else 'the seen classes')
+        summary = summarise(runs)
+        cells = [f'{summary[key]:.2f} ± {summary[key + "_std"]:.2f}'
+                 for key in ('acc', 'balanced')]
         lines.append(f'| {split_name} | {against} | {calibration} | '
-                     f'{cell(runs, "acc")} | {cell(runs, "balanced")} | '
-                     f'{runs[0]["floor"]:.2f} |')
+                     f'{cells[0]} | {cells[1]} | {summary["floor"]:.2f} |')
     return '\n'.join(lines)
 
 

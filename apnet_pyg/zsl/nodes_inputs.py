@@ -148,8 +148,9 @@ class NodeSetting:
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
         return (f'{nodes}, features={self.features}, descriptions='
                 f'{self.descriptions}, graph={graph}, training='
-                f'{c.training}, candidates={self.candidates}, k_shot={c.k_shot}, lr={c.lr:g}, score='
-                f'{c.score}, logit_scale={c.logit_scale:g}')
+                f'{c.training}, candidates={self.candidates}, k_shot='
+                f'{c.k_shot}, lr={c.lr:g}, score={c.score}, logit_scale='
+                f'{c.logit_scale:g}')
 
     def key(self) -> Tuple:
         return (self.propagation, self.hops, self.temperature,

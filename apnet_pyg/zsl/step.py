@@ -86,14 +86,13 @@ class TrainStep:
         # Appended to every task: a sample's target, its class's position
         # among the task's own classes, is unchanged.
         self.negative_classes = negative_classes
-        self.negative_attributes = None if negative_classes is None else \
-            attributes[negative_classes]
         # A mini-batch's task is every training class.
         self.task_classes = self._with_negatives(classes)
         self.task_attributes = attributes[self.task_classes]
-        self.task_size = (sampler.n_way if self.episodic else
-                          classes.numel()) + (0 if negative_classes is None
-                                              else negative_classes.numel())
+        # The classes a step scores.
+        own = sampler.n_way if self.episodic else classes.numel()
+        self.task_size = own + (0 if negative_classes is None
+                                else negative_classes.numel())
         self.dense = use_dense_class_graph(self.task_size, device, sync_free)
         self.iterations = iterations
         self.losses = torch.zeros(iterations, device=device,
@@ -218,7 +217,7 @@ class TrainStep:
             # A CUDA graph reads its inputs where they were when it was
             # captured: none of these is ever reallocated.
             static = [self.features, self.attributes, self.task_classes,
-                      self.task_attributes, self.losses, self.correct,
+                      self.negative_classes, self.task_attributes, self.losses, self.correct,
                       self.lr, self.index, self.position,
                       *self.model.parameters(), *self.model.buffers(),
                       *[t for ts in self.adam_state for t in ts],

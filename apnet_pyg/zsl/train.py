@@ -134,12 +134,6 @@ def train_model(
 
     sampler = make_sampler(data, images, classes, config, device)
     iterations = config.episodes_per_epoch(images.numel())
-    # Loss and accuracy of a model that has learned nothing.
-    candidates = min(config.n_way, classes.numel()) \
-        if config.training == 'episodic' else classes.numel()
-    if negative_classes is not None:
-        candidates += negative_classes.numel()
-    chance_loss = math.log(candidates)
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config)
@@ -167,6 +161,9 @@ def train_model(
                            negative_classes=None if negative_classes is None
                            else negative_classes.to(device),
                            compile_step=compile_step)
+    # Loss and accuracy of a model that has learned nothing.
+    candidates = train_step.task_size
+    chance_loss = math.log(candidates)
 
     for epoch in range(start_epoch, epochs):
         model.train()
