@@ -176,6 +176,11 @@ def main(argv=None) -> int:
     parser.add_argument('--threads', type=int, default=1)
     parser.add_argument('--out', default=str(DEFAULT_PAGE))
     args = parser.parse_args(argv)
+    for name in ('seeds', 'epochs', 'threads'):
+        if getattr(args, name) < 1:
+            # Nothing trained or measured would still write a page.
+            parser.error(f'--{name} must be at least 1 (got '
+                         f'{getattr(args, name)})')
     sys.path.insert(0, str(REPO))
     torch.set_num_threads(args.threads)
     start = time.perf_counter()

@@ -420,6 +420,13 @@ def test_dgpn_ablation_smoke(tiny, tmp_path, capsys):
                         str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and 'missing' in error[0]
+    for flag in ('--seeds', '--epochs'):
+        with pytest.raises(SystemExit) as exit_info:
+            script.main(['--root', str(root), '--dataset', 'tiny', flag,
+                         '0', '--out', str(out)])
+        assert exit_info.value.code == 2
+        assert f'{flag} must be at least 1 (got 0)' in \
+            capsys.readouterr().err
 
 
 def test_dgpn_ablation_page_is_the_script_output():
