@@ -17,6 +17,7 @@ SUITES = {
     'propagation': 'benchmarks.propagation',
     'train_step': 'benchmarks.train_step',
     'profile': 'benchmarks.profile_training',
+    'compiled_training': 'benchmarks.compiled_training',
 }
 
 

@@ -13,6 +13,9 @@
 #   train-speed  python -m benchmarks train_step --device cuda
 #                                                            -> train-speed.txt
 #   profile      python -m benchmarks profile --device cuda  -> profile.txt
+#   train-compile  python -m benchmarks compiled_training --device cuda:
+#                the whole training command, eager and --compile
+#                                                  -> train-compile.txt
 #   suite        python -m pytest -q -x with the time left   -> suite.txt
 # each under its own timeout, so that one hang cannot take the others' time.
 # A step that fails is recorded (env.txt ends with every step's status) and
@@ -38,7 +41,7 @@
 set -u
 
 usage="usage: scripts/device_check.sh [--allow-cpu] [--only STEP,...] OUTDIR"
-STEPS="env cuda-tests propagation train-speed profile suite"
+STEPS="env cuda-tests propagation train-speed profile train-compile suite"
 allow_cpu=0
 only=""
 outdir=""
@@ -290,6 +293,14 @@ if wanted profile; then
     run_step profile "$(cap_for 50)" "$outdir/profile.txt" \
         "$PYTHON" -m benchmarks profile --device "$DEVICE" "${sizes[@]}" \
         ${out_flags[@]+"${out_flags[@]}"}
+fi
+
+if wanted train-compile; then
+    sizes=(--quick --episodes 2)
+    if [ "$DEVICE" = cuda ]; then sizes=(--epochs 4 --episodes 200); fi
+    run_step train-compile "$(cap_for 240)" "$outdir/train-compile.txt" \
+        "$PYTHON" -m benchmarks compiled_training --device "$DEVICE" \
+        "${sizes[@]}" ${out_flags[@]+"${out_flags[@]}"}
 fi
 
 if wanted suite; then

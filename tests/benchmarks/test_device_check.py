@@ -41,7 +41,7 @@ def test_the_script_parses():
     (['--only'], f'error: --only needs a list of steps; {USAGE}'),
     (['--only', 'propagation,bogus', 'out'],
      "error: --only: unknown step 'bogus' (steps: env cuda-tests "
-     "propagation train-speed profile suite)"),
+     "propagation train-speed profile train-compile suite)"),
 ])
 def test_bad_arguments_end_with_one_line(args, message, tmp_path):
     result = run(*[tmp_path / arg if arg in ('out', 'a', 'b') else arg
