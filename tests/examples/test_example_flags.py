@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import apnet_pyg
 from apnet_pyg.scripting import run_script
 from test_examples import EXAMPLES, load_example, tiny_planetoid
 
@@ -36,10 +37,13 @@ def test_planetoid_refuses_bad_flags(argv, message, tmp_path, capsys):
 
 @pytest.mark.parametrize('script', ['planetoid.py', 'drop_in.py'])
 def test_example_script_prints_no_traceback(script):
-    # As a script, through run_script: one line, exit status 1.
+    # As a script, through run_script: one line, exit status 1. The package
+    # is importable as here, installed or (on a device machine) on the path.
+    package_parent = osp.dirname(osp.dirname(apnet_pyg.__file__))
     result = subprocess.run(
         [sys.executable, osp.join(EXAMPLES, script), '--epochs', '0'],
-        capture_output=True, text=True, env={**os.environ, 'PYTHONPATH': ''})
+        capture_output=True, text=True,
+        env={**os.environ, 'PYTHONPATH': package_parent})
     assert result.returncode == 1
     assert result.stderr == 'error: --epochs must be a positive integer ' \
         '(got 0)\n'
