@@ -16,7 +16,9 @@
 #   train-compile  python -m benchmarks compiled_training --device cuda:
 #                the whole training command, eager and --compile
 #                                                  -> train-compile.txt
-#   suite        python -m pytest -q -x with the time left   -> suite.txt
+#   suite        python -m pytest -v with the time left: one line per
+#                test, so a run cut short still names its failures
+#                                                            -> suite.txt
 # each under its own timeout, so that one hang cannot take the others' time.
 # A step that fails is recorded (env.txt ends with every step's status) and
 # the next one runs; the exit status is 1 if any step failed. The benchmark
@@ -306,7 +308,7 @@ fi
 if wanted suite; then
     RESERVE=0
     run_step suite "$(cap_for "$BUDGET")" "$outdir/suite.txt" \
-        "$PYTHON" -m pytest -q -p no:cacheprovider
+        "$PYTHON" -m pytest -v -rfE -p no:cacheprovider
 fi
 
 # The files the benchmarks wrote in this run, in their folder's layout.

@@ -192,3 +192,19 @@ def bad_input_ctx(request, tmp_path):
     from bad_input import Ctx
     return Ctx(request, tmp_path)
 # --- end of the bad-input tables' fixtures.
+
+
+def pytest_collection_modifyitems(config, items):
+    # A test skipped for want of CUDA that lacks the `cuda` marker is left
+    # out of `pytest -m cuda`, the device check's CUDA tier: refuse it.
+    unmarked = [
+        item.nodeid for item in items
+        if item.get_closest_marker('cuda') is None and any(
+            'cuda' in str(mark.kwargs.get('reason', '')).lower() and
+            mark.args and mark.args[0] is not False and
+            not torch.cuda.is_available()
+            for mark in item.iter_markers('skipif'))]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{unmarked[0]} is skipped without CUDA but lacks "
+            f"@pytest.mark.cuda: add it, so that 'pytest -m cuda' runs it")

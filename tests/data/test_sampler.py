@@ -347,6 +347,7 @@ def test_sampling_reads_nothing_on_the_host():
             episodes.episode(draws, torch.tensor(2)).image_index.tolist()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason='needs a CUDA device')
 def test_samplers_on_cuda_do_not_synchronise():

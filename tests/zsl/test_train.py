@@ -607,6 +607,7 @@ def test_compile_step_off_cuda_runs_the_eager_step_with_a_warning(tiny):
     assert step.compiled is None and step.sync_free and step.dense
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason='needs a CUDA device')
 @pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
@@ -643,11 +644,16 @@ def test_steps_on_cuda_do_not_synchronise(tiny, graph, training, k_shot):
             optimizer.param_groups[0]['lr'] *= 0.5
         results.append((model, torch.cat(losses)))
     (eager, eager_losses), (compiled, compiled_losses) = results
-    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-9,
-                               atol=1e-9)
+    # Inductor's kernels sum in another order than eager's, and Adam's
+    # first steps (m / sqrt(v)) amplify last-bit differences: on an H200
+    # the losses of 12 steps differed by up to 1.3e-8 relative. A wrong
+    # step (another episode, a missed update or learning rate) differs by
+    # orders of magnitude more.
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-6,
+                               atol=1e-8)
     for key, value in eager.state_dict().items():
         torch.testing.assert_close(compiled.state_dict()[key], value,
-                                   rtol=1e-7, atol=1e-9)
+                                   rtol=1e-6, atol=1e-8)
 
 
 def test_training_checks_the_data_once(tiny):
