@@ -61,9 +61,13 @@ earlier design) and `candidates=all` (a seen node scored in training
 against every class's description, the validation and unseen classes'
 as wrong answers: DGPN's training, which reads those descriptions, never
 their nodes or labels; the base scores it against its episode's seen
-classes only); beside the chosen setting the table shows the best setting
-with the other class graph, the best with the other calibration and the
-best with the other candidates, each also chosen on validation.
+classes only), and `interaction=multiplicative` (the relation head's
+bilinear form, `w^T (W1 x_y * ReLU(W2 v + b1))`, which has no score of a
+class alone; alone, and with DGPN's training: every class scored, no
+calibration, a tenfold learning rate); beside the chosen setting the table
+shows the best setting with the other class graph, the best with the other
+calibration, the best with the other candidates and the best with the
+other head, each also chosen on validation.
 
 What gives DGPN its margin is measured apart, with this package's
 reimplementation of DGPN's model, varying the classes it is trained

@@ -26,7 +26,7 @@ from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES, check_threshold
 from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.nn.models.apnet import GRAPHS, check_logit_scale
-from apnet_pyg.nn.models.relation_head import SCORES
+from apnet_pyg.nn.models.relation_head import INTERACTIONS, SCORES
 
 TRAININGS = ('episodic', 'minibatch')
 EPOCH_LENGTHS = ('paper', 'authors')
@@ -75,6 +75,11 @@ class TrainConfig:
         "(the paper: 'sigma ... implemented using Sigmoid to map the result "
         "between 0 and 1'), or 'linear', unbounded (the authors' code)",
         SCORES)
+    interaction: str = _option(
+        'additive', "how the relation head joins a class vector and a "
+        "sample: 'additive', w^T ReLU(W1 x_y + W2 v + b1) (the paper), or "
+        "'multiplicative', w^T (W1 x_y * ReLU(W2 v + b1)), a bilinear form "
+        "with no per-class offset", INTERACTIONS)
     logit_scale: float = _option(
         30.0, 'gamma_2, the logits are gamma_2 times the scores (the paper: '
         '30; the authors\' code divides by T = 100, i.e. 0.01)')

@@ -28,6 +28,7 @@ def model_from_config(config: TrainConfig, attribute_dim: int,
         propagation_temperature=config.propagation_temperature,
         num_steps=config.num_steps,
         score=config.score,
+        interaction=config.interaction,
         logit_scale=config.logit_scale,
         class_prior=class_prior,
     )

@@ -73,7 +73,9 @@ def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
     propagated vector instead of every hop), the node propagation (none,
     attention, more hops), the description preparation, the class graph
     (learned, at the paper's cos 40 degrees), the classes scored in
-    training (every class, as DGPN), the score and the learning rate."""
+    training (every class, as DGPN), the score, the learning rate and the
+    head's interaction (multiplicative: alone, and with DGPN's training,
+    every class scored, no calibration and a tenfold learning rate)."""
     base = base or NodeSetting()
     grid = [base]
     for changes in ({'calibration': 'none'},
@@ -85,7 +87,10 @@ def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
                     {'candidates': 'all'},
                     {'graph': 'learned'},
                     {'score': 'linear', 'logit_scale': 1.0},
-                    {'lr': 10 * base.config.lr}):
+                    {'lr': 10 * base.config.lr},
+                    {'interaction': 'multiplicative'},
+                    {'interaction': 'multiplicative', 'candidates': 'all',
+                     'calibration': 'none', 'lr': 10 * base.config.lr}):
         setting = base.replace(**changes)
         if setting.key() not in {s.key() for s in grid}:
             grid.append(setting)
@@ -100,6 +105,7 @@ OTHER_ROWS = (
      lambda s: s.config.graph == 'none'),
     ('APNet (best with the other calibration)', lambda s: s.calibration),
     ('APNet (best with the other candidates)', lambda s: s.candidates),
+    ('APNet (best with the other head)', lambda s: s.config.interaction),
 )
 
 

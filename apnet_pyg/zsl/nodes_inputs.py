@@ -146,11 +146,14 @@ class NodeSetting:
         graph = c.graph
         if graph == 'learned':
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
+        # The paper's additive head is not named, as before the choice.
+        head = '' if c.interaction == 'additive' else \
+            f', interaction={c.interaction}'
         return (f'{nodes}, features={self.features}, descriptions='
                 f'{self.descriptions}, graph={graph}, training='
                 f'{c.training}, candidates={self.candidates}, k_shot='
-                f'{c.k_shot}, lr={c.lr:g}, score={c.score}, logit_scale='
-                f'{c.logit_scale:g}')
+                f'{c.k_shot}, lr={c.lr:g}, score={c.score}{head}, '
+                f'logit_scale={c.logit_scale:g}')
 
     def key(self) -> Tuple:
         return (self.propagation, self.hops, self.temperature,

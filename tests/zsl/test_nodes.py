@@ -182,6 +182,12 @@ def test_selection_grid_changes_one_choice_at_a_time():
     assert {s.calibration for s in grid} >= {'none', 'center'}
     assert {s.scoring for s in grid} == {'single', 'hops'}
     assert {s.candidates for s in grid} == {'seen', 'all'}
+    heads = [s for s in grid if s.config.interaction == 'multiplicative']
+    assert {(s.candidates, s.calibration) for s in heads} == {
+        ('seen', 'center'), ('all', 'none')}
+    # Named where it is not the paper's additive head.
+    assert all('interaction=multiplicative' in s.describe() for s in heads)
+    assert 'interaction' not in grid[0].describe()
 
 
 def test_hop_task_and_calibrated_scores(tiny):

@@ -114,6 +114,10 @@ class APNet(torch.nn.Module):
         score (str, optional): The head's score function, :obj:`"sigmoid"`
             or :obj:`"linear"` (see :class:`RelationHead`).
             (default: :obj:`"sigmoid"`)
+        interaction (str, optional): How the head joins a class vector and
+            an image, :obj:`"additive"` (the paper) or
+            :obj:`"multiplicative"` (see :class:`RelationHead`).
+            (default: :obj:`"additive"`)
         logit_scale (float, optional): :math:`\gamma_2`.
             (default: :obj:`30.0`)
         class_prior (torch.Tensor, optional): For :obj:`graph="wordnet"`,
@@ -134,6 +138,7 @@ class APNet(torch.nn.Module):
         propagation_temperature: float = 10.0,
         num_steps: int = 1,
         score: str = 'sigmoid',
+        interaction: str = 'additive',
         logit_scale: float = 30.0,
         class_prior: Optional[Tensor] = None,
     ):
@@ -179,7 +184,7 @@ class APNet(torch.nn.Module):
         self._tie_dense_conv()
         self.register_load_state_dict_post_hook(_tie_after_loading)
         self.head = RelationHead(class_channels, image_channels,
-                                 hidden_channels, score)
+                                 hidden_channels, score, interaction)
 
     def _tie_dense_conv(self) -> None:
         r"""Points the dense layer at :obj:`conv`'s projection and

@@ -9,6 +9,10 @@ from apnet_pyg.utils import check_features, check_int, check_node_features
 
 #: The score functions :math:`\sigma` of the head's output.
 SCORES = ('sigmoid', 'linear')
+#: How the head joins a class vector and an image feature: summed before
+#: the activation (the paper), or the activated image term weighting the
+#: class term (a bilinear form, no per-class offset).
+INTERACTIONS = ('additive', 'multiplicative')
 
 # Pair activations computed at once (128 MB in float32): bounds the memory of
 # scoring many images against many classes.
@@ -25,7 +29,14 @@ class RelationHead(torch.nn.Module):
         \mathbf{v} + \mathbf{b}_1 \right) + b\right),
 
     for class vector :math:`\mathbf{x}_y` and image feature
-    :math:`\mathbf{v}`. With :obj:`score="sigmoid"`, :math:`\sigma` is the
+    :math:`\mathbf{v}`, or with :obj:`interaction="multiplicative"`
+
+    .. math::
+        h(\mathbf{x}_y, \mathbf{v}) = \sigma\left(\mathbf{w}^{\top}
+        \left(\mathbf{W}_1 \mathbf{x}_y \odot \mathrm{ReLU}\left(
+        \mathbf{W}_2 \mathbf{v} + \mathbf{b}_1 \right)\right) + b\right),
+
+    a bilinear form with no term of the class alone. With :obj:`score="sigmoid"`, :math:`\sigma` is the
     logistic function and :math:`h \in (0, 1)`: the paper's reading ("All
     nonlinear functions were ReLU except for :math:`\sigma`, which was
     implemented using Sigmoid to map the result between 0 and 1", Liu et
@@ -46,6 +57,8 @@ class RelationHead(torch.nn.Module):
         score (str, optional): :obj:`"sigmoid"` (bounded, the paper) or
             :obj:`"linear"` (unbounded, the authors' code).
             (default: :obj:`"sigmoid"`)
+        interaction (str, optional): :obj:`"additive"` (the paper) or
+            :obj:`"multiplicative"`. (default: :obj:`"additive"`)
 
     Shapes:
         - **input:** class vectors :math:`(C, F_c)`, image features
@@ -53,7 +66,8 @@ class RelationHead(torch.nn.Module):
         - **output:** scores :math:`(B, C)`
     """
     def __init__(self, class_channels: int, image_channels: int,
-                 hidden_channels: int = 2048, score: str = 'sigmoid'):
+                 hidden_channels: int = 2048, score: str = 'sigmoid',
+                 interaction: str = 'additive'):
         super().__init__()
         # PyG's Linear would read 0 or a negative size as lazy.
         check_int(class_channels, 'class_channels', minimum=1)
@@ -62,10 +76,15 @@ class RelationHead(torch.nn.Module):
         if score not in SCORES:
             raise ValueError(f"'score' must be one of {', '.join(SCORES)} "
                              f"(got '{score}')")
+        if interaction not in INTERACTIONS:
+            raise ValueError(f"'interaction' must be one of "
+                             f"{', '.join(INTERACTIONS)} (got "
+                             f"'{interaction}')")
         self.class_channels = class_channels
         self.image_channels = image_channels
         self.hidden_channels = hidden_channels
         self.score = score
+        self.interaction = interaction
 
         self.lin_class = Linear(class_channels, hidden_channels, bias=False)
         self.lin_image = Linear(image_channels, hidden_channels, bias=True)
@@ -100,6 +119,10 @@ class RelationHead(torch.nn.Module):
         check_int(block_size, 'block_size', minimum=1, optional=True)
         w = self.lin_out.weight.view(-1)
         num_classes = per_class.size(0)
+        if self.interaction == 'multiplicative':
+            # One product: no [B, C, H] tensor to bound.
+            out = (per_image.relu() * w) @ per_class.t() + self.lin_out.bias
+            return out.sigmoid() if self.score == 'sigmoid' else out
         block_size = block_size or max(
             1, _PAIR_BLOCK_ELEMENTS //
             max(num_classes * self.hidden_channels, 1))
@@ -117,4 +140,4 @@ class RelationHead(torch.nn.Module):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.class_channels}, '
                 f'{self.image_channels}, hidden={self.hidden_channels}, '
-                f'score={self.score})')
+                f'score={self.score}, interaction={self.interaction})')

@@ -363,3 +363,20 @@ def test_dense_forward_reads_nothing_on_the_host(graph):
     compiled = torch.compile(loss, backend=counter, fullgraph=True)
     compiled(images, attributes, classes).backward()
     assert counter.frame_count == 1
+
+
+def test_apnet_multiplicative_head():
+    # interaction reaches the head; the logits are gamma_2 times its
+    # bilinear scores of the class vectors.
+    model = small_model('none', interaction='multiplicative', score='linear')
+    assert model.head.interaction == 'multiplicative'
+    attributes, images = torch.rand(5, 6), torch.rand(3, 10)
+    logits = model(images, attributes, torch.arange(5))
+    head = model.head
+    per_class = head.lin_class(model.class_vectors(attributes,
+                                                   torch.arange(5)))
+    expected = (head.lin_image(images).relu() * head.lin_out.weight) @ \
+        per_class.t() + head.lin_out.bias
+    torch.testing.assert_close(logits, 30.0 * expected)
+    with pytest.raises(ValueError, match="'interaction' must be one of"):
+        small_model('none', interaction='sum')
