@@ -315,9 +315,17 @@ def test_run_nodes_table(tiny):
         'APNet (chosen)', 'APNet (best with the other class graph)',
         'APNet (best with the other calibration)',
         'APNet (best with the other candidates)',
+        "APNet (DGPN's training, fixed in advance)",
         "ESZSL (DGPN's inputs)", "SAE (DGPN's inputs)",
         "ESZSL (APNet's inputs)"]
     assert rows[0]['splits']['I']['seeds'] == 2
+    # The fixed row: DGPN's training, not chosen, the base's epochs.
+    fixed_row = rows[4]
+    assert fixed_row['val_balanced'] is None
+    assert fixed_row['epochs'] == TINY.config.epochs
+    assert 'candidates=all' in fixed_row['setting'] and \
+        'interaction=multiplicative' in fixed_row['setting'] and \
+        'calibration=none' in fixed_row['setting']
     table = format_nodes(results)
     assert 'chosen on Split II\'s validation classes' in table
     assert 'constant predictor (largest unseen class)' in table
