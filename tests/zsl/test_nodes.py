@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -430,6 +431,12 @@ def test_dgpn_ablation_smoke(tiny, tmp_path, capsys):
     page = out.read_text()
     assert page.count('| I |') == 4 and page.count('| II |') == 4
     assert 'every class (DGPN)' in page and '--epochs 3' in page
+    # Validation balanced accuracy where the split has validation classes.
+    for line in page.splitlines():
+        if line.startswith('| I |'):
+            assert line.endswith('| - |')
+        elif line.startswith('| II |'):
+            assert re.search(r'\| \d+\.\d\d ± \d+\.\d\d \|$', line), line
     assert script.main(['--root', str(tmp_path / 'missing'), '--out',
                         str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
