@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from typing import (
+    Any,
     Callable,
     Dict,
     Iterable,
@@ -176,6 +177,15 @@ def check_machine_name(name: Optional[str]) -> None:
         raise ValueError(f"--machine must be a plain folder name (letters, "
                          f"digits, '.', '_', '-'; got '{name}'); use --out "
                          f"to write elsewhere")
+
+
+def fill_defaults(args, defaults: Dict[str, Any],
+                  quick_defaults: Dict[str, Any]) -> None:
+    r"""Sets each option of :obj:`args` not given (:obj:`None`) to its
+    default, or to its :obj:`--quick` default."""
+    for key, value in (quick_defaults if args.quick else defaults).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
 
 def prepare_run(device: str, threads: int, quick: bool,

@@ -21,7 +21,8 @@ import tempfile
 from typing import Dict, List
 
 from apnet_pyg.utils import atomic_write_text
-from benchmarks.common import log, markdown_table, prepare_run
+from benchmarks.common import (fill_defaults, log, markdown_table,
+                               prepare_run)
 
 #: The options not given take these (:func:`apply_defaults`).
 DEFAULTS = {'epochs': 4, 'episodes': 200}
@@ -39,10 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_defaults(args: argparse.Namespace) -> None:
-    defaults = QUICK_DEFAULTS if args.quick else DEFAULTS
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, DEFAULTS, QUICK_DEFAULTS)
     if args.epochs < 2:
         raise ValueError(f'--epochs must be at least 2, the first holding '
                          f'the compilation (got {args.epochs})')

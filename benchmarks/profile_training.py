@@ -33,6 +33,7 @@ import torch
 
 from apnet_pyg.utils import atomic_write_text
 from benchmarks.common import (
+    fill_defaults,
     format_ms,
     log,
     markdown_table,
@@ -73,10 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def apply_defaults(args: argparse.Namespace) -> None:
     r"""Fills in the options not given and refuses bad ones."""
-    defaults = QUICK_DEFAULTS if args.quick else DEFAULTS
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, DEFAULTS, QUICK_DEFAULTS)
     for flag, low in (('--episodes', 1), ('--skip', 1), ('--top', 1)):
         value = getattr(args, flag[2:])
         if value < low:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from apnet_pyg.utils import atomic_write_text
 from benchmarks.common import (
+    fill_defaults,
     LoadMonitor,
     PeakMemory,
     log,
@@ -56,10 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def apply_defaults(args: argparse.Namespace) -> None:
     r"""Fills in the options not given (:data:`DEFAULTS`, or
     :data:`QUICK_DEFAULTS` with --quick) and refuses bad ones."""
-    defaults = QUICK_DEFAULTS if args.quick else DEFAULTS
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, DEFAULTS, QUICK_DEFAULTS)
     if args.steps < 1:
         raise ValueError(f'--steps must be a positive integer (got '
                          f'{args.steps})')
