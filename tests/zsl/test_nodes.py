@@ -393,6 +393,8 @@ def test_docs_page_shows_the_current_command():
     page = (REPO / 'docs' / 'zero-shot-nodes.md').read_text()
     assert script.command_line() in page
     assert script.BEGIN in page and script.END in page
+    # The page's prose is the script's, as it stands.
+    assert page.startswith(script.INTRO)
 
 
 def _script(name):
