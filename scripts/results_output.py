@@ -103,11 +103,15 @@ def check() -> list:
     r"""The reasons the page's block or the record is stale (empty: it is
     current)."""
     problems = []
+    from apnet_pyg.zsl.config import TrainConfig
     record = json.loads(RECORD_JSON.read_text())
     setup = current_setup()
-    if record['config'] != setup['config']:
+    # An option added since the record was made takes its default, which
+    # is the behaviour from before it existed (as when a run is loaded).
+    recorded = TrainConfig.from_dict(record['config']).to_dict()
+    if recorded != setup['config']:
         changed = sorted(k for k, v in setup['config'].items()
-                         if record['config'].get(k) != v)
+                         if recorded.get(k) != v)
         problems.append(f'the configuration changed ({", ".join(changed)})')
     simulation = record['simulation']
     if simulation['version'] != setup['simulator_version'] or \
