@@ -116,13 +116,21 @@ def train_and_score(terms, descriptions, y, split, candidates: str,
         return model(terms, descriptions)[0]
 
 
+def predict_among(scores: Tensor, y: Tensor, classes: Tensor,
+                  calibration: str):
+    r"""The nodes of :obj:`classes` and each one's prediction among them,
+    from :obj:`scores` of every node against every class, centred over
+    every node first with :obj:`calibration="center"`."""
+    if calibration == 'center':
+        scores = scores - scores.mean(dim=0, keepdim=True)
+    nodes = torch.isin(y, classes).nonzero().view(-1)
+    return nodes, classes[scores[nodes][:, classes].argmax(1)]
+
+
 def unseen_metrics(scores: Tensor, y: Tensor, split,
                    calibration: str) -> Dict[str, float]:
     from apnet_pyg.zsl.nodes_report import node_metrics
-    if calibration == 'center':
-        scores = scores - scores.mean(dim=0, keepdim=True)
-    nodes = torch.isin(y, split.unseen).nonzero().view(-1)
-    prediction = split.unseen[scores[nodes][:, split.unseen].argmax(1)]
+    nodes, prediction = predict_among(scores, y, split.unseen, calibration)
     return node_metrics(prediction, y[nodes], split.unseen)
 
 
@@ -133,10 +141,7 @@ def validation_balanced(scores: Tensor, y: Tensor, split,
     from apnet_pyg.zsl.metrics import per_class_accuracy
     if split.val.numel() == 0:
         return math.nan
-    if calibration == 'center':
-        scores = scores - scores.mean(dim=0, keepdim=True)
-    nodes = torch.isin(y, split.val).nonzero().view(-1)
-    prediction = split.val[scores[nodes][:, split.val].argmax(1)]
+    nodes, prediction = predict_among(scores, y, split.val, calibration)
     return 100.0 * per_class_accuracy(prediction, y[nodes], split.val)
 
 

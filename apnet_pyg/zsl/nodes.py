@@ -109,7 +109,7 @@ OTHER_ROWS = (
 )
 
 
-def dgpn_training(base: NodeSetting) -> Tuple[NodeSetting, int]:
+def dgpn_training(base: NodeSetting) -> NodeSetting:
     r"""APNet trained as DGPN's public code trains its model, fixed in
     advance, not chosen: a seen node scored against every class's
     description (:obj:`candidates="all"`), the scores uncalibrated, each
@@ -117,16 +117,16 @@ def dgpn_training(base: NodeSetting) -> Tuple[NodeSetting, int]:
     (:obj:`training="minibatch"`) at Adam's learning rate 1e-2, for the
     base's whole epoch budget (by default 30 epochs of 25 steps, where
     DGPN takes 1000 full-batch steps); the relation head multiplicative
-    with an unbounded score, as DGPN's dot product with the descriptions.
-    Returns the setting and its epoch count."""
-    setting = base.replace(interaction='multiplicative', candidates='all',
-                           calibration='none', training='minibatch',
-                           score='linear', logit_scale=1.0, lr=1e-2)
-    return setting, setting.config.epochs
+    with an unbounded score, as DGPN's dot product with the
+    descriptions."""
+    return base.replace(interaction='multiplicative', candidates='all',
+                        calibration='none', training='minibatch',
+                        score='linear', logit_scale=1.0, lr=1e-2)
 
 
 #: The rows of APNet fixed in advance, beside the selection's:
-#: (label, the setting and epoch count as a function of the base).
+#: (label, the setting as a function of the base; trained for its
+#: :obj:`config.epochs`).
 FIXED_ROWS = (
     ("APNet (DGPN's training, fixed in advance)", dgpn_training),
 )
@@ -456,10 +456,10 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
                     candidates.append((label, other[first_best_index(
                         [row['val_balanced'] for row in other])]))
             for label, make in FIXED_ROWS:
-                setting, epochs = make(base)
+                setting = make(base)
                 candidates.append((label, {'setting': setting,
                                            'val_balanced': None,
-                                           'epochs': epochs}))
+                                           'epochs': setting.config.epochs}))
         else:
             selection = None
             setting = base

@@ -36,8 +36,9 @@ class RelationHead(torch.nn.Module):
         \left(\mathbf{W}_1 \mathbf{x}_y \odot \mathrm{ReLU}\left(
         \mathbf{W}_2 \mathbf{v} + \mathbf{b}_1 \right)\right) + b\right),
 
-    a bilinear form with no term of the class alone. With :obj:`score="sigmoid"`, :math:`\sigma` is the
-    logistic function and :math:`h \in (0, 1)`: the paper's reading ("All
+    a bilinear form with no term of the class alone. With
+    :obj:`score="sigmoid"`, :math:`\sigma` is the logistic function and
+    :math:`h \in (0, 1)`: the paper's reading ("All
     nonlinear functions were ReLU except for :math:`\sigma`, which was
     implemented using Sigmoid to map the result between 0 and 1", Liu et
     al., AAAI 2020, Implementation Details). With :obj:`score="linear"`,
