@@ -34,6 +34,7 @@ from apnet_pyg.scripting import error_line
 from apnet_pyg.zsl.commands import COMMANDS
 from apnet_pyg.zsl.config import (RECIPES, VARIANTS, TrainConfig,
                                   option_parser)
+from apnet_pyg.zsl.nodes_inputs import SELECTIONS
 
 
 def _add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -222,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument('--selection-seeds', type=int, default=2,
                        help='runs per setting in the selection (default: '
                        '2)')
+    nodes.add_argument('--selection', choices=SELECTIONS,
+                       default='split',
+                       help="where the choices are made: 'split', Split "
+                       "II's validation classes; 'folds', class-level "
+                       "cross-validation over Split II's seen and "
+                       "validation classes (default: split)")
     nodes.add_argument('--no-select', action='store_true',
                        help='no selection: the default setting, fixed in '
                        'advance')

@@ -270,6 +270,7 @@ def nodes_command(args: argparse.Namespace) -> Dict:
     results = run_nodes(nodes, splits, args.csd, range(args.seeds),
                         range(args.selection_seeds), base=base,
                         select=not args.no_select,
+                        selection=args.selection,
                         log=lambda line: print(line, flush=True))
     print()
     print(format_nodes(results))

@@ -27,7 +27,7 @@ scores about :math:`-\sum_j \alpha_{cj}`, and an unseen class whose
 coefficients sum to less than a seen class's (about 1) starts ahead of the
 seen classes; with :math:`\{0, 1\}` targets nobody starts ahead.
 """
-from typing import Any, Iterable, Sequence, Tuple
+from typing import Any, Iterable, Iterator, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -236,6 +236,27 @@ def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
     return classes[eszsl_scores(v, features, attributes, classes).argmax(1)]
 
 
+def eszsl_grid_predictions(features: Tensor, labels: Tensor,
+                           attributes: Tensor, train_classes: Tensor,
+                           train_images: Tensor, val_classes: Tensor,
+                           val_images: Tensor, grid: Sequence[float],
+                           signed_targets: bool = False
+                           ) -> Iterator[Tuple[Tuple[float, float], Tensor]]:
+    r"""For every :math:`(\gamma, \lambda)` of :obj:`grid` x :obj:`grid`
+    (in that order), ESZSL fitted on :obj:`train_images` and its
+    predictions for :obj:`val_images` among :obj:`val_classes`:
+    :obj:`((gamma, lam), predicted classes)` pairs, as
+    :func:`first_best` reads them. The feature side is factorised once."""
+    check_grid(grid)
+    side = _FeatureSide(features[train_images], labels[train_images],
+                        attributes, train_classes, signed_targets)
+    for gamma in grid:
+        for lam in grid:
+            v = side.solve(attributes, gamma, lam).to(features.dtype)
+            yield (gamma, lam), predict_eszsl(v, features[val_images],
+                                              attributes, val_classes)
+
+
 def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                         train_classes: Tensor, train_images: Tensor,
                         val_classes: Tensor, val_images: Tensor,
@@ -254,19 +275,11 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         (Tensor, float, float, float): :math:`\mathbf{V}`, :math:`\gamma`,
         :math:`\lambda` and the validation accuracy (%) of the chosen pair.
     """
-    check_grid(grid)
-    side = _FeatureSide(features[train_images], labels[train_images],
-                        attributes, train_classes, signed_targets)
-
-    def predictions():
-        for gamma in grid:
-            for lam in grid:
-                v = side.solve(attributes, gamma, lam).to(features.dtype)
-                yield (gamma, lam), predict_eszsl(v, features[val_images],
-                                                  attributes, val_classes)
-
-    (gamma, lam), accuracy = first_best(predictions(), labels[val_images],
-                                        val_classes)
+    (gamma, lam), accuracy = first_best(
+        eszsl_grid_predictions(features, labels, attributes, train_classes,
+                               train_images, val_classes, val_images, grid,
+                               signed_targets),
+        labels[val_images], val_classes)
     v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
                   refit_classes, gamma, lam, signed_targets)
     return v, gamma, lam, accuracy

@@ -37,38 +37,63 @@ accuracy (mean per-class recall) and the constant-predictor floor (the
 largest unseen class's share), mean and standard deviation over seeds; a
 model that predicts a single class for all nodes is flagged. Every choice
 is fixed in advance or made on Split II's validation classes by balanced
-accuracy (a constant predictor scores :math:`1 / C_{val}` there), then
-used unchanged on every split: no unseen-class label is read before the
-final evaluation. ESZSL and SAE are tuned the same way.
+accuracy (a constant predictor scores :math:`1 / C_{val}` there), or by
+class-level cross-validation over Split II's seen and validation classes
+(:func:`selection_folds`), then used unchanged on every split: no
+unseen-class label is read before the final evaluation. ESZSL and SAE
+are tuned the same way.
 
 The settings and the inputs they prescribe are in
 :mod:`apnet_pyg.zsl.nodes_inputs`, the metrics and tables in
 :mod:`apnet_pyg.zsl.nodes_report`; both are importable from here.
 """
+import itertools
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from apnet_pyg.data.zero_shot_nodes import (DESCRIPTION_KINDS, ClassSplit,
                                             ZeroShotNodes)
-from apnet_pyg.zsl.eszsl import (fit_eszsl, fit_eszsl_validated,
+from apnet_pyg.zsl.eszsl import (eszsl_grid_predictions, fit_eszsl,
                                   predict_eszsl)
 from apnet_pyg.zsl.evaluate import apnet_score_fn
 from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
-from apnet_pyg.zsl.nodes_inputs import NodeSetting, NodeTask, node_features
+from apnet_pyg.zsl.nodes_inputs import (SELECTIONS, NodeSetting, NodeTask,
+                                        node_features)
 from apnet_pyg.zsl.nodes_report import PUBLISHED, node_metrics, summarise
-from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
+from apnet_pyg.zsl.sae import fit_sae, predict_sae, sae_grid_predictions
 
 #: ESZSL's grid of gamma and lambda (each), as
 #: :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated`'s default.
 ESZSL_GRID = tuple(10.0**p for p in range(-3, 4))
 
 
+def selection_folds(split: ClassSplit) -> List[ClassSplit]:
+    r"""The class folds of :obj:`selection="folds"` on :obj:`split`
+    (Split II): every choice of :math:`|S|` classes of its seen and
+    validation classes :math:`S \cup V` as the seen classes, the others
+    as the validation classes: :obj:`split` itself first, then the others
+    in :func:`itertools.combinations` order; the unseen classes unchanged
+    and never scored."""
+    if split.val.numel() == 0:
+        raise ValueError(f"{split.describe()} has no validation class to "
+                         f"make folds of")
+    pool = torch.cat([split.seen, split.val]).sort().values
+    folds = [split]
+    for seen in itertools.combinations(pool.tolist(), split.seen.numel()):
+        seen = torch.tensor(seen)
+        if not torch.equal(seen, split.seen):
+            folds.append(ClassSplit(seen, pool[~torch.isin(pool, seen)],
+                                    split.unseen, split.name))
+    return folds
+
+
 def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
-    r"""The settings tried on Split II's validation classes, fixed in
-    advance: :obj:`base` (default: :class:`NodeSetting()`), then each
+    r"""The settings tried on Split II's validation classes (or its class
+    folds), fixed in advance: :obj:`base` (default: :class:`NodeSetting()`), then each
     choice changed one at a time: the calibration, the scoring (one
     propagated vector instead of every hop), the node propagation (none,
     attention, more hops), the description preparation, the class graph
@@ -265,28 +290,30 @@ def evaluate_unseen(model, task: NodeTask) -> Dict[str, Any]:
 
 def select_setting(nodes: ZeroShotNodes, csd: str,
                    grid: Sequence[NodeSetting], seeds: Sequence[int],
-                   log=print) -> Dict[str, Any]:
+                   log=print, folds: Optional[Sequence[ClassSplit]] = None
+                   ) -> Dict[str, Any]:
     r"""Chooses the setting and the epoch count of highest mean balanced
-    accuracy on Split II's validation classes over :obj:`seeds` (the first
-    best in grid order, the fewest epochs among equals). Reads no label of
-    the unseen classes."""
-    split = nodes.split('II')
+    accuracy on the validation classes of :obj:`folds` (default: Split II
+    alone) over :obj:`seeds` (the first best in grid order, the fewest
+    epochs among equals). Reads no label of the unseen classes."""
+    folds = folds or [nodes.split('II')]
     rows, cache = [], {}
     for setting in grid:
         key = (setting.features, setting.propagation, setting.hops,
                setting.temperature, setting.scoring)
         if key not in cache:
             cache[key] = node_features(nodes, setting)
-        task = NodeTask(nodes, split, csd, setting, cache[key])
+        tasks = [NodeTask(nodes, fold, csd, setting, cache[key])
+                 for fold in folds]
         start = time.perf_counter()
         curves = torch.tensor([validation_curve(task, seed)
-                               for seed in seeds])
+                               for task in tasks for seed in seeds])
         mean = curves.mean(dim=0)
         epoch = int(mean.argmax()) + 1
         rows.append({'setting': setting, 'epochs': epoch,
                      'val_balanced': float(mean[epoch - 1]),
                      'val_std': float(curves[:, epoch - 1].std())
-                     if len(seeds) > 1 else 0.0})
+                     if len(curves) > 1 else 0.0})
         log(f'  [{csd}] {setting.describe()}: val balanced '
             f'{rows[-1]["val_balanced"]:.2f} at epoch {epoch} '
             f'({time.perf_counter() - start:.0f} s)')
@@ -317,17 +344,28 @@ def _closed_form_parts(nodes: ZeroShotNodes, split: ClassSplit, csd: str,
             task.descriptions.double(), task)
 
 
-def _validation_arguments(nodes: ZeroShotNodes, csd: str,
-                          setting: NodeSetting) -> Dict[str, Any]:
-    # Fitted on Split II's seen classes, validated on its validation
-    # classes, refitted on the same seen classes (DGPN trains on the seen
-    # classes only).
-    x, y, s, task = _closed_form_parts(nodes, nodes.split('II'), csd,
-                                       setting)
-    return dict(features=x, labels=y, attributes=s,
-                train_classes=task.split.seen, train_images=task.seen_nodes,
-                val_classes=task.split.val, val_images=task.val_nodes,
-                refit_classes=task.split.seen, refit_images=task.seen_nodes)
+def _choose_on_folds(grid_predictions: Callable, nodes: ZeroShotNodes,
+                     csd: str, setting: NodeSetting,
+                     folds: Sequence[ClassSplit]) -> Tuple[Any, float]:
+    # The first candidate (in grid order) of highest mean balanced
+    # accuracy over the folds' validation classes, each fold fitted on its
+    # seen classes' nodes; grid_predictions yields (key, predictions)
+    # pairs (eszsl_grid_predictions, sae_grid_predictions).
+    keys, total = [], None
+    for fold in folds:
+        x, y, s, task = _closed_form_parts(nodes, fold, csd, setting)
+        pairs = list(grid_predictions(
+            features=x, labels=y, attributes=s, train_classes=fold.seen,
+            train_images=task.seen_nodes, val_classes=fold.val,
+            val_images=task.val_nodes))
+        keys = [key for key, _ in pairs]
+        accuracies = torch.tensor([per_class_accuracy(
+            prediction, y[task.val_nodes], fold.val)
+            for _, prediction in pairs], dtype=torch.float64)
+        total = accuracies if total is None else total + accuracies
+    mean = (total / len(folds)).tolist()
+    best = first_best_index(mean)
+    return keys[best], 100.0 * mean[best]
 
 
 def _unseen_metrics(nodes, split, csd, setting, fit, predict):
@@ -340,18 +378,19 @@ def _unseen_metrics(nodes, split, csd, setting, fit, predict):
 
 def eszsl_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
                 splits: Sequence[ClassSplit],
-                choice: Optional[Tuple[float, float]] = None
+                choice: Optional[Tuple[float, float]] = None,
+                folds: Optional[Sequence[ClassSplit]] = None
                 ) -> Dict[str, Any]:
-    r"""ESZSL (:func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated`) fitted on
-    the seen classes' nodes, :math:`(\gamma, \lambda)` chosen on Split
-    II's validation classes by balanced accuracy (the first best in
-    :data:`ESZSL_GRID` order) unless :obj:`choice` fixes them, then used
-    unchanged on every split of :obj:`splits`."""
+    r"""ESZSL (:func:`~apnet_pyg.zsl.eszsl.fit_eszsl`) fitted on the seen
+    classes' nodes, :math:`(\gamma, \lambda)` chosen by balanced accuracy
+    on the validation classes of :obj:`folds` (default: Split II alone;
+    the first best in :data:`ESZSL_GRID` order) unless :obj:`choice` fixes
+    them, then used unchanged on every split of :obj:`splits`."""
     validation = None
     if choice is None:
-        _, gamma, lam, validation = fit_eszsl_validated(
-            **_validation_arguments(nodes, csd, setting), grid=ESZSL_GRID)
-        choice = (gamma, lam)
+        choice, validation = _choose_on_folds(
+            partial(eszsl_grid_predictions, grid=ESZSL_GRID), nodes, csd,
+            setting, folds or [nodes.split('II')])
 
     def fit(x, y, s, classes):
         return fit_eszsl(x, y, s, classes, *choice)
@@ -364,13 +403,17 @@ def eszsl_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
 
 
 def sae_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
-              splits: Sequence[ClassSplit]) -> Dict[str, Any]:
-    r"""SAE (:func:`~apnet_pyg.zsl.sae.fit_sae_validated`) fitted on the
-    seen classes' nodes, :math:`\lambda` and the prediction space chosen on
-    Split II's validation classes by balanced accuracy, then used
-    unchanged on every split of :obj:`splits`."""
-    _, lam, space, validation = fit_sae_validated(
-        **_validation_arguments(nodes, csd, setting))
+              splits: Sequence[ClassSplit],
+              folds: Optional[Sequence[ClassSplit]] = None
+              ) -> Dict[str, Any]:
+    r"""SAE (:func:`~apnet_pyg.zsl.sae.fit_sae`) fitted on the seen
+    classes' nodes, :math:`\lambda` and the prediction space chosen by
+    balanced accuracy on the validation classes of :obj:`folds` (default:
+    Split II alone), then used unchanged on every split of
+    :obj:`splits`."""
+    (lam, space), validation = _choose_on_folds(
+        sae_grid_predictions, nodes, csd, setting,
+        folds or [nodes.split('II')])
 
     def fit(x, y, s, classes):
         return fit_sae(x, y, s, classes, lam)
@@ -397,26 +440,32 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
               selection_seeds: Sequence[int] = (0, 1),
               base: Optional[NodeSetting] = None,
               grid: Optional[Sequence[NodeSetting]] = None,
-              select: bool = True, log=print) -> Dict[str, Any]:
+              select: bool = True, selection: str = 'split',
+              log=print) -> Dict[str, Any]:
     r"""The whole protocol on :obj:`nodes` for every class split of
     :obj:`splits` and CSD kind of :obj:`csds`:
 
-    1. APNet's setting and epoch count chosen on Split II's validation
-       classes among :obj:`grid` (:func:`select_setting`, over
-       :obj:`selection_seeds`; default: :func:`selection_grid` around
-       :obj:`base`), or, with :obj:`select=False` or where the dataset has
-       no Split II, :obj:`base` (default: :class:`NodeSetting()`) for its
-       :obj:`config.epochs` epochs, fixed in advance;
+    1. APNet's setting and epoch count chosen among :obj:`grid`
+       (:func:`select_setting`, over :obj:`selection_seeds`; default:
+       :func:`selection_grid` around :obj:`base`) on Split II's
+       validation classes or its class folds (:obj:`selection`, one of
+       :data:`SELECTIONS`), or, with :obj:`select=False` or where the
+       dataset has no Split II, :obj:`base` (default:
+       :class:`NodeSetting()`) for its :obj:`config.epochs` epochs, fixed
+       in advance;
     2. APNet trained with it once per seed of :obj:`seeds` on each split,
        evaluated on the unseen classes; with a selection, also the best
        setting with the other choice of each of :data:`OTHER_ROWS`, and
        the rows fixed in advance of :data:`FIXED_ROWS`;
     3. ESZSL and SAE on DGPN's inputs (:data:`DGPN_INPUTS`), and ESZSL on
-       APNet's chosen inputs, hyper-parameters chosen on Split II's
-       validation classes (fixed ones otherwise, see below).
+       APNet's chosen inputs, hyper-parameters chosen as APNet's (fixed
+       ones without a selection, see below).
 
     Returns a dictionary by CSD kind (:func:`format_nodes` prints it).
     """
+    if selection not in SELECTIONS:
+        raise ValueError(f"'selection' must be one of "
+                         f"{', '.join(SELECTIONS)} (got {selection!r})")
     base = base or NodeSetting()
     if grid is None:
         grid = selection_grid(base)
@@ -425,14 +474,23 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
     except ValueError:
         validation_split = None
     select = select and validation_split is not None
+    folds = None
+    if select:
+        folds = selection_folds(validation_split) \
+            if selection == 'folds' else [validation_split]
+    where = ('on Split II\'s validation classes '
+             f'({validation_split.describe()})' if selection == 'split'
+             else f'by class-level cross-validation over Split II\'s seen '
+             f'and validation classes ({len(folds)} folds, each trained on '
+             f'{validation_split.seen.numel()} of them and validated on '
+             f'the others; mean over the folds)') if select else None
     results: Dict[str, Any] = {
         'dataset': nodes.name, 'splits': {s.name: s.describe()
                                           for s in splits},
         'num_unseen': {s.name: s.unseen.numel() for s in splits},
         'seeds': list(seeds), 'selection_seeds': list(selection_seeds),
-        'selection': ('chosen on Split II\'s validation classes '
-                      f'({validation_split.describe()}) by balanced '
-                      'accuracy, then used unchanged on every split')
+        'selection': (f'chosen {where} by balanced accuracy, then used '
+                      'unchanged on every split')
         if select else ('fixed in advance (no selection: ' +
                         ('--no-select' if validation_split is not None
                          else 'the dataset has no Split II') + ')'),
@@ -443,12 +501,12 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
         log(f'{nodes.name}, {csd.upper()}-CSDs')
         rows: List[Dict[str, Any]] = []
         if select:
-            selection = select_setting(nodes, csd, grid, selection_seeds,
-                                       log)
-            chosen = selection['chosen']
+            selected = select_setting(nodes, csd, grid, selection_seeds,
+                                      log, folds)
+            chosen = selected['chosen']
             candidates = [('APNet (chosen)', chosen)]
             for label, choice in OTHER_ROWS:
-                other = [row for row in selection['rows']
+                other = [row for row in selected['rows']
                          if choice(row['setting']) !=
                          choice(chosen['setting'])]
                 if other:
@@ -461,7 +519,7 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
                                            'val_balanced': None,
                                            'epochs': setting.config.epochs}))
         else:
-            selection = None
+            selected = None
             setting = base
             candidates = [('APNet (fixed in advance)',
                            {'setting': setting, 'val_balanced': None,
@@ -480,17 +538,18 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
                          'splits': per_split})
         # Without validation classes: ESZSL's middle of the grid.
         dgpn_choice = None if select else (1.0, 1.0)
-        eszsl = eszsl_nodes(nodes, csd, DGPN_INPUTS, splits, dgpn_choice)
+        eszsl = eszsl_nodes(nodes, csd, DGPN_INPUTS, splits, dgpn_choice,
+                            folds)
         rows.append({'method': 'ESZSL (DGPN\'s inputs)',
                      'setting': f"gamma={eszsl['gamma']:g}, "
                      f"lambda={eszsl['lam']:g}", **eszsl})
         if select:
-            sae = sae_nodes(nodes, csd, DGPN_INPUTS, splits)
+            sae = sae_nodes(nodes, csd, DGPN_INPUTS, splits, folds)
             rows.append({'method': 'SAE (DGPN\'s inputs)',
                          'setting': f"lambda={sae['lam']:g}, "
                          f"space={sae['space']}", **sae})
             setting = candidates[0][1]['setting']
-            eszsl = eszsl_nodes(nodes, csd, setting, splits)
+            eszsl = eszsl_nodes(nodes, csd, setting, splits, folds=folds)
             rows.append({'method': 'ESZSL (APNet\'s inputs)',
                          'setting': f"gamma={eszsl['gamma']:g}, "
                          f"lambda={eszsl['lam']:g}", **eszsl})
@@ -498,10 +557,10 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
                  for row in rows[:1] for name in row['splits']}
         results['csds'][csd] = {
             'rows': rows, 'floor': floor,
-            'selection': None if selection is None else [
+            'selection': None if selected is None else [
                 {'setting': r['setting'].describe(), 'epochs': r['epochs'],
                  'val_balanced': r['val_balanced'],
-                 'val_std': r['val_std']} for r in selection['rows']],
+                 'val_std': r['val_std']} for r in selected['rows']],
             'published': PUBLISHED.get(nodes.name.lower(), {}).get(csd, {}),
         }
     return results

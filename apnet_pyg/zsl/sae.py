@@ -47,7 +47,7 @@ test image, so test features need no normalisation. The authors' CUB demo
 also z-scores the similarities of each class over the test set; that
 uses the test set's statistics and is left out.
 """
-from typing import Sequence, Tuple
+from typing import Iterator, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -193,6 +193,34 @@ def predict_sae(w: Tensor, features: Tensor, attributes: Tensor,
                               space).argmax(1)]
 
 
+def sae_grid_predictions(features: Tensor, labels: Tensor,
+                         attributes: Tensor, train_classes: Tensor,
+                         train_images: Tensor, val_classes: Tensor,
+                         val_images: Tensor,
+                         grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
+                         spaces: Sequence[str] = SPACES
+                         ) -> Iterator[Tuple[Tuple[float, str], Tensor]]:
+    r"""For every :math:`(\lambda, \text{space})` of :obj:`spaces` x
+    :obj:`grid` (in that order), SAE fitted on :obj:`train_images` and its
+    predictions for :obj:`val_images` among :obj:`val_classes`:
+    :obj:`((lam, space), predicted classes)` pairs, as
+    :func:`~apnet_pyg.zsl.eszsl.first_best` reads them. Each
+    :math:`\lambda` is solved once."""
+    for space in spaces:
+        if space not in SPACES:
+            raise ValueError(f"'spaces' must hold entries of {SPACES} "
+                             f"(got '{space}')")
+    check_grid(grid)
+    system = _SylvesterSystem(features[train_images], labels[train_images],
+                              attributes, train_classes)
+    encoders = {lam: system.solve(lam).to(features.dtype) for lam in grid}
+    for space in spaces:
+        for lam in grid:
+            yield (lam, space), predict_sae(encoders[lam],
+                                            features[val_images], attributes,
+                                            val_classes, space)
+
+
 def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
                       train_classes: Tensor, train_images: Tensor,
                       val_classes: Tensor, val_images: Tensor,
@@ -212,19 +240,11 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         (Tensor, float, str, float): :math:`\mathbf{W}`, :math:`\lambda`,
         the space and the validation accuracy (%) of the chosen pair.
     """
-    for space in spaces:
-        if space not in SPACES:
-            raise ValueError(f"'spaces' must hold entries of {SPACES} "
-                             f"(got '{space}')")
-    check_grid(grid)
-    system = _SylvesterSystem(features[train_images], labels[train_images],
-                              attributes, train_classes)
-    encoders = {lam: system.solve(lam).to(features.dtype) for lam in grid}
     (lam, space), accuracy = first_best(
-        (((lam, space), predict_sae(encoders[lam], features[val_images],
-                                    attributes, val_classes, space))
-         for space in spaces for lam in grid), labels[val_images],
-        val_classes)
+        sae_grid_predictions(features, labels, attributes, train_classes,
+                             train_images, val_classes, val_images, grid,
+                             spaces),
+        labels[val_images], val_classes)
     w = fit_sae(features[refit_images], labels[refit_images], attributes,
                 refit_classes, lam)
     return w, lam, space, accuracy

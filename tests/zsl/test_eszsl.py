@@ -77,8 +77,9 @@ def test_bad_input():
                   torch.tensor([0, 1]))
 
 
-def test_validated_fit_equals_brute_force_grid():
-    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+def noisy_linear_data():
+    # Features a noisy linear image of the attributes: 9 classes of 6
+    # images, 5 attributes, 7 features.
     gen = torch.Generator().manual_seed(3)
     attributes = torch.randn(9, 5, generator=gen, dtype=torch.float64)
     labels = torch.arange(9).repeat_interleave(6)
@@ -86,6 +87,12 @@ def test_validated_fit_equals_brute_force_grid():
                                                 dtype=torch.float64)
     features += 0.5 * torch.randn(features.shape, generator=gen,
                                   dtype=torch.float64)
+    return features, labels, attributes
+
+
+def test_validated_fit_equals_brute_force_grid():
+    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+    features, labels, attributes = noisy_linear_data()
     train, val, seen = torch.arange(4), torch.arange(4, 6), torch.arange(6)
     train_images = torch.nonzero(labels < 4).view(-1)
     val_images = torch.nonzero((labels >= 4) & (labels < 6)).view(-1)
@@ -139,3 +146,26 @@ def test_score_factorises_through_attribute_map(signed):
                                test @ ridge @ alpha)
     torch.testing.assert_close(
         attribute_map(attributes, seen, lam) @ attributes.t(), alpha)
+
+
+def test_grid_predictions_are_each_pair_fitted_alone():
+    # Every (gamma, lambda) in grid x grid order, each the prediction of
+    # ESZSL fitted on the training images with that pair.
+    from apnet_pyg.zsl.eszsl import eszsl_grid_predictions
+    features, labels, attributes = noisy_linear_data()
+    train, val = torch.arange(4), torch.arange(4, 9)
+    train_images = torch.nonzero(labels < 4).view(-1)
+    val_images = torch.nonzero(labels >= 4).view(-1)
+    grid = [1e-1, 10.0]
+    pairs = list(eszsl_grid_predictions(features, labels, attributes, train,
+                                        train_images, val, val_images, grid))
+    assert [key for key, _ in pairs] == [(g, lam) for g in grid
+                                         for lam in grid]
+    for (gamma, lam), prediction in pairs:
+        v = fit_eszsl(features[train_images], labels[train_images],
+                      attributes, train, gamma, lam)
+        assert torch.equal(prediction, predict_eszsl(
+            v, features[val_images], attributes, val))
+    with pytest.raises(ValueError, match="'grid' is empty"):
+        list(eszsl_grid_predictions(features, labels, attributes, train,
+                                    train_images, val, val_images, []))

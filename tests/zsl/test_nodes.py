@@ -9,7 +9,8 @@ from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.zsl.evaluate import apnet_score_fn
 from apnet_pyg.zsl.nodes import (DGPN_INPUTS, NodeScores, combine_hop_scores,
-                                 eszsl_nodes, run_nodes, select_setting,
+                                 eszsl_nodes, run_nodes, sae_nodes,
+                                 select_setting, selection_folds,
                                  selection_grid, train_node_model)
 from apnet_pyg.zsl.nodes_inputs import (NodeSetting, NodeTask, hop_features,
                                         prepare_descriptions,
@@ -286,20 +287,90 @@ def _relabel_unseen(nodes):
     return changed
 
 
-def test_choices_never_read_unseen_labels(tiny):
+@pytest.mark.parametrize('selection', ['split', 'folds'])
+def test_choices_never_read_unseen_labels(tiny, selection):
     _, nodes = tiny
     changed = _relabel_unseen(nodes)
     split = nodes.split('II')
-    first = eszsl_nodes(nodes, 'text', DGPN_INPUTS, [split])
-    second = eszsl_nodes(changed, 'text', DGPN_INPUTS, [split])
-    assert (first['gamma'], first['lam']) == (second['gamma'], second['lam'])
+    folds = selection_folds(split) if selection == 'folds' else None
+    first = eszsl_nodes(nodes, 'text', DGPN_INPUTS, [split], folds=folds)
+    second = eszsl_nodes(changed, 'text', DGPN_INPUTS, [split], folds=folds)
+    assert (first['gamma'], first['lam'], first['val_balanced']) == \
+        (second['gamma'], second['lam'], second['val_balanced'])
+    first = sae_nodes(nodes, 'text', DGPN_INPUTS, [split], folds)
+    second = sae_nodes(changed, 'text', DGPN_INPUTS, [split], folds)
+    assert (first['lam'], first['space'], first['val_balanced']) == \
+        (second['lam'], second['space'], second['val_balanced'])
     grid = [TINY, TINY.replace(lr=1e-3)]
     quiet = lambda line: None  # noqa: E731
-    first = select_setting(nodes, 'text', grid, [0], quiet)
-    second = select_setting(changed, 'text', grid, [0], quiet)
+    first = select_setting(nodes, 'text', grid, [0], quiet, folds)
+    second = select_setting(changed, 'text', grid, [0], quiet, folds)
     assert [r['val_balanced'] for r in first['rows']] == \
         [r['val_balanced'] for r in second['rows']]
     assert first['chosen']['epochs'] == second['chosen']['epochs']
+
+
+def test_selection_folds(tiny):
+    # Split II's four known classes: every pair trained, the other pair
+    # validated; the split itself first, the unseen classes never moved.
+    _, nodes = tiny
+    split = nodes.split('II')
+    folds = selection_folds(split)
+    assert folds[0] is split and len(folds) == 6
+    pool = {0, 1, 2, 3}
+    assert {tuple(f.seen.tolist()) for f in folds} == {
+        (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)}
+    for fold in folds:
+        assert set(fold.seen.tolist()) | set(fold.val.tolist()) == pool
+        assert not set(fold.seen.tolist()) & set(fold.val.tolist())
+        assert torch.equal(fold.unseen, split.unseen)
+    with pytest.raises(ValueError, match='no validation class'):
+        selection_folds(nodes.split('I'))
+
+
+def test_closed_form_choice_on_split_ii_is_the_validated_fit(tiny):
+    # One fold (Split II): the choice of fit_eszsl_validated and
+    # fit_sae_validated, which score the same grid on the same classes.
+    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+    from apnet_pyg.zsl.nodes import ESZSL_GRID
+    from apnet_pyg.zsl.sae import fit_sae_validated
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', DGPN_INPUTS)
+    arguments = dict(
+        features=task.features.double(), labels=nodes.data.y,
+        attributes=task.descriptions.double(), train_classes=split.seen,
+        train_images=task.seen_nodes, val_classes=split.val,
+        val_images=task.val_nodes, refit_classes=split.seen,
+        refit_images=task.seen_nodes)
+    _, gamma, lam, accuracy = fit_eszsl_validated(**arguments,
+                                                  grid=ESZSL_GRID)
+    eszsl = eszsl_nodes(nodes, 'text', DGPN_INPUTS, [split])
+    assert (eszsl['gamma'], eszsl['lam']) == (gamma, lam)
+    assert eszsl['val_balanced'] == pytest.approx(accuracy, abs=1e-9)
+    _, lam, space, accuracy = fit_sae_validated(**arguments)
+    sae = sae_nodes(nodes, 'text', DGPN_INPUTS, [split])
+    assert (sae['lam'], sae['space']) == (lam, space)
+    assert sae['val_balanced'] == pytest.approx(accuracy, abs=1e-9)
+
+
+def test_select_setting_over_folds_averages_every_fold(tiny, monkeypatch):
+    # A run per fold and seed, the curve the mean of them all.
+    import apnet_pyg.zsl.nodes as nodes_module
+    _, nodes = tiny
+    folds = selection_folds(nodes.split('II'))
+    seen = []
+
+    def curve(task, seed, device='cpu'):
+        seen.append((tuple(task.split.seen.tolist()), seed))
+        return [float(len(seen)), 0.0]
+    monkeypatch.setattr(nodes_module, 'validation_curve', curve)
+    result = select_setting(nodes, 'text', [TINY], [0, 1],
+                            lambda line: None, folds)
+    assert seen == [(tuple(f.seen.tolist()), s) for f in folds
+                    for s in (0, 1)]
+    assert result['chosen']['epochs'] == 1
+    assert result['chosen']['val_balanced'] == pytest.approx(6.5)
 
 
 def test_run_nodes_table(tiny):
@@ -333,6 +404,14 @@ def test_run_nodes_table(tiny):
     # 4 unseen classes in split I, 3 in split II: a constant predictor's
     # balanced accuracy.
     assert '| 25.00 |' in table and '| 33.33 |' in table
+    folds = run_nodes(nodes, splits[:1], ['text'], seeds=[0],
+                      selection_seeds=[0], base=TINY, grid=[TINY],
+                      selection='folds', log=lambda line: None)
+    assert 'class-level cross-validation' in folds['selection'] and \
+        '6 folds' in folds['selection']
+    assert 'class-level cross-validation' in format_nodes(folds)
+    with pytest.raises(ValueError, match="'selection' must be one of"):
+        run_nodes(nodes, splits[:1], ['text'], selection='test')
     fixed = run_nodes(nodes, splits[:1], ['text'], seeds=[0], base=TINY,
                       select=False, log=lambda line: None)
     assert 'fixed in advance' in format_nodes(fixed)
@@ -361,6 +440,13 @@ def test_command_smoke(tiny, tmp_path, capsys):
     assert status == 0, printed
     assert 'APNet (chosen)' in printed and out.is_file()
     assert "ESZSL (DGPN's inputs)" in printed
+    status = main(['nodes', '--dataset', 'tiny', '--root', str(root),
+                   '--csd', 'text', '--split', 'II', '--seeds', '1',
+                   '--selection-seeds', '1', '--selection', 'folds',
+                   '--epochs', '1', '--episodes', '1'])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert 'class-level cross-validation' in printed
 
 
 @pytest.mark.parametrize('extra, message', [

@@ -4,7 +4,7 @@ import torch
 
 from apnet_pyg.zsl.metrics import per_class_accuracy
 from apnet_pyg.zsl.sae import (fit_sae, fit_sae_validated, predict_sae,
-                               sae_scores)
+                               sae_grid_predictions, sae_scores)
 
 
 def test_hand_computed_case():
@@ -224,3 +224,29 @@ def test_bad_input():
                     space='visual')
     with pytest.raises(ValueError, match=r'\[n, d\]'):
         fit_sae(x, torch.tensor([0, 1]), attributes, torch.tensor([0, 1]))
+
+
+def test_grid_predictions_are_each_pair_fitted_alone():
+    # Every (lambda, space) in spaces x grid order, each the prediction of
+    # SAE fitted on the training images with that lambda.
+    features, labels, attributes, split = linear_data()
+    grid = [0.3, 10.0]
+    pairs = list(sae_grid_predictions(
+        features, labels, attributes, split['train_classes'],
+        split['train_images'], split['val_classes'], split['val_images'],
+        grid))
+    assert [key for key, _ in pairs] == [(lam, space) for space in
+                                         ('semantic', 'feature')
+                                         for lam in grid]
+    for (lam, space), prediction in pairs:
+        w = fit_sae(features[split['train_images']],
+                    labels[split['train_images']], attributes,
+                    split['train_classes'], lam)
+        assert torch.equal(prediction, predict_sae(
+            w, features[split['val_images']], attributes,
+            split['val_classes'], space))
+    with pytest.raises(ValueError, match="'spaces' must hold"):
+        list(sae_grid_predictions(
+            features, labels, attributes, split['train_classes'],
+            split['train_images'], split['val_classes'],
+            split['val_images'], grid, spaces=('pixel',)))
