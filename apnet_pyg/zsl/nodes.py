@@ -93,14 +93,15 @@ def selection_folds(split: ClassSplit) -> List[ClassSplit]:
 
 def selection_grid(base: Optional[NodeSetting] = None) -> List[NodeSetting]:
     r"""The settings tried on Split II's validation classes (or its class
-    folds), fixed in advance: :obj:`base` (default: :class:`NodeSetting()`), then each
-    choice changed one at a time: the calibration, the scoring (one
-    propagated vector instead of every hop), the node propagation (none,
-    attention, more hops), the description preparation, the class graph
-    (learned, at the paper's cos 40 degrees), the classes scored in
-    training (every class, as DGPN), the score, the learning rate and the
-    head's interaction (multiplicative: alone, and with DGPN's training,
-    every class scored, no calibration and a tenfold learning rate)."""
+    folds), fixed in advance: :obj:`base` (default:
+    :class:`NodeSetting()`), then each choice changed one at a time: the
+    calibration, the scoring (one propagated vector instead of every hop),
+    the node propagation (none, attention, more hops), the description
+    preparation, the class graph (learned, at the paper's cos 40 degrees),
+    the classes scored in training (every class, as DGPN), the score, the
+    learning rate and the head's interaction (multiplicative: alone, and
+    with DGPN's training, every class scored, no calibration and a tenfold
+    learning rate)."""
     base = base or NodeSetting()
     grid = [base]
     for changes in ({'calibration': 'none'},
@@ -346,14 +347,19 @@ def _closed_form_parts(nodes: ZeroShotNodes, split: ClassSplit, csd: str,
 
 def _choose_on_folds(grid_predictions: Callable, nodes: ZeroShotNodes,
                      csd: str, setting: NodeSetting,
-                     folds: Sequence[ClassSplit]) -> Tuple[Any, float]:
+                     folds: Optional[Sequence[ClassSplit]]
+                     ) -> Tuple[Any, float]:
     # The first candidate (in grid order) of highest mean balanced
-    # accuracy over the folds' validation classes, each fold fitted on its
-    # seen classes' nodes; grid_predictions yields (key, predictions)
-    # pairs (eszsl_grid_predictions, sae_grid_predictions).
+    # accuracy over the validation classes of the folds (default: Split II
+    # alone), each fold fitted on its seen classes' nodes;
+    # grid_predictions yields (key, predictions) pairs
+    # (eszsl_grid_predictions, sae_grid_predictions).
+    folds = folds or [nodes.split('II')]
+    # The features and descriptions do not depend on the fold: made once.
+    x, y, s, first = _closed_form_parts(nodes, folds[0], csd, setting)
     keys, total = [], None
     for fold in folds:
-        x, y, s, task = _closed_form_parts(nodes, fold, csd, setting)
+        task = NodeTask(nodes, fold, csd, first.setting, first.features)
         pairs = list(grid_predictions(
             features=x, labels=y, attributes=s, train_classes=fold.seen,
             train_images=task.seen_nodes, val_classes=fold.val,
@@ -390,7 +396,7 @@ def eszsl_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
     if choice is None:
         choice, validation = _choose_on_folds(
             partial(eszsl_grid_predictions, grid=ESZSL_GRID), nodes, csd,
-            setting, folds or [nodes.split('II')])
+            setting, folds)
 
     def fit(x, y, s, classes):
         return fit_eszsl(x, y, s, classes, *choice)
@@ -412,8 +418,7 @@ def sae_nodes(nodes: ZeroShotNodes, csd: str, setting: NodeSetting,
     Split II alone), then used unchanged on every split of
     :obj:`splits`."""
     (lam, space), validation = _choose_on_folds(
-        sae_grid_predictions, nodes, csd, setting,
-        folds or [nodes.split('II')])
+        sae_grid_predictions, nodes, csd, setting, folds)
 
     def fit(x, y, s, classes):
         return fit_sae(x, y, s, classes, lam)
@@ -474,16 +479,17 @@ def run_nodes(nodes: ZeroShotNodes, splits: Sequence[ClassSplit],
     except ValueError:
         validation_split = None
     select = select and validation_split is not None
-    folds = None
-    if select:
-        folds = selection_folds(validation_split) \
-            if selection == 'folds' else [validation_split]
-    where = ('on Split II\'s validation classes '
-             f'({validation_split.describe()})' if selection == 'split'
-             else f'by class-level cross-validation over Split II\'s seen '
-             f'and validation classes ({len(folds)} folds, each trained on '
-             f'{validation_split.seen.numel()} of them and validated on '
-             f'the others; mean over the folds)') if select else None
+    folds = where = None
+    if select and selection == 'folds':
+        folds = selection_folds(validation_split)
+        where = (f'by class-level cross-validation over Split II\'s seen '
+                 f'and validation classes ({len(folds)} folds, each '
+                 f'trained on {validation_split.seen.numel()} of them and '
+                 f'validated on the others; mean over the folds)')
+    elif select:
+        folds = [validation_split]
+        where = ('on Split II\'s validation classes '
+                 f'({validation_split.describe()})')
     results: Dict[str, Any] = {
         'dataset': nodes.name, 'splits': {s.name: s.describe()
                                           for s in splits},

@@ -51,9 +51,9 @@ DESCRIPTION_PREPARATIONS = ('l2', 'center', 'whiten')
 #: Where the choices are made: :obj:`"split"`, on Split II's validation
 #: classes (trained on its seen classes); :obj:`"folds"`, by class-level
 #: cross-validation over Split II's seen and validation classes
-#: (:func:`~apnet_pyg.zsl.nodes.selection_folds`: every way to train on as many of them as
-#: Split II has seen classes and hold out the rest), the mean over the
-#: folds. Neither reads a label of the unseen classes.
+#: (:func:`~apnet_pyg.zsl.nodes.selection_folds`: every way to train on
+#: as many of them as Split II has seen classes and hold out the rest),
+#: the mean over the folds. Neither reads a label of the unseen classes.
 SELECTIONS = ('split', 'folds')
 
 
