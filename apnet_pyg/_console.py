@@ -2,6 +2,7 @@ r"""The :obj:`apnet-zsl` console script. It lives outside
 :mod:`apnet_pyg.zsl` because importing that package loads torch and PyG,
 which takes seconds: a Ctrl-C in those seconds ends with one line here, as
 it does once a command runs, instead of an import traceback."""
+
 import sys
 from importlib import import_module
 from typing import List, Optional

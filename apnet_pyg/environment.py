@@ -12,6 +12,7 @@ generations), so the record also holds the processor's family, model and
 stepping (:func:`cpu_id`) and the instruction set torch dispatches its
 kernels to, which differ where the name does not.
 """
+
 import os
 import platform
 from typing import Dict, Union
@@ -40,8 +41,11 @@ def _first_processor() -> Dict[str, str]:
 def cpu_model() -> str:
     r"""The processor's model name (Linux's :obj:`/proc/cpuinfo`; elsewhere
     what :mod:`platform` knows)."""
-    return _first_processor().get('model name') or platform.processor() \
+    return (
+        _first_processor().get('model name')
+        or platform.processor()
         or platform.machine()
+    )
 
 
 def cpu_id() -> str:
@@ -49,9 +53,11 @@ def cpu_id() -> str:
     :obj:`/proc/cpuinfo`), e.g. :obj:`"family 26 model 2 stepping 1"`; an
     empty string where they are unknown."""
     fields = _first_processor()
-    return ' '.join(f'{key.split()[-1]} {fields[key]}'
-                    for key in ('cpu family', 'model', 'stepping')
-                    if key in fields)
+    return ' '.join(
+        f'{key.split()[-1]} {fields[key]}'
+        for key in ('cpu family', 'model', 'stepping')
+        if key in fields
+    )
 
 
 def cpu_capability() -> str:
@@ -70,7 +76,8 @@ def available_cores() -> int:
 
 
 def describe_environment(
-        device: Union[str, torch.device] = 'cpu') -> Dict[str, str]:
+    device: Union[str, torch.device] = 'cpu',
+) -> Dict[str, str]:
     r"""What decides whether two runs can agree bit for bit: the processor
     (its name, :func:`cpu_id` and :func:`cpu_capability`), the cores and
     torch threads, the GPU (for a CUDA :obj:`device`) and the versions of
@@ -83,7 +90,8 @@ def describe_environment(
         'cores': str(available_cores()),
         'threads': str(torch.get_num_threads()),
         'gpu': torch.cuda.get_device_name(device)
-        if device.type == 'cuda' else 'none',
+        if device.type == 'cuda'
+        else 'none',
         'python': platform.python_version(),
         'torch': torch.__version__,
         'torch_geometric': torch_geometric.__version__,

@@ -1,5 +1,6 @@
 r"""What every command-line entry point of the package shares: an error
 prints one line, not a traceback, unless :obj:`--debug` is given."""
+
 import sys
 from typing import Any, Callable, List, Optional
 
@@ -10,13 +11,15 @@ def error_line(error: Exception) -> str:
     see the traceback."""
     message = ' '.join(str(error).split()) or type(error).__name__
     if not isinstance(error, (ValueError, OSError, RuntimeError)):
-        message = f'{type(error).__name__}: {message} (--debug shows the ' \
-            f'traceback)'
+        message = (
+            f'{type(error).__name__}: {message} (--debug shows the traceback)'
+        )
     return f'error: {message}'
 
 
-def run_script(main: Callable[[List[str]], Any],
-               argv: Optional[List[str]] = None) -> int:
+def run_script(
+    main: Callable[[List[str]], Any], argv: Optional[List[str]] = None
+) -> int:
     r"""Runs the :obj:`main(argv)` of an example or benchmark script as
     :obj:`apnet-zsl` runs its commands, and returns the exit status: an
     error prints one line (:func:`error_line`) and gives 1, unless

@@ -26,6 +26,7 @@ are created with :func:`make_output_folder`, whose error names the folder,
 and files are written whole or not at all with :func:`replace_atomically`,
 :func:`atomic_write_text` and :func:`save_figure_atomically`.
 """
+
 import math
 import numbers
 import os
@@ -36,7 +37,6 @@ from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-
 from torch_geometric import is_compiling, is_debug_enabled
 
 
@@ -50,19 +50,25 @@ def is_real_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_number(value: Any, name: str, minimum: Optional[float] = None,
-                 maximum: Optional[float] = None) -> float:
+def check_number(
+    value: Any,
+    name: str,
+    minimum: Optional[float] = None,
+    maximum: Optional[float] = None,
+) -> float:
     r"""Checks that :obj:`value` is a finite real number
     (:func:`is_real_number`) in :obj:`[minimum, maximum]` and returns it as
     a float."""
     if not is_real_number(value):
-        raise ValueError(f"'{name}' must be a real number (got "
-                         f"{_described(value)})")
+        raise ValueError(
+            f"'{name}' must be a real number (got {_described(value)})"
+        )
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"'{name}' must be finite (got {value})")
-    if (minimum is not None and value < minimum) or \
-            (maximum is not None and value > maximum):
+    if (minimum is not None and value < minimum) or (
+        maximum is not None and value > maximum
+    ):
         if minimum is not None and maximum is not None:
             bounds = f'lie in [{minimum:g}, {maximum:g}]'
         elif minimum is not None:
@@ -73,8 +79,12 @@ def check_number(value: Any, name: str, minimum: Optional[float] = None,
     return value
 
 
-def check_int(value: Any, name: str, minimum: Optional[int] = None,
-              optional: bool = False) -> Optional[int]:
+def check_int(
+    value: Any,
+    name: str,
+    minimum: Optional[int] = None,
+    optional: bool = False,
+) -> Optional[int]:
     r"""Checks that :obj:`value` is an integer (not a bool nor a float) of
     at least :obj:`minimum`, or :obj:`None` if :obj:`optional`, and returns
     it."""
@@ -84,13 +94,13 @@ def check_int(value: Any, name: str, minimum: Optional[int] = None,
     if optional:
         what += ' or None'
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"'{name}' must be {what} (got "
-                         f"{_described(value)})")
+        raise ValueError(f"'{name}' must be {what} (got {_described(value)})")
     value = int(value)
     if minimum is not None and value < minimum:
         if minimum != 1:
-            raise ValueError(f"'{name}' must be at least {minimum} (got "
-                             f"{value})")
+            raise ValueError(
+                f"'{name}' must be at least {minimum} (got {value})"
+            )
         raise ValueError(f"'{name}' must be {what} (got {value})")
     return value
 
@@ -99,8 +109,9 @@ def check_bool(value: Any, name: str) -> bool:
     r"""Checks that :obj:`value` is a bool (a truthy string such as
     :obj:`"no"` would otherwise pass for :obj:`True`)."""
     if not isinstance(value, bool):
-        raise ValueError(f"'{name}' must be True or False (got "
-                         f"{_described(value)})")
+        raise ValueError(
+            f"'{name}' must be True or False (got {_described(value)})"
+        )
     return value
 
 
@@ -111,12 +122,18 @@ def as_index_tensor(value: Any, name: str) -> Tensor:
     try:
         tensor = torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"'{name}' must be a tensor or sequence of integer "
-                         f"indices (got {type(value).__name__})") from None
-    if tensor.is_floating_point() or tensor.is_complex() or \
-            tensor.dtype == torch.bool:
-        raise ValueError(f"'{name}' must hold integer indices (got dtype "
-                         f"{tensor.dtype})")
+        raise ValueError(
+            f"'{name}' must be a tensor or sequence of integer "
+            f'indices (got {type(value).__name__})'
+        ) from None
+    if (
+        tensor.is_floating_point()
+        or tensor.is_complex()
+        or tensor.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"'{name}' must hold integer indices (got dtype {tensor.dtype})"
+        )
     return tensor.reshape(-1).long()
 
 
@@ -128,23 +145,29 @@ def value_checks_enabled() -> bool:
     return is_debug_enabled() and not is_compiling()
 
 
-def check_features(x: Tensor, name: str = 'x', dim: int = 2,
-                   channels: Optional[int] = None) -> None:
+def check_features(
+    x: Tensor, name: str = 'x', dim: int = 2, channels: Optional[int] = None
+) -> None:
     r"""Checks that :obj:`x` is a floating-point tensor with :obj:`dim`
     dimensions and, if given, :obj:`channels` features in its last
     dimension (metadata only)."""
     if not isinstance(x, Tensor):
-        raise ValueError(f"'{name}' must be a torch.Tensor "
-                         f"(got {type(x).__name__})")
+        raise ValueError(
+            f"'{name}' must be a torch.Tensor (got {type(x).__name__})"
+        )
     if x.dim() != dim:
-        raise ValueError(f"'{name}' must have {dim} dimensions "
-                         f"(got shape {tuple(x.shape)})")
+        raise ValueError(
+            f"'{name}' must have {dim} dimensions (got shape {tuple(x.shape)})"
+        )
     if not x.is_floating_point():
-        raise ValueError(f"'{name}' must be a floating-point tensor "
-                         f"(got dtype {x.dtype})")
+        raise ValueError(
+            f"'{name}' must be a floating-point tensor (got dtype {x.dtype})"
+        )
     if channels is not None and channels > 0 and x.size(-1) != channels:
-        raise ValueError(f"'{name}' must have {channels} features in its "
-                         f"last dimension (got shape {tuple(x.shape)})")
+        raise ValueError(
+            f"'{name}' must have {channels} features in its "
+            f'last dimension (got shape {tuple(x.shape)})'
+        )
 
 
 def check_finite(x: Tensor, name: str = 'x') -> None:
@@ -156,21 +179,25 @@ def check_finite(x: Tensor, name: str = 'x') -> None:
         raise ValueError(f"'{name}' contains NaN or infinite values")
 
 
-def check_node_features(x: Tensor, name: str = 'x', dim: int = 2,
-                        channels: Optional[int] = None) -> None:
+def check_node_features(
+    x: Tensor, name: str = 'x', dim: int = 2, channels: Optional[int] = None
+) -> None:
     r""":func:`check_features` and :func:`check_finite`."""
     check_features(x, name, dim, channels)
     check_finite(x, name)
 
 
-def check_same_device(tensor: Tensor, name: str, reference: Tensor,
-                      reference_name: str = 'x') -> None:
+def check_same_device(
+    tensor: Tensor, name: str, reference: Tensor, reference_name: str = 'x'
+) -> None:
     r"""Checks that :obj:`tensor` lives on the device of
     :obj:`reference`."""
     if tensor.device != reference.device:
-        raise ValueError(f"'{name}' is on {tensor.device} but "
-                         f"'{reference_name}' on {reference.device}; move "
-                         f"both to the same device")
+        raise ValueError(
+            f"'{name}' is on {tensor.device} but "
+            f"'{reference_name}' on {reference.device}; move "
+            f'both to the same device'
+        )
 
 
 def check_edge_index(edge_index: Tensor) -> None:
@@ -178,26 +205,33 @@ def check_edge_index(edge_index: Tensor) -> None:
     index dtypes of PyG and torch's sparse kernels) of shape
     :obj:`[2, num_edges]` (metadata only)."""
     if not isinstance(edge_index, Tensor):
-        raise ValueError(f"'edge_index' must be a torch.Tensor "
-                         f"(got {type(edge_index).__name__})")
+        raise ValueError(
+            f"'edge_index' must be a torch.Tensor "
+            f'(got {type(edge_index).__name__})'
+        )
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"'edge_index' must have shape [2, num_edges] "
-                         f"(got {tuple(edge_index.shape)})")
+        raise ValueError(
+            f"'edge_index' must have shape [2, num_edges] "
+            f'(got {tuple(edge_index.shape)})'
+        )
     if edge_index.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"'edge_index' must hold int64 or int32 indices "
-                         f"(got dtype {edge_index.dtype})")
+        raise ValueError(
+            f"'edge_index' must hold int64 or int32 indices "
+            f'(got dtype {edge_index.dtype})'
+        )
 
 
 def _range_message(size: Tuple[int, int]) -> str:
     if size[0] == size[1]:
-        return f"outside [0, {size[0] - 1}] for {size[0]} nodes"
-    return (f"outside [0, {size[0] - 1}] (sources, row 0) x "
-            f"[0, {size[1] - 1}] (targets, row 1) for {size[0]} source and "
-            f"{size[1]} target nodes")
+        return f'outside [0, {size[0] - 1}] for {size[0]} nodes'
+    return (
+        f'outside [0, {size[0] - 1}] (sources, row 0) x '
+        f'[0, {size[1] - 1}] (targets, row 1) for {size[0]} source and '
+        f'{size[1]} target nodes'
+    )
 
 
-def check_edge_index_values(edge_index: Tensor,
-                            size: Tuple[int, int]) -> None:
+def check_edge_index_values(edge_index: Tensor, size: Tuple[int, int]) -> None:
     r"""Checks that the sources :obj:`edge_index[0]` lie in
     :obj:`[0, size[0])` and the targets :obj:`edge_index[1]` in
     :obj:`[0, size[1])`, and names the offending values (reads the
@@ -206,12 +240,15 @@ def check_edge_index_values(edge_index: Tensor,
         if index.numel() > 0:
             low, high = int(index.min()), int(index.max())
             if low < 0 or high >= num_nodes:
-                raise ValueError(f"'edge_index' holds node indices in "
-                                 f"[{low}, {high}], {_range_message(size)}")
+                raise ValueError(
+                    f"'edge_index' holds node indices in "
+                    f'[{low}, {high}], {_range_message(size)}'
+                )
 
 
-def assert_edge_index_in_range(edge_index: Tensor,
-                               size: Tuple[int, int]) -> None:
+def assert_edge_index_in_range(
+    edge_index: Tensor, size: Tuple[int, int]
+) -> None:
     r"""Checks the range of :obj:`edge_index` as
     :func:`check_edge_index_values` does in debug mode, and otherwise with
     :func:`torch._assert_async`: a :class:`RuntimeError` on CPU, a device
@@ -227,30 +264,45 @@ def assert_edge_index_in_range(edge_index: Tensor,
     else:
         source_low, source_high = torch.aminmax(edge_index[0])
         target_low, target_high = torch.aminmax(edge_index[1])
-        in_range = ((source_low >= 0) & (source_high < size[0]) &
-                    (target_low >= 0) & (target_high < size[1]))
+        in_range = (
+            (source_low >= 0)
+            & (source_high < size[0])
+            & (target_low >= 0)
+            & (target_high < size[1])
+        )
     # Compiled, the sizes are symbolic: formatting them into the message
     # would specialise the graph to them.
-    where = ('negative or not below the number of nodes' if is_compiling()
-             else _range_message(size))
+    where = (
+        'negative or not below the number of nodes'
+        if is_compiling()
+        else _range_message(size)
+    )
     torch._assert_async(
-        in_range, f"'edge_index' holds node indices {where} (run under "
-        f"torch_geometric.debug() to see which)")
+        in_range,
+        f"'edge_index' holds node indices {where} (run under "
+        f'torch_geometric.debug() to see which)',
+    )
 
 
 def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
     r"""Checks that :obj:`edge_weight` is a floating-point tensor of shape
     :obj:`[num_edges]` (metadata only)."""
     if not isinstance(edge_weight, Tensor):
-        raise ValueError(f"'edge_weight' must be a torch.Tensor "
-                         f"(got {type(edge_weight).__name__})")
+        raise ValueError(
+            f"'edge_weight' must be a torch.Tensor "
+            f'(got {type(edge_weight).__name__})'
+        )
     if edge_weight.dim() != 1 or edge_weight.numel() != num_edges:
-        raise ValueError(f"'edge_weight' must have shape [{num_edges}] "
-                         f"(one weight per edge; got "
-                         f"{tuple(edge_weight.shape)})")
+        raise ValueError(
+            f"'edge_weight' must have shape [{num_edges}] "
+            f'(one weight per edge; got '
+            f'{tuple(edge_weight.shape)})'
+        )
     if not edge_weight.is_floating_point():
-        raise ValueError(f"'edge_weight' must be a floating-point tensor "
-                         f"(got dtype {edge_weight.dtype})")
+        raise ValueError(
+            f"'edge_weight' must be a floating-point tensor "
+            f'(got dtype {edge_weight.dtype})'
+        )
 
 
 def check_zeros_and_ones(mask: Tensor, name: str = 'mask') -> None:
@@ -258,9 +310,11 @@ def check_zeros_and_ones(mask: Tensor, name: str = 'mask') -> None:
     (reads the data)."""
     other = (mask != 0) & (mask != 1)
     if bool(other.any()):
-        raise ValueError(f"'{name}' must hold only 0 and 1 (got "
-                         f"{mask[other].reshape(-1)[0].item()}); pass a "
-                         f"boolean mask of the valid nodes")
+        raise ValueError(
+            f"'{name}' must hold only 0 and 1 (got "
+            f'{mask[other].reshape(-1)[0].item()}); pass a '
+            f'boolean mask of the valid nodes'
+        )
 
 
 def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
@@ -270,9 +324,11 @@ def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
     if not bool(torch.isfinite(weight).all()):
         raise ValueError(f"'{name}' contains NaN or infinite values")
     if weight.numel() > 0 and not bool((weight > 0).all()):
-        raise ValueError(f"'{name}' must be strictly positive (got a "
-                         f"minimum of {float(weight.min())}); drop an "
-                         f"edge instead of giving it weight zero")
+        raise ValueError(
+            f"'{name}' must be strictly positive (got a "
+            f'minimum of {float(weight.min())}); drop an '
+            f'edge instead of giving it weight zero'
+        )
 
 
 def make_output_folder(folder: Union[str, Path]) -> Path:
@@ -283,14 +339,17 @@ def make_output_folder(folder: Union[str, Path]) -> Path:
     such file or directory" after the work."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"the output folder '{folder}' is a file: "
-                                 f"choose another folder")
+        raise NotADirectoryError(
+            f"the output folder '{folder}' is a file: choose another folder"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise type(error)(f"cannot create the output folder '{folder}' "
-                          f"({error.strerror or error}): choose a folder "
-                          f"you can write to") from error
+        raise type(error)(
+            f"cannot create the output folder '{folder}' "
+            f'({error.strerror or error}): choose a folder '
+            f'you can write to'
+        ) from error
     try:
         # An existing folder may still refuse files (permissions, a
         # read-only or virtual file system, which root's access() misses).
@@ -298,14 +357,15 @@ def make_output_folder(folder: Union[str, Path]) -> Path:
         os.close(handle)
         os.unlink(probe)
     except OSError as error:
-        raise type(error)(f"cannot write in the output folder '{folder}' "
-                          f"({error.strerror or error}): choose a folder "
-                          f"you can write to") from error
+        raise type(error)(
+            f"cannot write in the output folder '{folder}' "
+            f'({error.strerror or error}): choose a folder '
+            f'you can write to'
+        ) from error
     return folder
 
 
-def check_output_file(path: Union[str, Path], flag: str,
-                      what: str) -> Path:
+def check_output_file(path: Union[str, Path], flag: str, what: str) -> Path:
     r"""Checks, before any work, that :obj:`path` (given as :obj:`flag`)
     can be written as :obj:`what` (e.g. :obj:`"a markdown file name"`):
     not a directory, in a folder that exists or is created here; a
@@ -320,8 +380,9 @@ def check_output_file(path: Union[str, Path], flag: str,
     return path
 
 
-def replace_atomically(path: Union[str, Path],
-                       write: Callable[[Path], Any]) -> None:
+def replace_atomically(
+    path: Union[str, Path], write: Callable[[Path], Any]
+) -> None:
     r"""Runs :obj:`write` on a temporary file beside :obj:`path` and renames
     it over :obj:`path`: a process killed while writing never leaves a
     truncated file, and the previous one stays whole.
@@ -331,8 +392,9 @@ def replace_atomically(path: Union[str, Path],
     temporary file: the last rename wins, whole. A failed :obj:`write`
     removes its temporary file."""
     path = Path(path)
-    tmp = path.with_name(f'{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}'
-                         f'.tmp')
+    tmp = path.with_name(
+        f'{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp'
+    )
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -344,9 +406,12 @@ def replace_atomically(path: Union[str, Path],
         if isinstance(error, OSError) and error.errno is not None:
             # "[Errno 30] Read-only file system: '<file>.<pid>-<id>.tmp'"
             # names neither the file meant nor what to do.
-            raise type(error)(error.errno, f"cannot write '{path}' "
-                              f"({error.strerror}): choose a folder you can "
-                              f"write to") from error
+            raise type(error)(
+                error.errno,
+                f"cannot write '{path}' "
+                f'({error.strerror}): choose a folder you can '
+                f'write to',
+            ) from error
         raise
 
 
@@ -359,8 +424,9 @@ def atomic_write_text(text: str, path: Union[str, Path]) -> None:
     replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
-def save_figure_atomically(figure: Any, path: Union[str, Path],
-                           **kwargs: Any) -> None:
+def save_figure_atomically(
+    figure: Any, path: Union[str, Path], **kwargs: Any
+) -> None:
     r"""Saves a matplotlib :obj:`figure` to :obj:`path` atomically
     (:func:`replace_atomically`), in the format its suffix names (the
     temporary file's suffix is :obj:`.tmp`); :obj:`kwargs` go to

@@ -10,6 +10,7 @@ runs out of memory kills its worker, not the suite. CUDA workers are
 spawned instead once a forked one finds CUDA unusable (see
 :func:`run_isolated`).
 """
+
 import contextlib
 import csv
 import ctypes
@@ -39,8 +40,8 @@ from typing import (
 import psutil
 import torch
 
-from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.environment import describe_environment
+from apnet_pyg.utils import atomic_write_text, make_output_folder
 
 MB = float(1 << 20)
 GB = float(1 << 30)
@@ -79,15 +80,21 @@ def machine_slug(machine: Dict[str, str]) -> str:
     r"""A short directory name such as ``cpu-amd-epyc-2c`` or
     ``cuda-h100``."""
     if machine['gpu'] != 'none':
-        words = [w for w in re.split(r'[\s\-_]+', machine['gpu'].lower())
-                 if w not in ('nvidia', 'tesla', 'geforce', 'amd', 'radeon')]
-        model = next((w for w in words if re.search(r'\d', w)),
-                     words[0] if words else 'gpu')
+        words = [
+            w
+            for w in re.split(r'[\s\-_]+', machine['gpu'].lower())
+            if w not in ('nvidia', 'tesla', 'geforce', 'amd', 'radeon')
+        ]
+        model = next(
+            (w for w in words if re.search(r'\d', w)),
+            words[0] if words else 'gpu',
+        )
         return f'cuda-{_slug(model)}'
-    model = re.sub(r'\(r\)|\(tm\)|\bprocessor\b|\bcpu\b|@.*$', ' ',
-                   machine['cpu'].lower())
+    model = re.sub(
+        r'\(r\)|\(tm\)|\bprocessor\b|\bcpu\b|@.*$', ' ', machine['cpu'].lower()
+    )
     model = re.sub(r'\b\d+-core\b', ' ', model)
-    return f"cpu-{_slug(model)}-{machine['cores']}c"
+    return f'cpu-{_slug(model)}-{machine["cores"]}c'
 
 
 def processor(machine: Dict[str, str]) -> str:
@@ -99,7 +106,7 @@ def processor(machine: Dict[str, str]) -> str:
     if machine.get('gpu', 'none') != 'none':
         return machine['gpu']
     cpu_id = machine.get('cpu_id') or 'family and model not recorded'
-    return f"{machine.get('cpu', '')}, {cpu_id}"
+    return f'{machine.get("cpu", "")}, {cpu_id}'
 
 
 def recorded_machines(folder: str) -> List[Tuple[str, Dict[str, str]]]:
@@ -119,18 +126,33 @@ def recorded_machines(folder: str) -> List[Tuple[str, Dict[str, str]]]:
             rows = re.findall(r'^\| (\w+) \| (.*) \|$', section, re.M)
             records.append((path, {k: v.strip() for k, v in rows}))
         elif name == 'train_step.md':
-            line = next((line for line in text.splitlines()
-                         if line.startswith('Machine: ')), None)
+            line = next(
+                (
+                    line
+                    for line in text.splitlines()
+                    if line.startswith('Machine: ')
+                ),
+                None,
+            )
             if line is not None:
-                items = line[len('Machine: '):].split(', ')
-                records.append((path, {
-                    key: value.strip() for key, _, value in
-                    (item.partition(' ') for item in items)}))
+                items = line[len('Machine: ') :].split(', ')
+                records.append(
+                    (
+                        path,
+                        {
+                            key: value.strip()
+                            for key, _, value in (
+                                item.partition(' ') for item in items
+                            )
+                        },
+                    )
+                )
     return records
 
 
-def check_results_folder(folder: str, machine: Dict[str, str],
-                         slug: str) -> None:
+def check_results_folder(
+    folder: str, machine: Dict[str, str], slug: str
+) -> None:
     r"""Refuses to write the default results of :obj:`machine` into
     :obj:`folder` (``results/<slug>``) where its results record another
     :func:`processor`, or only the name of this one (written before the
@@ -144,9 +166,10 @@ def check_results_folder(folder: str, machine: Dict[str, str],
         if theirs != ours:
             raise ValueError(
                 f"'{path}' holds the results of a processor not recorded "
-                f"as this one (recorded: {theirs}; this one: {ours}): pass "
-                f"--machine NAME to write to benchmarks/results/NAME "
-                f"(--machine {slug} replaces them), or --out FOLDER")
+                f'as this one (recorded: {theirs}; this one: {ours}): pass '
+                f'--machine NAME to write to benchmarks/results/NAME '
+                f'(--machine {slug} replaces them), or --out FOLDER'
+            )
 
 
 def check_device(device: str) -> None:
@@ -157,30 +180,41 @@ def check_device(device: str) -> None:
     except (RuntimeError, ValueError):
         parsed = None
     if parsed is None or parsed.type not in ('cpu', 'cuda'):
-        raise ValueError(f"--device must be cpu, cuda or cuda:N (got "
-                         f"'{device}')")
+        raise ValueError(
+            f"--device must be cpu, cuda or cuda:N (got '{device}')"
+        )
     if parsed.type == 'cuda':
         if not torch.cuda.is_available():
-            raise ValueError(f'--device {device}: torch sees no CUDA device '
-                             f'here; use --device cpu')
-        if parsed.index is not None and \
-                parsed.index >= torch.cuda.device_count():
-            raise ValueError(f'--device {device}: there are only '
-                             f'{torch.cuda.device_count()} CUDA devices')
+            raise ValueError(
+                f'--device {device}: torch sees no CUDA device '
+                f'here; use --device cpu'
+            )
+        if (
+            parsed.index is not None
+            and parsed.index >= torch.cuda.device_count()
+        ):
+            raise ValueError(
+                f'--device {device}: there are only '
+                f'{torch.cuda.device_count()} CUDA devices'
+            )
 
 
 def check_machine_name(name: Optional[str]) -> None:
     r"""Refuses a :obj:`--machine` that is not a plain folder name: it is
     joined onto ``benchmarks/results/``, which a path would escape."""
-    if name is not None and (not re.fullmatch(r'[A-Za-z0-9._-]+', name)
-                             or name in ('.', '..')):
-        raise ValueError(f"--machine must be a plain folder name (letters, "
-                         f"digits, '.', '_', '-'; got '{name}'); use --out "
-                         f"to write elsewhere")
+    if name is not None and (
+        not re.fullmatch(r'[A-Za-z0-9._-]+', name) or name in ('.', '..')
+    ):
+        raise ValueError(
+            f'--machine must be a plain folder name (letters, '
+            f"digits, '.', '_', '-'; got '{name}'); use --out "
+            f'to write elsewhere'
+        )
 
 
-def fill_defaults(args, defaults: Dict[str, Any],
-                  quick_defaults: Dict[str, Any]) -> None:
+def fill_defaults(
+    args, defaults: Dict[str, Any], quick_defaults: Dict[str, Any]
+) -> None:
     r"""Sets each option of :obj:`args` not given (:obj:`None`) to its
     default, or to its :obj:`--quick` default."""
     for key, value in (quick_defaults if args.quick else defaults).items():
@@ -188,9 +222,13 @@ def fill_defaults(args, defaults: Dict[str, Any],
             setattr(args, key, value)
 
 
-def prepare_run(device: str, threads: int, quick: bool,
-                machine_name: Optional[str] = None,
-                out: Optional[str] = None) -> Tuple[Dict[str, str], str, str]:
+def prepare_run(
+    device: str,
+    threads: int,
+    quick: bool,
+    machine_name: Optional[str] = None,
+    out: Optional[str] = None,
+) -> Tuple[Dict[str, str], str, str]:
     r"""What every suite does before measuring: refuses a device that is
     not there, a thread count below 1, a :obj:`--machine` that is not a
     folder name and an empty :obj:`--out`, fixes the thread count,
@@ -201,21 +239,29 @@ def prepare_run(device: str, threads: int, quick: bool,
     if out is not None and not out.strip():
         # An empty --out would fall back to the default, the committed
         # results folder of this machine.
-        raise ValueError("--out is empty: name an output folder, or leave "
-                         "--out out for benchmarks/results/<machine>")
+        raise ValueError(
+            '--out is empty: name an output folder, or leave '
+            '--out out for benchmarks/results/<machine>'
+        )
     if threads < 1:
-        raise ValueError(f'--threads must be a positive integer (got '
-                         f'{threads}); leave it out for all cores')
+        raise ValueError(
+            f'--threads must be a positive integer (got '
+            f'{threads}); leave it out for all cores'
+        )
     check_device(device)
     check_machine_name(machine_name)
     torch.set_num_threads(threads)
     machine = describe_machine(device)
     slug = machine_name or machine_slug(machine)
-    out_dir = out if out is not None else osp.join(
-        RESULTS_ROOT, slug, 'quick' if quick else '')
+    out_dir = (
+        out
+        if out is not None
+        else osp.join(RESULTS_ROOT, slug, 'quick' if quick else '')
+    )
     if machine_name is None and out is None:
-        for folder in dict.fromkeys([osp.join(RESULTS_ROOT, slug),
-                                     osp.normpath(out_dir)]):
+        for folder in dict.fromkeys(
+            [osp.join(RESULTS_ROOT, slug), osp.normpath(out_dir)]
+        ):
             check_results_folder(folder, machine, slug)
     make_output_folder(out_dir)
     return machine, slug, out_dir
@@ -272,8 +318,9 @@ def _timed(fn: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def warm_up(fn: Callable[[], None], device: torch.device,
-            time_cap: Optional[float]) -> None:
+def warm_up(
+    fn: Callable[[], None], device: torch.device, time_cap: Optional[float]
+) -> None:
     r"""The calls of :obj:`fn` before :func:`time_runs`, not counted.
 
     The first call pays for lazy initialisation and first-touch page
@@ -286,14 +333,20 @@ def warm_up(fn: Callable[[], None], device: torch.device,
         _timed(fn, device)
 
 
-def time_runs(fn: Callable[[], None], device: torch.device, min_runs: int,
-              min_time: float, max_runs: int) -> List[float]:
+def time_runs(
+    fn: Callable[[], None],
+    device: torch.device,
+    min_runs: int,
+    min_time: float,
+    max_runs: int,
+) -> List[float]:
     r"""Seconds taken by each of at least :obj:`min_runs` calls of
     :obj:`fn` (more, up to :obj:`max_runs`, until :obj:`min_time` seconds
     are spent); call :func:`warm_up` first."""
     times: List[float] = []
-    while len(times) < min_runs or (sum(times) < min_time
-                                    and len(times) < max_runs):
+    while len(times) < min_runs or (
+        sum(times) < min_time and len(times) < max_runs
+    ):
         times.append(_timed(fn, device))
     return times
 
@@ -349,6 +402,7 @@ class PeakMemory:
     not counted. :obj:`peak_bytes` stays :obj:`None` on a CPU whose
     high-water mark cannot be reset (no writable ``/proc/self/clear_refs``):
     the process's lifetime peak would count the setup and the warm-up."""
+
     def __init__(self, device: torch.device):
         self.device = device
         self.peak_bytes: Optional[int] = None
@@ -387,6 +441,7 @@ class LoadMonitor:
     this process's own): the load average also counts this benchmark's own
     threads, so the second number is the one that says whether a timing was
     disturbed."""
+
     def __enter__(self) -> 'LoadMonitor':
         self.load_start = os.getloadavg()[0]
         self._machine = self._busy_seconds()
@@ -420,8 +475,9 @@ def other_cores(window: float) -> float:
     return load.other_cores
 
 
-def wait_for_quiet(busy_cores: float, max_wait: float,
-                   window: float = 0.25) -> float:
+def wait_for_quiet(
+    busy_cores: float, max_wait: float, window: float = 0.25
+) -> float:
     r"""Waits until other processes keep at most :obj:`busy_cores` cores
     busy over a :obj:`window`, or :obj:`max_wait` seconds have passed;
     returns the seconds waited."""
@@ -432,12 +488,14 @@ def wait_for_quiet(busy_cores: float, max_wait: float,
     return time.perf_counter() - start if max_wait > 0 else 0.0
 
 
-def copy_bandwidth(device: torch.device, num_bytes: int = 1 << 30,
-                   repeats: int = 10) -> float:
+def copy_bandwidth(
+    device: torch.device, num_bytes: int = 1 << 30, repeats: int = 10
+) -> float:
     r"""Bytes per second that a device-to-device copy of :obj:`num_bytes`
     moves (read and write counted: twice the size over the time), the
     median of :obj:`repeats` copies after one untimed: the floor under
     which no memory-bound pass can go on this device."""
+
     def median_seconds() -> float:
         source = torch.ones(num_bytes // 4, device=device)
         target = torch.empty_like(source)
@@ -446,8 +504,7 @@ def copy_bandwidth(device: torch.device, num_bytes: int = 1 << 30,
             target.copy_(source)
 
         copy()
-        return statistics.median(_timed(copy, device)
-                                 for _ in range(repeats))
+        return statistics.median(_timed(copy, device) for _ in range(repeats))
 
     seconds = median_seconds()
     if device.type == 'cuda':  # The buffers' memory back to the device.
@@ -471,8 +528,11 @@ def summarize_times(times: Sequence[float]) -> Dict[str, float]:
 
 def is_out_of_memory(error: BaseException) -> bool:
     text = str(error).lower()
-    return isinstance(error, MemoryError) or 'out of memory' in text or \
-        "can't allocate memory" in text
+    return (
+        isinstance(error, MemoryError)
+        or 'out of memory' in text
+        or "can't allocate memory" in text
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -480,12 +540,12 @@ def is_out_of_memory(error: BaseException) -> bool:
 # ---------------------------------------------------------------------------
 def write_csv(path: str, rows: Iterable[dict], columns: Sequence[str]) -> None:
     buffer = io.StringIO(newline='')
-    writer = csv.DictWriter(buffer, fieldnames=list(columns),
-                            extrasaction='ignore')
+    writer = csv.DictWriter(
+        buffer, fieldnames=list(columns), extrasaction='ignore'
+    )
     writer.writeheader()
     for row in rows:
-        writer.writerow({key: format_value(row.get(key))
-                         for key in columns})
+        writer.writerow({key: format_value(row.get(key)) for key in columns})
     atomic_write_text(buffer.getvalue(), path)
 
 
@@ -499,12 +559,16 @@ def format_value(value) -> str:
     return str(value)
 
 
-def markdown_table(header: Sequence[str],
-                   rows: Iterable[Sequence[str]]) -> str:
-    lines = ['| ' + ' | '.join(header) + ' |',
-             '|' + '|'.join('---' for _ in header) + '|']
-    lines += ['| ' + ' | '.join(str(cell) for cell in row) + ' |'
-              for row in rows]
+def markdown_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]]
+) -> str:
+    lines = [
+        '| ' + ' | '.join(header) + ' |',
+        '|' + '|'.join('---' for _ in header) + '|',
+    ]
+    lines += [
+        '| ' + ' | '.join(str(cell) for cell in row) + ' |' for row in rows
+    ]
     return '\n'.join(lines)
 
 

@@ -13,6 +13,7 @@ and the report says so.
 
 Run it with ``python -m benchmarks compiled_training --device cuda``.
 """
+
 import argparse
 import json
 import os.path as osp
@@ -21,8 +22,7 @@ import tempfile
 from typing import Dict, List
 
 from apnet_pyg.utils import atomic_write_text
-from benchmarks.common import (fill_defaults, log, markdown_table,
-                               prepare_run)
+from benchmarks.common import fill_defaults, log, markdown_table, prepare_run
 
 #: The options not given take these (:func:`apply_defaults`).
 DEFAULTS = {'epochs': 4, 'episodes': 200}
@@ -31,26 +31,37 @@ MODES = {'eager': [], 'compiled': ['--compile']}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--epochs', type=int, default=None,
-                        help='epochs per run, the first holding the '
-                        'compilation (default: 4, 2 with --quick)')
-    parser.add_argument('--episodes', type=int, default=None,
-                        help='episodes per epoch (default: 200, 3 with '
-                        '--quick)')
+    parser.add_argument(
+        '--epochs',
+        type=int,
+        default=None,
+        help='epochs per run, the first holding the '
+        'compilation (default: 4, 2 with --quick)',
+    )
+    parser.add_argument(
+        '--episodes',
+        type=int,
+        default=None,
+        help='episodes per epoch (default: 200, 3 with --quick)',
+    )
 
 
 def apply_defaults(args: argparse.Namespace) -> None:
     fill_defaults(args, DEFAULTS, QUICK_DEFAULTS)
     if args.epochs < 2:
-        raise ValueError(f'--epochs must be at least 2, the first holding '
-                         f'the compilation (got {args.epochs})')
+        raise ValueError(
+            f'--epochs must be at least 2, the first holding '
+            f'the compilation (got {args.epochs})'
+        )
     if args.episodes < 1:
-        raise ValueError(f'--episodes must be a positive integer (got '
-                         f'{args.episodes})')
+        raise ValueError(
+            f'--episodes must be a positive integer (got {args.episodes})'
+        )
 
 
-def train_runs(device: str, epochs: int, episodes: int,
-               folder: str) -> Dict[str, dict]:
+def train_runs(
+    device: str, epochs: int, episodes: int, folder: str
+) -> Dict[str, dict]:
     r"""``metrics.json`` of the eager and the compiled run, by mode."""
     from apnet_pyg.zsl.cli import main
 
@@ -59,32 +70,66 @@ def train_runs(device: str, epochs: int, episodes: int,
     metrics = {}
     for mode, flags in MODES.items():
         out = osp.join(folder, mode)
-        status = main(['train', '--dataset', 'AWA2', '--root', folder,
-                       '--out', out, '--recipe', 'fast', '--epochs',
-                       str(epochs), '--iterations-per-epoch', str(episodes),
-                       '--model-selection', 'none', '--no-baselines',
-                       '--no-progress', '--device', device, *flags])
+        status = main(
+            [
+                'train',
+                '--dataset',
+                'AWA2',
+                '--root',
+                folder,
+                '--out',
+                out,
+                '--recipe',
+                'fast',
+                '--epochs',
+                str(epochs),
+                '--iterations-per-epoch',
+                str(episodes),
+                '--model-selection',
+                'none',
+                '--no-baselines',
+                '--no-progress',
+                '--device',
+                device,
+                *flags,
+            ]
+        )
         if status != 0:
-            raise RuntimeError(f'the {mode} training run failed (exit status '
-                               f'{status}; see above)')
+            raise RuntimeError(
+                f'the {mode} training run failed (exit status '
+                f'{status}; see above)'
+            )
         with open(osp.join(out, 'metrics.json')) as file:
             metrics[mode] = json.load(file)
     return metrics
 
 
-def report(metrics: Dict[str, dict], device: str, slug: str,
-           machine: Dict[str, str], epochs: int, episodes: int) -> str:
+def report(
+    metrics: Dict[str, dict],
+    device: str,
+    slug: str,
+    machine: Dict[str, str],
+    epochs: int,
+    episodes: int,
+) -> str:
     rows: List[List[str]] = []
     later = {}  # median ms per episode after the first epoch, by mode
     for mode, run in metrics.items():
         ms = [record['ms_per_episode'] for record in run['history']]
         later[mode] = statistics.median(ms[1:])
-        rows.append([mode, 'yes' if run['compiled_step'] else 'no',
-                     f'{ms[0]:.2f}', f'{later[mode]:.2f}',
-                     f"{run['wall_seconds']:.1f}",
-                     f"{run['zsl_acc']:.1f} (simulated)"])
+        rows.append(
+            [
+                mode,
+                'yes' if run['compiled_step'] else 'no',
+                f'{ms[0]:.2f}',
+                f'{later[mode]:.2f}',
+                f'{run["wall_seconds"]:.1f}',
+                f'{run["zsl_acc"]:.1f} (simulated)',
+            ]
+        )
     text = [
-        f'# Eager against compiled training: `{slug}`', '',
+        f'# Eager against compiled training: `{slug}`',
+        '',
         f'Generated by `python -m benchmarks compiled_training --device '
         f'{device} --epochs {epochs} --episodes {episodes}`: the whole '
         f'`apnet-zsl train` run on simulated AWA2 (fast recipe, learned '
@@ -93,34 +138,55 @@ def report(metrics: Dict[str, dict], device: str, slug: str,
         f'`--compile`. ms per episode are whole epochs divided by their '
         f'episodes: the first holds the compilation, the others are the '
         f'median of epochs 2..{epochs}. Accuracies are on SIMULATED '
-        f'features (not a benchmark result).', '',
-        markdown_table(['step', 'compiled', 'epoch 1 (ms/episode)',
-                        'later epochs (ms/episode)', 'whole run (s)',
-                        'ZSL acc'], rows), '',
-        f"Compiled against eager, later epochs: "
-        f"{later['eager'] / later['compiled']:.2f}x."
-        if metrics['compiled']['compiled_step'] else
-        "Nothing was compiled: `--compile` compiles on CUDA only, elsewhere "
-        "it runs the sync-free step uncompiled (another episode sampler, "
-        "hence another accuracy); the two timings differ by that step and "
-        "by noise.", '',
-        'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()), '']
+        f'features (not a benchmark result).',
+        '',
+        markdown_table(
+            [
+                'step',
+                'compiled',
+                'epoch 1 (ms/episode)',
+                'later epochs (ms/episode)',
+                'whole run (s)',
+                'ZSL acc',
+            ],
+            rows,
+        ),
+        '',
+        f'Compiled against eager, later epochs: '
+        f'{later["eager"] / later["compiled"]:.2f}x.'
+        if metrics['compiled']['compiled_step']
+        else 'Nothing was compiled: `--compile` compiles on CUDA only, elsewhere '
+        'it runs the sync-free step uncompiled (another episode sampler, '
+        'hence another accuracy); the two timings differ by that step and '
+        'by noise.',
+        '',
+        'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()),
+        '',
+    ]
     return '\n'.join(text)
 
 
 def run(args) -> None:
     apply_defaults(args)
-    machine, slug, out = prepare_run(args.device, args.threads, args.quick,
-                                     args.machine, args.out)
-    log(f'compiled_training: {args.epochs} epochs of {args.episodes} '
-        f'episodes, eager and compiled, on {args.device}')
+    machine, slug, out = prepare_run(
+        args.device, args.threads, args.quick, args.machine, args.out
+    )
+    log(
+        f'compiled_training: {args.epochs} epochs of {args.episodes} '
+        f'episodes, eager and compiled, on {args.device}'
+    )
     with tempfile.TemporaryDirectory() as folder:
         metrics = train_runs(args.device, args.epochs, args.episodes, folder)
-    if args.device.startswith('cuda') and \
-            not metrics['compiled']['compiled_step']:
-        raise RuntimeError('--compile did not compile the training step on '
-                           'CUDA (compiled_step is false in metrics.json)')
-    text = report(metrics, args.device, slug, machine, args.epochs,
-                  args.episodes)
+    if (
+        args.device.startswith('cuda')
+        and not metrics['compiled']['compiled_step']
+    ):
+        raise RuntimeError(
+            '--compile did not compile the training step on '
+            'CUDA (compiled_step is false in metrics.json)'
+        )
+    text = report(
+        metrics, args.device, slug, machine, args.epochs, args.episodes
+    )
     atomic_write_text(text, osp.join(out, 'compiled_training.md'))
     log(text)

@@ -16,6 +16,7 @@ that puts a tensor on the GPU. It exits 0 where the child could use CUDA,
 1 where it could not. It imports nothing heavy itself: the first import
 that leaves signs is the one that breaks forked workers.
 """
+
 import importlib
 import os
 import os.path as osp
@@ -24,8 +25,12 @@ from typing import List, Optional, Sequence
 
 #: The modules the propagation suite's forkserver imports before it forks
 #: a worker.
-PROPAGATION_PRELOAD = ('torch', 'torch_geometric', 'apnet_pyg.nn',
-                       'benchmarks.propagation.worker')
+PROPAGATION_PRELOAD = (
+    'torch',
+    'torch_geometric',
+    'apnet_pyg.nn',
+    'benchmarks.propagation.worker',
+)
 
 
 def open_device_files(fd_dir: str = '/proc/self/fd') -> List[str]:
@@ -78,11 +83,12 @@ def _forked_child_uses_cuda() -> Optional[str]:
         os.close(read)
         try:
             import torch
+
             torch.ones(1, device='cuda').sum().item()
             message = ''
         except BaseException as error:
             lines = str(error).strip().splitlines()
-            message = f"{type(error).__name__}: {lines[0] if lines else ''}"
+            message = f'{type(error).__name__}: {lines[0] if lines else ""}'
         os.write(write, message.encode()[:4000] or b'-')
         os._exit(0)
     os.close(write)
@@ -106,26 +112,39 @@ def diagnose(modules: Sequence[str]) -> int:
             first = module
         files = open_device_files()
         if files and not evidence:  # NVML's: not a sign, but worth seeing.
-            evidence = ['CUDA untouched; open device files ' +
-                        ', '.join(files)]
-        print(f"after import {module}: "
-              f"{'; '.join(evidence) if evidence else 'CUDA untouched'}",
-              flush=True)
+            evidence = [
+                'CUDA untouched; open device files ' + ', '.join(files)
+            ]
+        print(
+            f'after import {module}: '
+            f'{"; ".join(evidence) if evidence else "CUDA untouched"}',
+            flush=True,
+        )
     error = _forked_child_uses_cuda()
     if error is None:
         print('a process forked after these imports used CUDA')
         return 0
-    print(f'a process forked after these imports could not use CUDA '
-          f'({error})' + (f'; the first import that left CUDA initialised: '
-                          f'{first}' if first else ''))
+    print(
+        f'a process forked after these imports could not use CUDA '
+        f'({error})'
+        + (
+            f'; the first import that left CUDA initialised: {first}'
+            if first
+            else ''
+        )
+    )
     return 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(arg.startswith('-') for arg in argv):
-        print('usage: python -m benchmarks.cuda_fork [MODULE ...]  (default: '
-              + ' '.join(PROPAGATION_PRELOAD) + ')', file=sys.stderr)
+        print(
+            'usage: python -m benchmarks.cuda_fork [MODULE ...]  (default: '
+            + ' '.join(PROPAGATION_PRELOAD)
+            + ')',
+            file=sys.stderr,
+        )
         return 2
     return diagnose(argv or PROPAGATION_PRELOAD)
 

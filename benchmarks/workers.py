@@ -1,6 +1,7 @@
 r"""The benchmarks' isolated worker processes: each pass runs in a fresh
 process (forked from a forkserver, or spawned), watched for its memory and
 time, and reports its result or one line of error."""
+
 import contextlib
 import gc
 import multiprocessing
@@ -48,8 +49,10 @@ _CONTEXTS: Dict[str, multiprocessing.context.BaseContext] = {}
 CUDA_SPAWN_REASON: Optional[str] = None
 
 # The errors of a forked process that cannot initialise CUDA.
-_CUDA_FORK_ERRORS = ('initialization error',
-                     'Cannot re-initialize CUDA in forked subprocess')
+_CUDA_FORK_ERRORS = (
+    'initialization error',
+    'Cannot re-initialize CUDA in forked subprocess',
+)
 
 
 def worker_start_method(device: str) -> str:
@@ -97,8 +100,9 @@ def _limit_address_space(memory_cap: float) -> None:
         pass
 
 
-def _run_target(target: Callable[[dict], dict], spec: dict, connection,
-                forked: bool) -> str:
+def _run_target(
+    target: Callable[[dict], dict], spec: dict, connection, forked: bool
+) -> str:
     # Runs one pass and sends its result; returns the status sent.
     try:
         if torch.device(spec['device']).type == 'cpu':
@@ -115,13 +119,20 @@ def _run_target(target: Callable[[dict], dict], spec: dict, connection,
         connection.send(('ok', target(spec)))
         return 'ok'
     except BaseException as error:  # Reported to the parent, not raised.
-        connection.send(('error', ''.join(
-            traceback.format_exception_only(type(error), error)).strip()))
+        connection.send(
+            (
+                'error',
+                ''.join(
+                    traceback.format_exception_only(type(error), error)
+                ).strip(),
+            )
+        )
         return 'error'
 
 
-def _worker_entry(target: Callable[[dict], dict], spec: dict,
-                  connection, forked: bool = True) -> None:
+def _worker_entry(
+    target: Callable[[dict], dict], spec: dict, connection, forked: bool = True
+) -> None:
     # The imported modules' objects will never be garbage: keep them out
     # of the collections PeakMemory runs (a full one takes 0.25 s).
     gc.freeze()
@@ -161,8 +172,9 @@ def _start_process(context, entry: Callable, args: tuple):
     return process
 
 
-def _await_result(process, receiver, memory_cap: float,
-                  timeout: float) -> dict:
+def _await_result(
+    process, receiver, memory_cap: float, timeout: float
+) -> dict:
     # The worker's result, or {'error': why}: it passed the memory cap or
     # the timeout (then it is killed), died, or its pass raised.
     watched = psutil.Process(process.pid)
@@ -176,8 +188,10 @@ def _await_result(process, receiver, memory_cap: float,
         except psutil.NoSuchProcess:
             break
         if rss > memory_cap:
-            error = (f'memory: RSS passed the {memory_cap / GB:.3g} GB '
-                     f'cap at run time')
+            error = (
+                f'memory: RSS passed the {memory_cap / GB:.3g} GB '
+                f'cap at run time'
+            )
             break
         if time.perf_counter() - start > timeout:
             error = f'timeout: worker ran past {timeout:.0f} s'
@@ -192,21 +206,29 @@ def _await_result(process, receiver, memory_cap: float,
             if status == 'ok':
                 return payload
             if status == 'cuda-inherited':
-                return {'error': f'CUDA was initialised in the process '
-                        f'this worker was forked from ({payload})',
-                        'cuda_inherited': payload}
+                return {
+                    'error': f'CUDA was initialised in the process '
+                    f'this worker was forked from ({payload})',
+                    'cuda_inherited': payload,
+                }
             error = payload
     if process.is_alive():
         process.kill()
     return {'error': error}
 
 
-def _run_worker(context, target: Callable[[dict], dict], spec: dict,
-                memory_cap: float, timeout: float) -> dict:
+def _run_worker(
+    context,
+    target: Callable[[dict], dict],
+    spec: dict,
+    memory_cap: float,
+    timeout: float,
+) -> dict:
     receiver, sender = context.Pipe(duplex=False)
     forked = context.get_start_method() != 'spawn'
-    process = _start_process(context, _worker_entry,
-                             (target, spec, sender, forked))
+    process = _start_process(
+        context, _worker_entry, (target, spec, sender, forked)
+    )
     sender.close()
     try:
         return _await_result(process, receiver, memory_cap, timeout)
@@ -215,14 +237,19 @@ def _run_worker(context, target: Callable[[dict], dict], spec: dict,
         receiver.close()
 
 
-def _run_served(context, target: Callable[[dict], dict], spec: dict,
-                memory_cap: float, timeout: float) -> dict:
+def _run_served(
+    context,
+    target: Callable[[dict], dict],
+    spec: dict,
+    memory_cap: float,
+    timeout: float,
+) -> dict:
     # On the persistent worker (_serve), started again after a failure.
     if 'process' in _SERVER and not _SERVER['process'].is_alive():
         _stop_server()
     if 'process' not in _SERVER:
         connection, child = context.Pipe(duplex=True)
-        _SERVER['process'] = _start_process(context, _serve, (child, ))
+        _SERVER['process'] = _start_process(context, _serve, (child,))
         _SERVER['connection'] = connection
         child.close()
     process, connection = _SERVER['process'], _SERVER['connection']
@@ -249,19 +276,27 @@ def _cuda_fork_problem(result: dict) -> Optional[str]:
     r"""Why a forked CUDA worker could not use CUDA, from its result, or
     :obj:`None` where it could."""
     if 'cuda_inherited' in result:
-        return (f"a worker forked from the forkserver inherited an "
-                f"initialised CUDA ({result['cuda_inherited']})")
+        return (
+            f'a worker forked from the forkserver inherited an '
+            f'initialised CUDA ({result["cuda_inherited"]})'
+        )
     error = result.get('error') or ''
     if any(text in error for text in _CUDA_FORK_ERRORS):
-        return (f'a worker forked from the forkserver could not initialise '
-                f'CUDA ({error.splitlines()[0]})')
+        return (
+            f'a worker forked from the forkserver could not initialise '
+            f'CUDA ({error.splitlines()[0]})'
+        )
     return None
 
 
-def run_isolated(target: Callable[[dict], dict], spec: dict,
-                 memory_cap: float, timeout: float,
-                 preload: Sequence[str] = (),
-                 start_method: Optional[str] = None) -> dict:
+def run_isolated(
+    target: Callable[[dict], dict],
+    spec: dict,
+    memory_cap: float,
+    timeout: float,
+    preload: Sequence[str] = (),
+    start_method: Optional[str] = None,
+) -> dict:
     r"""Runs :obj:`target(spec)` in a fresh process and returns its result.
 
     The worker is killed if its resident memory passes :obj:`memory_cap`
@@ -277,20 +312,38 @@ def run_isolated(target: Callable[[dict], dict], spec: dict,
     cuda = torch.device(spec['device']).type == 'cuda'
     method = start_method or worker_start_method(spec['device'])
     if cuda and method == 'spawn' and start_method is None:
-        return _run_served(_worker_context('spawn', preload), target, spec,
-                           memory_cap, timeout)
-    result = _run_worker(_worker_context(method, preload), target, spec,
-                         memory_cap, timeout)
+        return _run_served(
+            _worker_context('spawn', preload),
+            target,
+            spec,
+            memory_cap,
+            timeout,
+        )
+    result = _run_worker(
+        _worker_context(method, preload), target, spec, memory_cap, timeout
+    )
     if cuda and method != 'spawn':
         problem = _cuda_fork_problem(result)
         if problem is not None and start_method is None:
             CUDA_SPAWN_REASON = problem
-            log(f'note: {problem}: CUDA passes run in a spawned worker from '
+            log(
+                f'note: {problem}: CUDA passes run in a spawned worker from '
                 f'now on (it imports torch and PyG itself, and is started '
-                f'again after a failed pass)')
-            return _run_served(_worker_context('spawn', preload), target,
-                               spec, memory_cap, timeout)
+                f'again after a failed pass)'
+            )
+            return _run_served(
+                _worker_context('spawn', preload),
+                target,
+                spec,
+                memory_cap,
+                timeout,
+            )
         if problem is not None:
-            result = _run_worker(_worker_context('spawn', preload), target,
-                                 spec, memory_cap, timeout)
+            result = _run_worker(
+                _worker_context('spawn', preload),
+                target,
+                spec,
+                memory_cap,
+                timeout,
+            )
     return result

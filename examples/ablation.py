@@ -13,6 +13,7 @@ the paper, the authors' code and v0.1: docs/apnet-fidelity.md).
 Without --root the dataset is simulated first (into OUT_DIR/data), and the
 table says so: accuracies on simulated features are not benchmark results.
 """
+
 import argparse
 import dataclasses
 import itertools
@@ -22,18 +23,23 @@ from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import load_attributes
+from apnet_pyg.scripting import run_script
 from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.reports import SIMULATED_LABEL
-from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.rundir import (METRICS_FILE, data_differences,
-                                  read_run_metrics)
+from apnet_pyg.zsl.rundir import (
+    METRICS_FILE,
+    data_differences,
+    read_run_metrics,
+)
 from apnet_pyg.zsl.train import validation_task
 
 GRAPHS = ['none', 'wordnet', 'learned']
-HEADER = ('| variant | meta-training | graph | val ZSL acc (epoch) | '
-          'val H (epoch) | ZSL acc | S | U | H | calibrated S | U | H |')
+HEADER = (
+    '| variant | meta-training | graph | val ZSL acc (epoch) | '
+    'val H (epoch) | ZSL acc | S | U | H | calibrated S | U | H |'
+)
 
 
 def table_row(variant, training, graph, metrics):
@@ -41,27 +47,31 @@ def table_row(variant, training, graph, metrics):
     metrics that chose the epochs, then the test metrics."""
     selection = metrics['model_selection']
     zsl, gzsl = selection['zsl'], selection['gzsl']
-    return (f"| {variant} | {'yes' if training == 'episodic' else 'no'} | "
-            f"{graph} | {zsl['val_zsl_acc']:.1f} ({zsl['epoch']}) | "
-            f"{gzsl['val_gzsl_h']:.1f} ({gzsl['epoch']}) | "
-            f"{metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} | "
-            f"{metrics['gzsl_unseen']:.1f} | {metrics['gzsl_h']:.1f} | "
-            f"{metrics['gzsl_cal_seen']:.1f} | "
-            f"{metrics['gzsl_cal_unseen']:.1f} | "
-            f"{metrics['gzsl_cal_h']:.1f} |")
+    return (
+        f'| {variant} | {"yes" if training == "episodic" else "no"} | '
+        f'{graph} | {zsl["val_zsl_acc"]:.1f} ({zsl["epoch"]}) | '
+        f'{gzsl["val_gzsl_h"]:.1f} ({gzsl["epoch"]}) | '
+        f'{metrics["zsl_acc"]:.1f} | {metrics["gzsl_seen"]:.1f} | '
+        f'{metrics["gzsl_unseen"]:.1f} | {metrics["gzsl_h"]:.1f} | '
+        f'{metrics["gzsl_cal_seen"]:.1f} | '
+        f'{metrics["gzsl_cal_unseen"]:.1f} | '
+        f'{metrics["gzsl_cal_h"]:.1f} |'
+    )
 
 
 def baseline_row(name, metrics):
     """One markdown row for a closed-form baseline (its hyper-parameters,
     chosen on the validation classes, and its calibration constant, chosen
     on the validation task as APNet's, in the first cell)."""
-    return (f"| {name} (closed form; {hyper_parameters(metrics)}; c = "
-            f"{metrics['calibration']:.3g}) | - | - | - | - | "
-            f"{metrics['zsl_acc']:.1f} | {metrics['gzsl_seen']:.1f} | "
-            f"{metrics['gzsl_unseen']:.1f} | {metrics['gzsl_h']:.1f} | "
-            f"{metrics['gzsl_cal_seen']:.1f} | "
-            f"{metrics['gzsl_cal_unseen']:.1f} | "
-            f"{metrics['gzsl_cal_h']:.1f} |")
+    return (
+        f'| {name} (closed form; {hyper_parameters(metrics)}; c = '
+        f'{metrics["calibration"]:.3g}) | - | - | - | - | '
+        f'{metrics["zsl_acc"]:.1f} | {metrics["gzsl_seen"]:.1f} | '
+        f'{metrics["gzsl_unseen"]:.1f} | {metrics["gzsl_h"]:.1f} | '
+        f'{metrics["gzsl_cal_seen"]:.1f} | '
+        f'{metrics["gzsl_cal_unseen"]:.1f} | '
+        f'{metrics["gzsl_cal_h"]:.1f} |'
+    )
 
 
 def finished_run(run_dir, config, data):
@@ -74,8 +84,9 @@ def finished_run(run_dir, config, data):
     metrics = read_run_metrics(run_dir)  # A damaged file: named.
     # The same data: dataset, features, splits and the row's attributes
     # (another --dataset or --root writes into the same --out-dir).
-    if metrics['config'] != config.to_dict() or \
-            data_differences(metrics.get('data'), data.fingerprint()):
+    if metrics['config'] != config.to_dict() or data_differences(
+        metrics.get('data'), data.fingerprint()
+    ):
         return None
     print(f'reusing the finished run in {run_dir}', flush=True)
     return metrics
@@ -94,15 +105,19 @@ def check_arguments(args):
         if value is None:
             continue
         if args.root is not None:
-            raise ValueError(f'{flag} is a simulator option: it goes without '
-                             f'--root (the data under --root is used as it '
-                             f'is)')
+            raise ValueError(
+                f'{flag} is a simulator option: it goes without '
+                f'--root (the data under --root is used as it '
+                f'is)'
+            )
         if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f'{flag} must be a finite number >= 0 (got '
-                             f'{value})')
+            raise ValueError(
+                f'{flag} must be a finite number >= 0 (got {value})'
+            )
     if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
-        raise ValueError(f"--out-dir '{args.out_dir}' is a file: give a "
-                         f"folder")
+        raise ValueError(
+            f"--out-dir '{args.out_dir}' is a file: give a folder"
+        )
     if args.out is not None:
         check_output_file(args.out, '--out', 'a markdown file name')
 
@@ -115,44 +130,65 @@ def configs(args, overrides):
         try:
             recipe.replace(**{key: value})
         except ValueError as error:
-            raise ValueError(f"--{key.replace('_', '-')}: {error}") from None
+            raise ValueError(f'--{key.replace("_", "-")}: {error}') from None
     result = {}
     for variant in args.variants:
-        for training, graph in itertools.product(args.trainings,
-                                                 args.graphs):
+        for training, graph in itertools.product(args.trainings, args.graphs):
             result[variant, training, graph] = recipe.replace(
-                **VARIANTS[variant], graph=graph, training=training,
-                seed=args.seed, **overrides)
+                **VARIANTS[variant],
+                graph=graph,
+                training=training,
+                seed=args.seed,
+                **overrides,
+            )
     return result
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--dataset', default='AWA2')
-    parser.add_argument('--root', default=None,
-                        help='folder with <DATASET>/res101.mat '
-                        '(default: simulate one)')
+    parser.add_argument(
+        '--root',
+        default=None,
+        help='folder with <DATASET>/res101.mat (default: simulate one)',
+    )
     parser.add_argument('--out-dir', default='runs/ablation')
     parser.add_argument('--out', default=None, help='markdown file')
     parser.add_argument('--recipe', choices=sorted(RECIPES), default='fast')
-    parser.add_argument('--variants', nargs='+', default=['paper'],
-                        choices=list(VARIANTS))
-    parser.add_argument('--epochs', type=int, default=None,
-                        help='overrides the recipe')
-    parser.add_argument('--iterations-per-epoch', type=int, default=None,
-                        help='overrides the recipe')
-    parser.add_argument('--n-way', type=int, default=None,
-                        help='classes per episode (overrides the recipe)')
+    parser.add_argument(
+        '--variants', nargs='+', default=['paper'], choices=list(VARIANTS)
+    )
+    parser.add_argument(
+        '--epochs', type=int, default=None, help='overrides the recipe'
+    )
+    parser.add_argument(
+        '--iterations-per-epoch',
+        type=int,
+        default=None,
+        help='overrides the recipe',
+    )
+    parser.add_argument(
+        '--n-way',
+        type=int,
+        default=None,
+        help='classes per episode (overrides the recipe)',
+    )
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--trainings', nargs='+',
-                        default=['minibatch', 'episodic'],
-                        choices=['minibatch', 'episodic'])
-    parser.add_argument('--graphs', nargs='+', default=GRAPHS,
-                        choices=GRAPHS)
+    parser.add_argument(
+        '--trainings',
+        nargs='+',
+        default=['minibatch', 'episodic'],
+        choices=['minibatch', 'episodic'],
+    )
+    parser.add_argument('--graphs', nargs='+', default=GRAPHS, choices=GRAPHS)
     parser.add_argument('--no-baselines', action='store_true')
-    parser.add_argument('--shared-strength', type=float, default=None,
-                        help='simulator option (0: the control without '
-                        'information shared between related classes)')
+    parser.add_argument(
+        '--shared-strength',
+        type=float,
+        default=None,
+        help='simulator option (0: the control without '
+        'information shared between related classes)',
+    )
     args = parser.parse_args(argv)
 
     check_arguments(args)
@@ -167,43 +203,62 @@ def main(argv=None):
     root = args.root
     if root is None:
         root = out_dir / 'data'
-        options = {} if args.shared_strength is None else {
-            'shared_strength': args.shared_strength
-        }
+        options = (
+            {}
+            if args.shared_strength is None
+            else {'shared_strength': args.shared_strength}
+        )
         simulate_xlsa17(args.dataset, root, seed=args.seed, **options)
     data = load_xlsa17(root, args.dataset)  # 'att', as the baselines read
 
     rows = []
     for variant in args.variants:
         recipe = RECIPES[args.recipe].replace(**VARIANTS[variant])
-        model_data = dataclasses.replace(data, attributes=load_attributes(
-            root, args.dataset, recipe.attributes))
-        for training, graph in itertools.product(args.trainings,
-                                                 args.graphs):
+        model_data = dataclasses.replace(
+            data,
+            attributes=load_attributes(root, args.dataset, recipe.attributes),
+        )
+        for training, graph in itertools.product(args.trainings, args.graphs):
             config = row_configs[variant, training, graph]
-            print(f'variant: {variant}, training: {training}, graph: '
-                  f'{graph}', flush=True)
-            metrics = finished_run(out_dir / f'{variant}-{training}-{graph}',
-                                   config, model_data)
+            print(
+                f'variant: {variant}, training: {training}, graph: {graph}',
+                flush=True,
+            )
+            metrics = finished_run(
+                out_dir / f'{variant}-{training}-{graph}', config, model_data
+            )
             if metrics is None:
-                metrics = run(model_data, config,
-                              out_dir / f'{variant}-{training}-{graph}',
-                              progress=False, overwrite=True)
+                metrics = run(
+                    model_data,
+                    config,
+                    out_dir / f'{variant}-{training}-{graph}',
+                    progress=False,
+                    overwrite=True,
+                )
             rows.append(table_row(variant, training, graph, metrics))
     if not args.no_baselines:
         # Calibrated on the validation task the APNet rows select on.
         split = validation_task(data, next(iter(row_configs.values())))
-        rows += [baseline_row(name, metrics(data, split))
-                 for name, metrics in BASELINES.items()]
+        rows += [
+            baseline_row(name, metrics(data, split))
+            for name, metrics in BASELINES.items()
+        ]
 
     simulated = f', {SIMULATED_LABEL}' if data.simulated else ''
     lines = [
-        f'### {data.name}{simulated}', '',
+        f'### {data.name}{simulated}',
+        '',
         f'Recipe: {args.recipe} {overrides or ""}; epochs and calibration '
-        f'selected on the validation task; seed {args.seed}. ' +
-        (f'Simulator version {data.simulation["version"]}, options: '
-         f'{data.simulation["options"]}.' if data.simulated else ''), '',
-        HEADER, '|---' * (HEADER.count(' | ') + 1) + '|'
+        f'selected on the validation task; seed {args.seed}. '
+        + (
+            f'Simulator version {data.simulation["version"]}, options: '
+            f'{data.simulation["options"]}.'
+            if data.simulated
+            else ''
+        ),
+        '',
+        HEADER,
+        '|---' * (HEADER.count(' | ') + 1) + '|',
     ]
     table = '\n'.join(lines + rows)
     print(table)

@@ -20,6 +20,7 @@ figures):
 Features are simulated in memory (no .mat files written). Every simulated
 number is labelled as such: none is a benchmark result.
 """
+
 import argparse
 import json
 import shlex
@@ -30,14 +31,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from apnet_pyg.data.simulator import (DEFAULT_OPTIONS, SIMULATOR_VERSION,
-                                      check_options, default_options,
-                                      simulate_dataset)
+from apnet_pyg.data.simulator import (
+    DEFAULT_OPTIONS,
+    SIMULATOR_VERSION,
+    check_options,
+    default_options,
+    simulate_dataset,
+)
 from apnet_pyg.data.xlsa17 import DATASETS
-from apnet_pyg.utils import (atomic_write_text, check_int, check_output_file,
-                             is_real_number)
-from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.scripting import run_script
+from apnet_pyg.utils import (
+    atomic_write_text,
+    check_int,
+    check_output_file,
+    is_real_number,
+)
+from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 from apnet_pyg.zsl.metrics import METRICS
 from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
@@ -82,9 +91,11 @@ def calibrate(dataset, seeds, data_root=None, **options):
 def feature_statistics(features):
     """Mean value, fraction of exact zeros and mean L2 norm of the
     features (to compare with ResNet-101's pooled activations)."""
-    return dict(mean=float(features.mean()),
-                zeros=float((features == 0).double().mean()),
-                norm=float(features.norm(dim=1).mean()))
+    return dict(
+        mean=float(features.mean()),
+        zeros=float((features == 0).double().mean()),
+        norm=float(features.norm(dim=1).mean()),
+    )
 
 
 def table(results, seeds):
@@ -92,7 +103,8 @@ def table(results, seeds):
     the real figure of each metric."""
     lines = [
         '| dataset | method | ZSL sim (real) | U sim (real) | S sim (real) '
-        '| H sim (real) | chosen per seed |', '|---|---|---|---|---|---|---|'
+        '| H sim (real) | chosen per seed |',
+        '|---|---|---|---|---|---|---|',
     ]
     for dataset, runs in results.items():
         for name, per_seed in runs.items():
@@ -104,8 +116,9 @@ def table(results, seeds):
                 reference = '' if real[key] is None else f' ({real[key]:.1f})'
                 cells.append(f'{values.mean():.1f}{spread}{reference}')
             chosen = '; '.join(hyper_parameters(run) for run in per_seed)
-            lines.append(f"| {dataset} | {name} | {' | '.join(cells)} | "
-                         f"{chosen} |")
+            lines.append(
+                f'| {dataset} | {name} | {" | ".join(cells)} | {chosen} |'
+            )
     return '\n'.join(lines)
 
 
@@ -129,8 +142,10 @@ def closeness(dataset, runs):
     means, within, distance = {}, 0, 0.0
     for name, per_seed in runs.items():
         real = published(dataset, name)
-        means[name] = {key: float(np.mean([run[key] for run in per_seed]))
-                       for key in METRICS}
+        means[name] = {
+            key: float(np.mean([run[key] for run in per_seed]))
+            for key in METRICS
+        }
         for key in METRICS:
             if real[key] is not None:
                 gap = abs(means[name][key] - real[key])
@@ -155,18 +170,31 @@ def search(dataset, seeds, count, search_seed, log, data_root=None):
     rng = np.random.default_rng(search_seed)
     for index in range(count):
         start = time.perf_counter()
-        line = dict(score_setting(dataset, seeds, data_root,
-                                  **sample_options(rng)),
-                    seeds=list(seeds), search_seed=search_seed, index=index)
+        line = dict(
+            score_setting(dataset, seeds, data_root, **sample_options(rng)),
+            seeds=list(seeds),
+            search_seed=search_seed,
+            index=index,
+        )
         with open(log, 'a') as file:
             file.write(json.dumps(line) + '\n')
-        print(f"{index}: {line['within']} figures within {TOLERANCE:g}, "
-              f"distance {line['dist']:.1f} "
-              f'({time.perf_counter() - start:.0f} s)', flush=True)
+        print(
+            f'{index}: {line["within"]} figures within {TOLERANCE:g}, '
+            f'distance {line["dist"]:.1f} '
+            f'({time.perf_counter() - start:.0f} s)',
+            flush=True,
+        )
 
 
-def summarize(dataset, logs, seeds, data_root=None, top=10,
-              recheck_seeds=None, recheck_top=RECHECK_TOP):
+def summarize(
+    dataset,
+    logs,
+    seeds,
+    data_root=None,
+    top=10,
+    recheck_seeds=None,
+    recheck_top=RECHECK_TOP,
+):
     """Markdown: the settings of the search logs next to the dataset's
     defaults (run here on the same seeds), best first; with
     `recheck_seeds`, the defaults and the `recheck_top` best settings run
@@ -176,95 +204,153 @@ def summarize(dataset, logs, seeds, data_root=None, top=10,
     if not settings:
         raise SystemExit(f'error: no settings in {logs}')
     if any(setting['seeds'] != list(seeds) for setting in settings):
-        raise SystemExit(f'error: --seeds {seeds} differs from the seeds of '
-                         f'the search logs; pass the same --seeds')
-    default = dict(score_setting(dataset, seeds, data_root),
-                   opts=default_options(dataset))
+        raise SystemExit(
+            f'error: --seeds {seeds} differs from the seeds of '
+            f'the search logs; pass the same --seeds'
+        )
+    default = dict(
+        score_setting(dataset, seeds, data_root), opts=default_options(dataset)
+    )
     names = list(BASELINES)
-    figures = [(name, key) for name in names for key in METRICS
-               if published(dataset, name)[key] is not None]
+    figures = [
+        (name, key)
+        for name in names
+        for key in METRICS
+        if published(dataset, name)[key] is not None
+    ]
 
     def row(setting):
         """A table row's first cells: name, within, distance, and each
         baseline's ZSL / U / S / H."""
         cells = ' | '.join(
-            ' / '.join(f"{setting['res'][name][key]:.1f}" for key in METRICS)
-            for name in names)
-        return (f"| {_name(setting)} | {setting['within']} | "
-                f"{setting['dist']:.1f} | {cells} |")
+            ' / '.join(f'{setting["res"][name][key]:.1f}' for key in METRICS)
+            for name in names
+        )
+        return (
+            f'| {_name(setting)} | {setting["within"]} | '
+            f'{setting["dist"]:.1f} | {cells} |'
+        )
 
     seeds_flag = ' '.join(map(str, seeds))
-    command = ('OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
-               f'--datasets {dataset} --seeds {seeds_flag}')
+    command = (
+        'OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
+        f'--datasets {dataset} --seeds {seeds_flag}'
+    )
     lines = [
         f'# Random search of the simulator options for {dataset} '
-        f'(SIMULATED features: not benchmark results)', '',
+        f'(SIMULATED features: not benchmark results)',
+        '',
         f'{len(settings)} settings drawn at random from the ranges below '
         f'(the other options at their {dataset} default), each simulated '
-        f"with data seed(s) {', '.join(map(str, seeds))}; on each, ESZSL "
+        f'with data seed(s) {", ".join(map(str, seeds))}; on each, ESZSL '
         f'and SAE tuned on the validation classes as in the calibration '
         f"({SOURCES['ESZSL']} for the real figures). 'within' counts the "
         f'{len(figures)} published figures the simulated ones are within '
         f'{TOLERANCE:g} points of; distance is the sum of the absolute '
-        f'differences. Produced by', '', '```bash'
+        f'differences. Produced by',
+        '',
+        '```bash',
     ]
     for log, logged in per_log.items():
         streams = [setting['search_seed'] for setting in logged]
-        lines += [f'{command} --search {streams.count(stream)} --search-seed '
-                  f'{stream} --search-log {log}'
-                  for stream in dict.fromkeys(streams)]
-    recheck = ('' if not recheck_seeds else ' --recheck-seeds '
-               + ' '.join(map(str, recheck_seeds))
-               + f' --recheck-top {recheck_top}')
-    lines += [f"{command} --summarize {' '.join(logs)}{recheck}", '```', '',
-              '| option | drawn from |', '|---|---|']
+        lines += [
+            f'{command} --search {streams.count(stream)} --search-seed '
+            f'{stream} --search-log {log}'
+            for stream in dict.fromkeys(streams)
+        ]
+    recheck = (
+        ''
+        if not recheck_seeds
+        else ' --recheck-seeds '
+        + ' '.join(map(str, recheck_seeds))
+        + f' --recheck-top {recheck_top}'
+    )
+    lines += [
+        f'{command} --summarize {" ".join(logs)}{recheck}',
+        '```',
+        '',
+        '| option | drawn from |',
+        '|---|---|',
+    ]
     for key, kind, values in SEARCH_SPACE:
-        drawn = {'uniform': 'uniform on [{}, {}]',
-                 'zero_or_uniform': '0 or uniform on [{}, {}], each with '
-                 'probability 1/2',
-                 'choice': 'one of ' + ', '.join(['{}'] * len(values))}[kind]
+        drawn = {
+            'uniform': 'uniform on [{}, {}]',
+            'zero_or_uniform': '0 or uniform on [{}, {}], each with '
+            'probability 1/2',
+            'choice': 'one of ' + ', '.join(['{}'] * len(values)),
+        }[kind]
         lines.append(f'| `{key}` | {drawn.format(*values)} |')
-    lines += ['', f'Settings by the number of figures within {TOLERANCE:g} '
-              f"points ({dataset} defaults: {default['within']}):", '',
-              '| within | settings |', '|---|---|']
+    lines += [
+        '',
+        f'Settings by the number of figures within {TOLERANCE:g} '
+        f'points ({dataset} defaults: {default["within"]}):',
+        '',
+        '| within | settings |',
+        '|---|---|',
+    ]
     counts = [setting['within'] for setting in settings]
-    lines += [f'| {n} | {counts.count(n)} |'
-              for n in range(len(figures), -1, -1) if n in counts]
-    lines += ['', 'Per figure: the range over the settings and how many '
-              f'are within {TOLERANCE:g} points of it:', '',
-              '| method | metric | real | simulated min - max | settings '
-              'within |', '|---|---|---|---|---|']
+    lines += [
+        f'| {n} | {counts.count(n)} |'
+        for n in range(len(figures), -1, -1)
+        if n in counts
+    ]
+    lines += [
+        '',
+        'Per figure: the range over the settings and how many '
+        f'are within {TOLERANCE:g} points of it:',
+        '',
+        '| method | metric | real | simulated min - max | settings within |',
+        '|---|---|---|---|---|',
+    ]
     for name, key in figures:
         real = published(dataset, name)[key]
         values = [setting['res'][name][key] for setting in settings]
         near = sum(abs(value - real) <= TOLERANCE for value in values)
-        lines.append(f'| {name} | {COLUMNS[METRICS.index(key)]} | {real} | '
-                     f'{min(values):.1f} - {max(values):.1f} | {near} |')
+        lines.append(
+            f'| {name} | {COLUMNS[METRICS.index(key)]} | {real} | '
+            f'{min(values):.1f} - {max(values):.1f} | {near} |'
+        )
     best = sorted(settings, key=lambda s: (-s['within'], s['dist']))[:top]
-    lines += ['', f'The {dataset} defaults and the {len(best)} best settings '
-              '(most figures within, then smallest distance); ZSL / U / S / '
-              'H:', '', f"| setting | within | distance | "
-              f"{' | '.join(names)} | options |", '|---|---|---|---|---|---|']
-    real = [' / '.join('-' if value is None else f'{value:.1f}'
-                       for value in published(dataset, name).values())
-            for name in names]
-    lines.append(f"| real ({SOURCES['ESZSL']}) | - | - | {' | '.join(real)} "
-                 f"| - |")
-    lines.append(f"{row(default)} `{json.dumps(default['opts'])}` |")
+    lines += [
+        '',
+        f'The {dataset} defaults and the {len(best)} best settings '
+        '(most figures within, then smallest distance); ZSL / U / S / '
+        'H:',
+        '',
+        f'| setting | within | distance | {" | ".join(names)} | options |',
+        '|---|---|---|---|---|---|',
+    ]
+    real = [
+        ' / '.join(
+            '-' if value is None else f'{value:.1f}'
+            for value in published(dataset, name).values()
+        )
+        for name in names
+    ]
+    lines.append(
+        f'| real ({SOURCES["ESZSL"]}) | - | - | {" | ".join(real)} | - |'
+    )
+    lines.append(f'{row(default)} `{json.dumps(default["opts"])}` |')
     for setting in best:
-        options = {key: round(value, 2) for key, value in
-                   setting['opts'].items()}
+        options = {
+            key: round(value, 2) for key, value in setting['opts'].items()
+        }
         lines.append(f'{row(setting)} `{json.dumps(options)}` |')
     if recheck_seeds:
-        lines += ['', f'Rechecked on data seeds '
-                  f"{', '.join(map(str, recheck_seeds))} (mean over seeds; "
-                  f'`--recheck-seeds`): the defaults and the '
-                  f'{recheck_top} best settings above, ZSL / U / S / H:', '',
-                  f"| setting | within | distance | {' | '.join(names)} |",
-                  '|---|---|---|---|---|']
+        lines += [
+            '',
+            f'Rechecked on data seeds '
+            f'{", ".join(map(str, recheck_seeds))} (mean over seeds; '
+            f'`--recheck-seeds`): the defaults and the '
+            f'{recheck_top} best settings above, ZSL / U / S / H:',
+            '',
+            f'| setting | within | distance | {" | ".join(names)} |',
+            '|---|---|---|---|---|',
+        ]
         for setting in [default] + best[:recheck_top]:
-            rechecked = score_setting(dataset, recheck_seeds, data_root,
-                                      **setting['opts'])
+            rechecked = score_setting(
+                dataset, recheck_seeds, data_root, **setting['opts']
+            )
             lines.append(row({**setting, **rechecked}))
     return '\n'.join(lines)
 
@@ -274,8 +360,10 @@ def _read_log(log):
     try:
         lines = Path(log).read_text().splitlines()
     except OSError as error:
-        raise SystemExit(f'error: --summarize {log}: cannot read it '
-                         f'({error.strerror}); pass a --search-log file')
+        raise SystemExit(
+            f'error: --summarize {log}: cannot read it '
+            f'({error.strerror}); pass a --search-log file'
+        )
     settings = []
     for number, line in enumerate(lines, 1):
         if not line:
@@ -283,13 +371,17 @@ def _read_log(log):
         try:
             setting = json.loads(line)
         except json.JSONDecodeError:
-            raise SystemExit(f'error: --summarize {log}: line {number} is '
-                             f'not JSON; pass a file written by --search')
+            raise SystemExit(
+                f'error: --summarize {log}: line {number} is '
+                f'not JSON; pass a file written by --search'
+            )
         problem = _setting_problem(setting)
         if problem:
-            raise SystemExit(f'error: --summarize {log}: line {number} is '
-                             f'no --search setting ({problem}); pass a '
-                             f'file written by --search')
+            raise SystemExit(
+                f'error: --summarize {log}: line {number} is '
+                f'no --search setting ({problem}); pass a '
+                f'file written by --search'
+            )
         settings.append(setting)
     return settings
 
@@ -305,18 +397,21 @@ def _setting_problem(setting):
         return f'a JSON {type(setting).__name__}, not an object'
     missing = [key for key in LOG_KEYS if key not in setting]
     if missing:
-        return f"it lacks {', '.join(map(repr, missing))}"
+        return f'it lacks {", ".join(map(repr, missing))}'
     res = setting['res']
     if not isinstance(res, dict) or not all(
-            isinstance(res.get(name), dict) and
-            all(is_real_number(res[name].get(key)) for key in METRICS)
-            for name in BASELINES):
+        isinstance(res.get(name), dict)
+        and all(is_real_number(res[name].get(key)) for key in METRICS)
+        for name in BASELINES
+    ):
         return f"'res' lacks the metrics of {', '.join(BASELINES)}"
-    if not isinstance(setting['opts'], dict) or \
-            not all(map(is_real_number, setting['opts'].values())):
+    if not isinstance(setting['opts'], dict) or not all(
+        map(is_real_number, setting['opts'].values())
+    ):
         return "'opts' is not a dictionary of numbers"
-    if not isinstance(setting['seeds'], list) or \
-            not all(isinstance(seed, int) for seed in setting['seeds']):
+    if not isinstance(setting['seeds'], list) or not all(
+        isinstance(seed, int) for seed in setting['seeds']
+    ):
         return "'seeds' is not a list of integers"
     if not all(is_real_number(setting[key]) for key in ('within', 'dist')):
         return "'within' or 'dist' is not a number"
@@ -336,11 +431,15 @@ def check_arguments(args):
     """Refuses bad flags with a one-line error before anything is
     simulated or fitted (the loops over datasets and seeds would otherwise
     reach a bad one minutes in)."""
-    folders = [check_dataset_flag(name, args.data_root, '--datasets')
-               for name in args.datasets]
+    folders = [
+        check_dataset_flag(name, args.data_root, '--datasets')
+        for name in args.datasets
+    ]
     if len(set(folders)) < len(folders):
-        raise ValueError(f"--datasets names a dataset twice "
-                         f"({' '.join(args.datasets)}): pass each once")
+        raise ValueError(
+            f'--datasets names a dataset twice '
+            f'({" ".join(args.datasets)}): pass each once'
+        )
     check_seeds_flag(args.seeds, '--seeds')
     if args.recheck_seeds is not None:
         check_seeds_flag(args.recheck_seeds, '--recheck-seeds')
@@ -358,50 +457,86 @@ def check_arguments(args):
 def _name(setting):
     if 'index' not in setting:
         return 'defaults'
-    return f"stream {setting['search_seed']} #{setting['index']}"
+    return f'stream {setting["search_seed"]} #{setting["index"]}'
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--datasets', nargs='+', default=list(DATASETS))
     parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
-    parser.add_argument('--data-root', default=None,
-                        help='real class side (default: the packaged copy)')
-    parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
-                        help='simulator options overriding every dataset\'s '
-                        'defaults (values parsed as JSON)')
+    parser.add_argument(
+        '--data-root',
+        default=None,
+        help='real class side (default: the packaged copy)',
+    )
+    parser.add_argument(
+        '--set',
+        nargs='*',
+        default=[],
+        metavar='KEY=VALUE',
+        help="simulator options overriding every dataset's "
+        'defaults (values parsed as JSON)',
+    )
     parser.add_argument('--out', default=None, help='markdown file')
-    parser.add_argument('--search', type=int, default=None, metavar='N',
-                        help='draw N random settings of SEARCH_SPACE and '
-                        'write their results to --search-log')
-    parser.add_argument('--search-seed', type=int, default=None,
-                        help=f'random stream of --search (default: '
-                        f'{SEARCH_SEED})')
-    parser.add_argument('--search-log', default=None,
-                        help='with --search: new JSON-lines file, one line '
-                        'per setting')
-    parser.add_argument('--summarize', nargs='+', default=None,
-                        metavar='LOG', help='tabulate --search logs')
-    parser.add_argument('--recheck-seeds', nargs='+', type=int, default=None,
-                        help='with --summarize: run the defaults and the '
-                        'best settings again on these data seeds')
-    parser.add_argument('--recheck-top', type=int, default=None,
-                        help='with --recheck-seeds: how many of the best '
-                        f'settings to recheck (default: {RECHECK_TOP})')
+    parser.add_argument(
+        '--search',
+        type=int,
+        default=None,
+        metavar='N',
+        help='draw N random settings of SEARCH_SPACE and '
+        'write their results to --search-log',
+    )
+    parser.add_argument(
+        '--search-seed',
+        type=int,
+        default=None,
+        help=f'random stream of --search (default: {SEARCH_SEED})',
+    )
+    parser.add_argument(
+        '--search-log',
+        default=None,
+        help='with --search: new JSON-lines file, one line per setting',
+    )
+    parser.add_argument(
+        '--summarize',
+        nargs='+',
+        default=None,
+        metavar='LOG',
+        help='tabulate --search logs',
+    )
+    parser.add_argument(
+        '--recheck-seeds',
+        nargs='+',
+        type=int,
+        default=None,
+        help='with --summarize: run the defaults and the '
+        'best settings again on these data seeds',
+    )
+    parser.add_argument(
+        '--recheck-top',
+        type=int,
+        default=None,
+        help='with --recheck-seeds: how many of the best '
+        f'settings to recheck (default: {RECHECK_TOP})',
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.search is not None and args.summarize:
         raise SystemExit('error: pass --search or --summarize, not both')
     # A flag of the other mode would silently do nothing.
     for flags, mode, given in (
-            (('search_seed', 'search_log'), '--search',
-             args.search is not None),
-            (('recheck_seeds', 'recheck_top'), '--summarize',
-             bool(args.summarize))):
+        (('search_seed', 'search_log'), '--search', args.search is not None),
+        (
+            ('recheck_seeds', 'recheck_top'),
+            '--summarize',
+            bool(args.summarize),
+        ),
+    ):
         for name in flags:
             if getattr(args, name) is not None and not given:
-                raise SystemExit(f"error: --{name.replace('_', '-')} goes "
-                                 f"with {mode}")
+                raise SystemExit(
+                    f'error: --{name.replace("_", "-")} goes with {mode}'
+                )
     try:
         check_arguments(args)
     except ValueError as error:
@@ -415,7 +550,8 @@ def main(argv=None):
     for dataset in args.datasets:
         start = time.perf_counter()
         results[dataset], statistics[dataset] = calibrate(
-            dataset, args.seeds, args.data_root, **overrides)
+            dataset, args.seeds, args.data_root, **overrides
+        )
         options[dataset] = {**default_options(dataset), **overrides}
         print(f'{dataset}: {time.perf_counter() - start:.0f} s', flush=True)
     lines = [
@@ -424,24 +560,35 @@ def main(argv=None):
         f'ESZSL and SAE on simulated features (simulator version '
         f'{SIMULATOR_VERSION}; mean ± standard deviation (population, '
         f'ddof 0) over seeds '
-        f"{', '.join(map(str, args.seeds))}) next to their published "
+        f'{", ".join(map(str, args.seeds))}) next to their published '
         f'accuracy on the real ResNet-101 features in parentheses '
-        f"({SOURCES['ESZSL']}). ZSL: unseen test images among the unseen "
+        f'({SOURCES["ESZSL"]}). ZSL: unseen test images among the unseen '
         f'classes; U / S: unseen / seen test images among all classes; H: '
         f'their harmonic mean; per-class mean accuracy in %. '
         f'Hyper-parameters are chosen on the validation classes '
-        f'(trainclasses1 -> valclasses1) for every seed. Produced by', '',
-        '```bash', 'OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
-        + shlex.join(argv), '```', '',
-        table(results, args.seeds), '',
+        f'(trainclasses1 -> valclasses1) for every seed. Produced by',
+        '',
+        '```bash',
+        'OMP_NUM_THREADS=1 python examples/calibrate_simulator.py '
+        + shlex.join(argv),
+        '```',
+        '',
+        table(results, args.seeds),
+        '',
         'Simulated features (seed {}): mean value, fraction of exact zeros, '
-        'mean L2 norm per image:'.format(args.seeds[0]), ''
+        'mean L2 norm per image:'.format(args.seeds[0]),
+        '',
     ]
-    lines += [f"- {dataset}: {stats['mean']:.2f}, {stats['zeros']:.2f}, "
-              f"{stats['norm']:.1f}" for dataset, stats in statistics.items()]
+    lines += [
+        f'- {dataset}: {stats["mean"]:.2f}, {stats["zeros"]:.2f}, '
+        f'{stats["norm"]:.1f}'
+        for dataset, stats in statistics.items()
+    ]
     lines += ['', 'Simulator options per dataset:', '']
-    lines += [f'- {dataset}: `{json.dumps(opts)}`'
-              for dataset, opts in options.items()]
+    lines += [
+        f'- {dataset}: `{json.dumps(opts)}`'
+        for dataset, opts in options.items()
+    ]
     text = '\n'.join(lines)
     _report(text, args.out)
     return results
@@ -457,16 +604,19 @@ def parse_overrides(items):
         if not sep:
             raise SystemExit(f"error: --set expects KEY=VALUE (got '{item}')")
         if key not in DEFAULT_OPTIONS:
-            raise SystemExit(f"error: --set '{item}': '{key}' is not a "
-                             f"simulator option (known: "
-                             f"{', '.join(DEFAULT_OPTIONS)})")
+            raise SystemExit(
+                f"error: --set '{item}': '{key}' is not a "
+                f'simulator option (known: '
+                f'{", ".join(DEFAULT_OPTIONS)})'
+            )
         if key in overrides:
             raise SystemExit(f"error: --set '{item}': '{key}' is given twice")
         try:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
-            raise SystemExit(f"error: --set '{item}': '{value}' is not a "
-                             f"number") from None
+            raise SystemExit(
+                f"error: --set '{item}': '{value}' is not a number"
+            ) from None
     try:
         # The simulator's own rules (the defaults pass them).
         check_options({**DEFAULT_OPTIONS, **overrides})
@@ -477,30 +627,49 @@ def parse_overrides(items):
 
 def _search_main(args):
     if len(args.datasets) != 1 or args.set:
-        raise SystemExit('error: --search and --summarize take one dataset '
-                         'in --datasets and no --set')
+        raise SystemExit(
+            'error: --search and --summarize take one dataset '
+            'in --datasets and no --set'
+        )
     dataset = args.datasets[0]
-    if all(value is None for name in BASELINES
-           for value in published(dataset, name).values()):
-        raise SystemExit(f'error: no published figures for {dataset} to '
-                         f'search towards (known: {sorted(PUBLISHED)})')
+    if all(
+        value is None
+        for name in BASELINES
+        for value in published(dataset, name).values()
+    ):
+        raise SystemExit(
+            f'error: no published figures for {dataset} to '
+            f'search towards (known: {sorted(PUBLISHED)})'
+        )
     if args.recheck_top is not None and args.recheck_top < 1:
-        raise SystemExit(f'error: --recheck-top must be at least 1 (got '
-                         f'{args.recheck_top})')
+        raise SystemExit(
+            f'error: --recheck-top must be at least 1 (got {args.recheck_top})'
+        )
     if args.recheck_top is not None and args.recheck_seeds is None:
         raise SystemExit('error: --recheck-top goes with --recheck-seeds')
     torch.set_num_threads(1)
     if args.search is not None:
         if args.search < 1 or not args.search_log:
             raise SystemExit('error: --search needs N >= 1 and --search-log')
-        search(dataset, args.seeds, args.search,
-               SEARCH_SEED if args.search_seed is None else args.search_seed,
-               args.search_log, args.data_root)
+        search(
+            dataset,
+            args.seeds,
+            args.search,
+            SEARCH_SEED if args.search_seed is None else args.search_seed,
+            args.search_log,
+            args.data_root,
+        )
         return None
-    text = summarize(dataset, args.summarize, args.seeds, args.data_root,
-                     recheck_seeds=args.recheck_seeds,
-                     recheck_top=RECHECK_TOP if args.recheck_top is None
-                     else args.recheck_top)
+    text = summarize(
+        dataset,
+        args.summarize,
+        args.seeds,
+        args.data_root,
+        recheck_seeds=args.recheck_seeds,
+        recheck_top=RECHECK_TOP
+        if args.recheck_top is None
+        else args.recheck_top,
+    )
     _report(text, args.out)
     return text
 

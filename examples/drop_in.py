@@ -9,6 +9,7 @@ propagation over the hypernym edges lifts the test accuracy.
 
     python examples/drop_in.py [--epochs 60]
 """
+
 import argparse
 import sys
 import time
@@ -25,12 +26,16 @@ from apnet_pyg.scripting import run_script
 
 
 class Net(torch.nn.Module):
-    def __init__(self, in_channels, hidden_channels, out_channels,
-                 propagate=True):
+    def __init__(
+        self, in_channels, hidden_channels, out_channels, propagate=True
+    ):
         super().__init__()
         self.lin1 = Linear(in_channels, hidden_channels)
-        self.conv = APNetConv(hidden_channels, proj_channels=64,
-                              num_steps=2) if propagate else None
+        self.conv = (
+            APNetConv(hidden_channels, proj_channels=64, num_steps=2)
+            if propagate
+            else None
+        )
         self.lin2 = Linear(hidden_channels, out_channels)
 
     def forward(self, x, edge_index):
@@ -50,8 +55,11 @@ def gloss_features(synset_names, dim=256):
             rows.append(row)
             cols.append(zlib.crc32(word.strip('.,;:()"\'').encode()) % dim)
     x = torch.zeros(len(synset_names), dim)
-    x.index_put_((torch.tensor(rows), torch.tensor(cols)),
-                 torch.ones(len(rows)), accumulate=True)
+    x.index_put_(
+        (torch.tensor(rows), torch.tensor(cols)),
+        torch.ones(len(rows)),
+        accumulate=True,
+    )
     return F.normalize(x, dim=-1)
 
 
@@ -61,8 +69,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(argv)
     if args.epochs < 1:
-        raise ValueError(f'--epochs must be a positive integer (got '
-                         f'{args.epochs})')
+        raise ValueError(
+            f'--epochs must be a positive integer (got {args.epochs})'
+        )
 
     start = time.perf_counter()
     data = wordnet_noun_graph()
@@ -71,9 +80,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     perm = torch.randperm(data.num_nodes, generator=generator)
     num_train = data.num_nodes // 20
     train, test = perm[:num_train], perm[num_train:]
-    print(f'WordNet noun graph: {data.num_nodes} nodes, '
-          f'{data.num_edges} edges, {len(data.lexnames)} classes, '
-          f'{num_train} labelled ({time.perf_counter() - start:.1f} s)')
+    print(
+        f'WordNet noun graph: {data.num_nodes} nodes, '
+        f'{data.num_edges} edges, {len(data.lexnames)} classes, '
+        f'{num_train} labelled ({time.perf_counter() - start:.1f} s)'
+    )
 
     for propagate in [False, True]:
         torch.manual_seed(args.seed)
@@ -92,8 +103,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             pred = model(data.x, data.edge_index).argmax(dim=-1)
         accuracy = float((pred[test] == data.y[test]).float().mean())
         name = 'MLP + APNetConv' if propagate else 'MLP (no graph)  '
-        print(f'{name}: test accuracy {100 * accuracy:.1f}% '
-              f'({args.epochs} epochs, {time.perf_counter() - start:.1f} s)')
+        print(
+            f'{name}: test accuracy {100 * accuracy:.1f}% '
+            f'({args.epochs} epochs, {time.perf_counter() - start:.1f} s)'
+        )
 
 
 if __name__ == '__main__':

@@ -11,17 +11,18 @@ model and protocol); ESZSL is fitted as `--baselines` fits it (validation
 classes, {0, 1} targets) on the same data. On simulated features the
 margins are SIMULATED, not benchmark results.
 """
+
 import argparse
 import sys
 
 import torch
 
+from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl import apnet_score_fn, load_model
 from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
-from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.cli import add_run_arguments
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import load_run
 
 
@@ -43,11 +44,15 @@ def summary(per_class, first, second):
     images scored for the first class, and d'."""
     a, b = per_class[first], per_class[second]
     pooled = torch.sqrt((a.var() + b.var()) / 2)
-    return dict(mean_first=float(a.mean()), std_first=float(a.std()),
-                first_wins_first=float((a > 0).double().mean()),
-                mean_second=float(b.mean()), std_second=float(b.std()),
-                first_wins_second=float((b > 0).double().mean()),
-                d_prime=float((a.mean() - b.mean()) / pooled))
+    return dict(
+        mean_first=float(a.mean()),
+        std_first=float(a.std()),
+        first_wins_first=float((a > 0).double().mean()),
+        mean_second=float(b.mean()),
+        std_second=float(b.std()),
+        first_wins_second=float((b > 0).double().mean()),
+        d_prime=float((a.mean() - b.mean()) / pooled),
+    )
 
 
 def check_pair(pair, data, root):
@@ -56,8 +61,10 @@ def check_pair(pair, data, root):
     (or the data under --root, when the name is no class of it) else."""
     names = pair.split(':')
     if len(names) != 2:
-        raise SystemExit(f"error: --pairs expects A:B, two unseen classes "
-                         f"of {data.name} (got '{pair}')")
+        raise SystemExit(
+            f'error: --pairs expects A:B, two unseen classes '
+            f"of {data.name} (got '{pair}')"
+        )
     index = {name: i for i, name in enumerate(data.class_names)}
     unseen = set(data.unseen_classes.tolist())
     for name in names:
@@ -65,29 +72,41 @@ def check_pair(pair, data, root):
             raise SystemExit(
                 f"error: --pairs '{pair}': '{name}' is no class of "
                 f"{data.name} as read from '{root}' (--root, or where the "
-                f"run was trained): check the name, or that --root holds "
-                f"the run's data")
+                f'run was trained): check the name, or that --root holds '
+                f"the run's data"
+            )
         if index[name] not in unseen:
-            raise SystemExit(f"error: --pairs '{pair}': '{name}' is a seen "
-                             f"class of {data.name}; give two unseen "
-                             f"classes")
+            raise SystemExit(
+                f"error: --pairs '{pair}': '{name}' is a seen "
+                f'class of {data.name}; give two unseen '
+                f'classes'
+            )
     if names[0] == names[1]:
-        raise SystemExit(f"error: --pairs '{pair}': the two classes must "
-                         f"differ (a class has no margin over itself)")
+        raise SystemExit(
+            f"error: --pairs '{pair}': the two classes must "
+            f'differ (a class has no margin over itself)'
+        )
     for name in names:
         test = data.labels[data.test_unseen_loc] == index[name]
         if not bool(test.any()):
-            raise SystemExit(f"error: --pairs '{pair}': '{name}' has no "
-                             f"test images in {data.name} under '{root}': "
-                             f"no margin to measure")
+            raise SystemExit(
+                f"error: --pairs '{pair}': '{name}' has no "
+                f"test images in {data.name} under '{root}': "
+                f'no margin to measure'
+            )
     return [index[name] for name in names]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     add_run_arguments(parser)
-    parser.add_argument('--pairs', nargs='+', required=True,
-                        metavar='A:B', help='unseen class names')
+    parser.add_argument(
+        '--pairs',
+        nargs='+',
+        required=True,
+        metavar='A:B',
+        help='unseen class names',
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     try:
@@ -102,28 +121,41 @@ def main(argv=None):
     models = {
         'APNet': apnet_score_fn(load_model(args.run, 'zsl'), data),
         'ESZSL': lambda images, classes: eszsl_scores(
-            v, benchmark.features[images], benchmark.attributes, classes),
+            v, benchmark.features[images], benchmark.attributes, classes
+        ),
     }
     if data.simulated:
         print(f'{data.name}: {SIMULATED_LABEL}')
-    print('| pair A : B | model | margin on A images, mean ± std (share '
-          '> 0) | margin on B images | d\' |')
+    print(
+        '| pair A : B | model | margin on A images, mean ± std (share '
+        "> 0) | margin on B images | d' |"
+    )
     print('|---|---|---|---|---|')
     results = []
     for first, second in pairs:
         for name, score_fn in models.items():
-            row = summary(margins(score_fn, data, first, second), first,
-                          second)
-            results.append({'pair': (data.class_names[first],
-                                     data.class_names[second]),
-                            'model': name, **row})
-            print(f"| {data.class_names[first]} : "
-                  f"{data.class_names[second]} | {name} | "
-                  f"{row['mean_first']:+.3f} ± {row['std_first']:.3f} "
-                  f"({row['first_wins_first']:.2f}) | "
-                  f"{row['mean_second']:+.3f} ± {row['std_second']:.3f} "
-                  f"({row['first_wins_second']:.2f}) | "
-                  f"{row['d_prime']:.2f} |")
+            row = summary(
+                margins(score_fn, data, first, second), first, second
+            )
+            results.append(
+                {
+                    'pair': (
+                        data.class_names[first],
+                        data.class_names[second],
+                    ),
+                    'model': name,
+                    **row,
+                }
+            )
+            print(
+                f'| {data.class_names[first]} : '
+                f'{data.class_names[second]} | {name} | '
+                f'{row["mean_first"]:+.3f} ± {row["std_first"]:.3f} '
+                f'({row["first_wins_first"]:.2f}) | '
+                f'{row["mean_second"]:+.3f} ± {row["std_second"]:.3f} '
+                f'({row["first_wins_second"]:.2f}) | '
+                f'{row["d_prime"]:.2f} |'
+            )
     return results
 
 

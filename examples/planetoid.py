@@ -27,6 +27,7 @@ dropout is applied to the non-zero entries of the (sparse) bag-of-words
 features only: the same distribution as dense dropout (dropping a zero does
 nothing), 20 times faster on CPU.
 """
+
 import argparse
 import datetime
 import itertools
@@ -40,15 +41,14 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
-
 import torch_geometric.transforms as T
 from torch_geometric.data import Data
 from torch_geometric.nn import AGNNConv, GATConv
 
 from apnet_pyg.data.planetoid import raw_folder, read_raw_planetoid
 from apnet_pyg.nn import APNetConv
-from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
+from apnet_pyg.utils import atomic_write_text, check_output_file
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_RAW = osp.join(ROOT, '..', 'shared', 'data', 'planetoid')
@@ -74,22 +74,31 @@ def load_cora(raw: str = DEFAULT_RAW) -> Data:
     :class:`Planetoid` reads them with, without its processed copy)."""
     folder = raw_folder(raw, 'Cora')
     if not osp.isdir(folder):
-        raise FileNotFoundError(f"No raw Planetoid Cora files under "
-                                f"{folder}; pass --raw DIR "
-                                f"(DIR/Cora/raw/ind.cora.*)")
+        raise FileNotFoundError(
+            f'No raw Planetoid Cora files under '
+            f'{folder}; pass --raw DIR '
+            f'(DIR/Cora/raw/ind.cora.*)'
+        )
     try:
         data = read_raw_planetoid(raw, 'Cora')
     except (OSError, ValueError) as error:  # The message names the file.
-        raise type(error)(f'--raw: {error}; copy the raw Planetoid Cora '
-                          f'files (ind.cora.*) into {folder} again') from None
+        raise type(error)(
+            f'--raw: {error}; copy the raw Planetoid Cora '
+            f'files (ind.cora.*) into {folder} again'
+        ) from None
     return T.NormalizeFeatures()(data)
 
 
 class Net(torch.nn.Module):
     r"""PyG's AGNN example network with :obj:`make_conv(i)` as propagation
     layer :obj:`i` (0 or 1)."""
-    def __init__(self, in_channels: int, out_channels: int,
-                 make_conv: Callable[[int], torch.nn.Module]):
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        make_conv: Callable[[int], torch.nn.Module],
+    ):
         super().__init__()
         self.lin1 = torch.nn.Linear(in_channels, HIDDEN)
         self.prop1 = make_conv(0)
@@ -99,9 +108,11 @@ class Net(torch.nn.Module):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor):
         if x.layout == torch.sparse_csr:  # Dropout on the stored entries.
             x = torch.sparse_csr_tensor(
-                x.crow_indices(), x.col_indices(),
+                x.crow_indices(),
+                x.col_indices(),
                 F.dropout(x.values(), p=0.5, training=self.training),
-                x.shape)
+                x.shape,
+            )
             x = x @ self.lin1.weight.t() + self.lin1.bias
         else:
             x = self.lin1(F.dropout(x, p=0.5, training=self.training))
@@ -120,16 +131,21 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
 }
 
 
-def train(data: Data, make_conv: Callable[[int], torch.nn.Module],
-          seed: int, epochs: int = 200,
-          test: bool = True) -> Tuple[float, Optional[float]]:
+def train(
+    data: Data,
+    make_conv: Callable[[int], torch.nn.Module],
+    seed: int,
+    epochs: int = 200,
+    test: bool = True,
+) -> Tuple[float, Optional[float]]:
     r"""Trains one model; returns the best validation accuracy and the test
     accuracy at that epoch (:obj:`None` with :obj:`test=False`: then the
     test nodes are never evaluated)."""
     torch.manual_seed(seed)
     model = Net(data.num_features, int(data.y.max()) + 1, make_conv)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01,
-                                 weight_decay=5e-4)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=0.01, weight_decay=5e-4
+    )
     x = data.x.to_sparse_csr()
     best_val, test_acc = -1.0, None
     for _ in range(epochs):
@@ -142,13 +158,17 @@ def train(data: Data, make_conv: Callable[[int], torch.nn.Module],
         model.eval()
         with torch.no_grad():
             pred = model(x, data.edge_index).argmax(dim=-1)
-        val = float((pred[data.val_mask] == data.y[data.val_mask]).float()
-                    .mean())
+        val = float(
+            (pred[data.val_mask] == data.y[data.val_mask]).float().mean()
+        )
         if val > best_val:
             best_val = val
             if test:
-                test_acc = float((pred[data.test_mask] ==
-                                  data.y[data.test_mask]).float().mean())
+                test_acc = float(
+                    (pred[data.test_mask] == data.y[data.test_mask])
+                    .float()
+                    .mean()
+                )
     return best_val, test_acc
 
 
@@ -157,25 +177,35 @@ def mean_std(values: Sequence[float]) -> str:
     return f'{100 * statistics.mean(values):.1f} ± {100 * std:.1f}'
 
 
-def compare(data: Data, seeds: Iterable[int], epochs: int = 200,
-            layers: Sequence[str] = tuple(LAYERS), log=print) -> str:
+def compare(
+    data: Data,
+    seeds: Iterable[int],
+    epochs: int = 200,
+    layers: Sequence[str] = tuple(LAYERS),
+    log=print,
+) -> str:
     r"""The comparison table (markdown): test and validation accuracy,
     mean ± standard deviation over :obj:`seeds`, and seconds per run."""
     seeds = list(seeds)
     lines = [
         '| layer | test accuracy (%) | best validation accuracy (%) | '
-        's per run |', '|---|---|---|---|'
+        's per run |',
+        '|---|---|---|---|',
     ]
     for name in layers:
         results, start = [], time.perf_counter()
         for seed in seeds:
             results.append(train(data, LAYERS[name], seed, epochs))
-            log(f'{name} seed {seed}: val {100 * results[-1][0]:.1f}, '
-                f'test {100 * results[-1][1]:.1f}')
+            log(
+                f'{name} seed {seed}: val {100 * results[-1][0]:.1f}, '
+                f'test {100 * results[-1][1]:.1f}'
+            )
         seconds = (time.perf_counter() - start) / len(seeds)
-        lines.append(f'| {name} | {mean_std([r[1] for r in results])} | '
-                     f'{mean_std([r[0] for r in results])} | '
-                     f'{seconds:.1f} |')
+        lines.append(
+            f'| {name} | {mean_std([r[1] for r in results])} | '
+            f'{mean_std([r[0] for r in results])} | '
+            f'{seconds:.1f} |'
+        )
     return '\n'.join(lines)
 
 
@@ -193,9 +223,13 @@ def grid_configs(grid: Dict[str, list] = GRID) -> List[dict]:
     return configs
 
 
-def search(data: Data, configs: Sequence[dict],
-           seeds: Iterable[int] = SEARCH_SEEDS, epochs: int = 200,
-           log=print) -> List[dict]:
+def search(
+    data: Data,
+    configs: Sequence[dict],
+    seeds: Iterable[int] = SEARCH_SEEDS,
+    epochs: int = 200,
+    log=print,
+) -> List[dict]:
     r"""Trains :obj:`APNetConv(16, **config)` (both layers) for every
     configuration and seed; returns the configurations with their
     validation accuracies, best mean first. Test accuracy is never
@@ -204,16 +238,23 @@ def search(data: Data, configs: Sequence[dict],
     results = []
     for number, config in enumerate(configs, 1):
         vals = [
-            train(data, lambda i: APNetConv(HIDDEN, **config), seed, epochs,
-                  test=False)[0] for seed in seeds
+            train(
+                data,
+                lambda i: APNetConv(HIDDEN, **config),
+                seed,
+                epochs,
+                test=False,
+            )[0]
+            for seed in seeds
         ]
         results.append({'config': config, 'val': vals})
         log(f'[{number}/{len(configs)}] {config}: val {mean_std(vals)}')
     return sorted(results, key=lambda r: -statistics.mean(r['val']))
 
 
-def search_report(results: Sequence[dict], seeds: Sequence[int],
-                  epochs: int, command: str) -> str:
+def search_report(
+    results: Sequence[dict], seeds: Sequence[int], epochs: int, command: str
+) -> str:
     keys = list(GRID)
     lines = [
         '# APNetConv drop-in defaults: validation search on Planetoid Cora',
@@ -223,7 +264,7 @@ def search_report(results: Sequence[dict], seeds: Sequence[int],
         f'{torch.__version__}, {torch.get_num_threads()} thread(s)).',
         '',
         f'Every configuration is `APNetConv(16, **config)` as both '
-        f'propagation layers of PyG\'s AGNN model on Cora (see '
+        f"propagation layers of PyG's AGNN model on Cora (see "
         f'`examples/planetoid.py`), trained {epochs} epochs with seeds '
         f'{", ".join(map(str, seeds))}; the score is the best validation '
         f'accuracy of a run (500 validation nodes), mean ± standard '
@@ -239,8 +280,11 @@ def search_report(results: Sequence[dict], seeds: Sequence[int],
     for rank, result in enumerate(results, 1):
         config = result['config']
         cells = [str(config.get(key, '-')) for key in keys]
-        lines.append(f'| {rank} | ' + ' | '.join(cells) +
-                     f' | {mean_std(result["val"])} |')
+        lines.append(
+            f'| {rank} | '
+            + ' | '.join(cells)
+            + f' | {mean_std(result["val"])} |'
+        )
     return '\n'.join(lines) + '\n'
 
 
@@ -250,40 +294,60 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.search:
         for flag in ('seeds', 'layers'):
             if getattr(args, flag) is not None:
-                raise ValueError(f'--{flag} goes with the table, not '
-                                 f'--search (the search trains APNetConv '
-                                 f'with seeds 0-{max(SEARCH_SEEDS)})')
+                raise ValueError(
+                    f'--{flag} goes with the table, not '
+                    f'--search (the search trains APNetConv '
+                    f'with seeds 0-{max(SEARCH_SEEDS)})'
+                )
     if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f'--seeds must be a positive integer (got '
-                         f'{args.seeds})')
+        raise ValueError(
+            f'--seeds must be a positive integer (got {args.seeds})'
+        )
     if args.epochs < 1:
-        raise ValueError(f'--epochs must be a positive integer (got '
-                         f'{args.epochs})')
+        raise ValueError(
+            f'--epochs must be a positive integer (got {args.epochs})'
+        )
     if args.layers is not None and len(set(args.layers)) < len(args.layers):
-        raise ValueError(f"--layers names a layer twice "
-                         f"({' '.join(args.layers)})")
+        raise ValueError(
+            f'--layers names a layer twice ({" ".join(args.layers)})'
+        )
     if args.out is not None:
         check_output_file(args.out, '--out', 'a markdown file name')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--raw', default=DEFAULT_RAW,
-                        help='folder holding Cora/raw/ind.cora.*')
-    parser.add_argument('--seeds', type=int, default=None,
-                        help=f'seeds 0..SEEDS-1 of the table (default: '
-                        f'{TABLE_SEEDS}; the search always uses '
-                        f'{len(SEARCH_SEEDS)})')
-    parser.add_argument('--epochs', type=int, default=200,
-                        help='epochs per run (default: 200)')
-    parser.add_argument('--layers', nargs='+', choices=list(LAYERS),
-                        default=None,
-                        help='layers of the table (default: all)')
-    parser.add_argument('--search', action='store_true',
-                        help='run the validation search of APNetConv '
-                        'configurations instead of the table')
-    parser.add_argument('--out', help='also write the markdown here '
-                        f'(--search: default {SEARCH_OUT})')
+    parser.add_argument(
+        '--raw', default=DEFAULT_RAW, help='folder holding Cora/raw/ind.cora.*'
+    )
+    parser.add_argument(
+        '--seeds',
+        type=int,
+        default=None,
+        help=f'seeds 0..SEEDS-1 of the table (default: '
+        f'{TABLE_SEEDS}; the search always uses '
+        f'{len(SEARCH_SEEDS)})',
+    )
+    parser.add_argument(
+        '--epochs', type=int, default=200, help='epochs per run (default: 200)'
+    )
+    parser.add_argument(
+        '--layers',
+        nargs='+',
+        choices=list(LAYERS),
+        default=None,
+        help='layers of the table (default: all)',
+    )
+    parser.add_argument(
+        '--search',
+        action='store_true',
+        help='run the validation search of APNetConv '
+        'configurations instead of the table',
+    )
+    parser.add_argument(
+        '--out',
+        help=f'also write the markdown here (--search: default {SEARCH_OUT})',
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     check_arguments(args)
@@ -302,8 +366,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         return
 
     seeds = TABLE_SEEDS if args.seeds is None else args.seeds
-    table = compare(data, range(seeds), args.epochs,
-                    args.layers or list(LAYERS))
+    table = compare(
+        data, range(seeds), args.epochs, args.layers or list(LAYERS)
+    )
     print(table)
     if args.out:
         atomic_write_text(table + '\n', args.out)

@@ -18,6 +18,7 @@ are read with the field's type, as `apnet-zsl train` reads its flags:
 episode and prints one line per epoch. Accuracies on simulated features are
 SIMULATED; the trace's are training-episode accuracies, no test result.
 """
+
 import argparse
 import csv
 import dataclasses
@@ -28,19 +29,30 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from apnet_pyg.scripting import run_script
 from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
-from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.cli import add_run_arguments
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.config import parse_option_value
-from apnet_pyg.zsl.factory import (check_k_shot, make_optimizer, make_sampler,
-                                   make_scheduler)
+from apnet_pyg.zsl.factory import (
+    check_k_shot,
+    make_optimizer,
+    make_sampler,
+    make_scheduler,
+)
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
 from apnet_pyg.zsl.train import check_config_fits
 
-COLUMNS = ('episode', 'epoch', 'loss', 'accuracy', 'episode_graph_edges',
-           'grad_norm', 'step_norm')
+COLUMNS = (
+    'episode',
+    'epoch',
+    'loss',
+    'accuracy',
+    'episode_graph_edges',
+    'grad_norm',
+    'step_norm',
+)
 
 
 def episode_graph_edges(model, data, classes, config):
@@ -57,8 +69,10 @@ def trace(data, config, episodes, adam_eps=None):
     """The final phase of :func:`apnet_pyg.zsl.train.run` for
     :obj:`episodes` episodes (episodic training), one record per episode."""
     if config.training != 'episodic':
-        raise ValueError("the trace follows episodic training (the run's "
-                         f"'training' is '{config.training}')")
+        raise ValueError(
+            "the trace follows episodic training (the run's "
+            f"'training' is '{config.training}')"
+        )
     model = build_model(config, data, data.seen_classes)
     optimizer = make_optimizer(model, config)
     if adam_eps is not None:  # A probe only: not an option of training.
@@ -73,28 +87,45 @@ def trace(data, config, episodes, adam_eps=None):
     for episode in range(1, episodes + 1):
         sample = sampler.sample()
         classes = sample.episode_classes
-        logits = model(data.features[sample.image_index],
-                       data.attributes[classes], classes)
+        logits = model(
+            data.features[sample.image_index],
+            data.attributes[classes],
+            classes,
+        )
         loss = F.cross_entropy(logits, sample.target)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = math.sqrt(sum(float(p.grad.pow(2).sum())
-                                  for p in parameters if p.grad is not None))
+        grad_norm = math.sqrt(
+            sum(
+                float(p.grad.pow(2).sum())
+                for p in parameters
+                if p.grad is not None
+            )
+        )
         before = [p.detach().clone() for p in parameters]
         optimizer.step()
-        step_norm = math.sqrt(sum(float((p.detach() - b).pow(2).sum())
-                                  for p, b in zip(parameters, before)))
+        step_norm = math.sqrt(
+            sum(
+                float((p.detach() - b).pow(2).sum())
+                for p, b in zip(parameters, before)
+            )
+        )
         edges = episode_graph_edges(model, data, classes, config)
-        records.append({
-            'episode': episode,
-            'epoch': (episode - 1) // per_epoch + 1,
-            'loss': float(loss.detach()),
-            'accuracy': float((logits.detach().argmax(1) ==
-                               sample.target).double().mean()),
-            'episode_graph_edges': edges,
-            'grad_norm': grad_norm,
-            'step_norm': step_norm,
-        })
+        records.append(
+            {
+                'episode': episode,
+                'epoch': (episode - 1) // per_epoch + 1,
+                'loss': float(loss.detach()),
+                'accuracy': float(
+                    (logits.detach().argmax(1) == sample.target)
+                    .double()
+                    .mean()
+                ),
+                'episode_graph_edges': edges,
+                'grad_norm': grad_norm,
+                'step_norm': step_norm,
+            }
+        )
         if episode % per_epoch == 0:
             scheduler.step()
     return records
@@ -107,11 +138,12 @@ def epoch_lines(records):
     for epoch in sorted({record['epoch'] for record in records}):
         rows = [record for record in records if record['epoch'] == epoch]
         lines.append(
-            f"epoch {epoch}: loss {statistics.mean(r['loss'] for r in rows):.4f}"
-            f", episode graph edges <= "
-            f"{max(r['episode_graph_edges'] for r in rows)}, median gradient "
-            f"norm {statistics.median(r['grad_norm'] for r in rows):.3g}, "
-            f"median step {statistics.median(r['step_norm'] for r in rows):.3g}")
+            f'epoch {epoch}: loss {statistics.mean(r["loss"] for r in rows):.4f}'
+            f', episode graph edges <= '
+            f'{max(r["episode_graph_edges"] for r in rows)}, median gradient '
+            f'norm {statistics.median(r["grad_norm"] for r in rows):.3g}, '
+            f'median step {statistics.median(r["step_norm"] for r in rows):.3g}'
+        )
     return lines
 
 
@@ -127,17 +159,22 @@ def parse_overrides(items):
         if not separator or not text.strip():
             raise ValueError(f"--set expects KEY=VALUE (got '{item}')")
         if name not in fields:
-            raise ValueError(f"--set '{item}': '{key}' is not a training "
-                             f"option (see apnet-zsl train --help)")
+            raise ValueError(
+                f"--set '{item}': '{key}' is not a training "
+                f'option (see apnet-zsl train --help)'
+            )
         if name in overrides:
             raise ValueError(f"--set '{item}': '{key}' is given twice")
         try:
-            overrides[name] = parse_option_value(name, text.strip(), '--set',
-                                                 item)
+            overrides[name] = parse_option_value(
+                name, text.strip(), '--set', item
+            )
         except TypeError:
-            raise ValueError(f"--set '{item}': '{key}' is a switch of "
-                             f"reporting, not of training: the trace does "
-                             f"not use it") from None
+            raise ValueError(
+                f"--set '{item}': '{key}' is a switch of "
+                f'reporting, not of training: the trace does '
+                f'not use it'
+            ) from None
     return overrides
 
 
@@ -145,12 +182,16 @@ def check_arguments(args):
     """Refuses bad flags with a one-line error before the run is read or
     any episode trained."""
     if args.episodes < 1:
-        raise ValueError(f'--episodes must be a positive integer (got '
-                         f'{args.episodes})')
-    if args.adam_eps is not None and not (math.isfinite(args.adam_eps) and
-                                          args.adam_eps > 0):
-        raise ValueError(f'--adam-eps must be a positive finite number (got '
-                         f'{args.adam_eps})')
+        raise ValueError(
+            f'--episodes must be a positive integer (got {args.episodes})'
+        )
+    if args.adam_eps is not None and not (
+        math.isfinite(args.adam_eps) and args.adam_eps > 0
+    ):
+        raise ValueError(
+            f'--adam-eps must be a positive finite number (got '
+            f'{args.adam_eps})'
+        )
     check_output_file(args.out, '--out', 'a CSV file name')
 
 
@@ -158,11 +199,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     add_run_arguments(parser)
     parser.add_argument('--episodes', type=int, required=True)
-    parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
-                        help='configuration fields overriding the run\'s')
-    parser.add_argument('--adam-eps', type=float, default=None,
-                        help="Adam's epsilon (default: PyTorch's, 1e-8, as "
-                        "in training); a probe of the optimiser")
+    parser.add_argument(
+        '--set',
+        nargs='*',
+        default=[],
+        metavar='KEY=VALUE',
+        help="configuration fields overriding the run's",
+    )
+    parser.add_argument(
+        '--adam-eps',
+        type=float,
+        default=None,
+        help="Adam's epsilon (default: PyTorch's, 1e-8, as "
+        'in training); a probe of the optimiser',
+    )
     parser.add_argument('--out', required=True, help='CSV file')
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_arguments(args)
@@ -179,14 +229,23 @@ def main(argv=None):
         # The trace replays the final phase only: no validation classes.
         check_config_fits(config.replace(model_selection='none'), data)
     except ValueError as error:
-        raise ValueError(f'--set: {error}' if overrides else
-                         f"{error}: the run's configuration does not fit "
-                         f"this data (--root)") from None
+        raise ValueError(
+            f'--set: {error}'
+            if overrides
+            else f"{error}: the run's configuration does not fit "
+            f'this data (--root)'
+        ) from None
     if config.training == 'episodic':
         # Before the model is built; named as this script takes k_shot.
-        check_k_shot(data, data.trainval_loc, data.seen_classes, config,
-                     f'--set k_shot={config.k_shot}' if 'k_shot' in
-                     overrides else "the run's; --set k_shot=K overrides it")
+        check_k_shot(
+            data,
+            data.trainval_loc,
+            data.seen_classes,
+            config,
+            f'--set k_shot={config.k_shot}'
+            if 'k_shot' in overrides
+            else "the run's; --set k_shot=K overrides it",
+        )
     records = trace(data, config, args.episodes, args.adam_eps)
 
     def write(path):

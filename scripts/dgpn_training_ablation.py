@@ -29,6 +29,7 @@ balanced accuracy on their nodes among them: what APNet's selection
     python scripts/dgpn_training_ablation.py [--root ROOT] [--dataset NAME]
         [--seeds N] [--epochs N] [--threads N] [--out PAGE]
 """
+
 import argparse
 import math
 import platform
@@ -51,15 +52,18 @@ CANDIDATES = ('all', 'seen')
 CALIBRATIONS = ('none', 'center')
 
 
-def lazy_walk_terms(x: Tensor, edge_index: Tensor, hops: int,
-                    laziness: float) -> List[Tensor]:
+def lazy_walk_terms(
+    x: Tensor, edge_index: Tensor, hops: int, laziness: float
+) -> List[Tensor]:
     r"""The :math:`K + 1` terms of :math:`(\beta I + (1 - \beta)
     \hat{A})^K X`, term :math:`k` holding :math:`\hat{A}^k`."""
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
     n = x.size(0)
     index, weight = gcn_norm(edge_index, num_nodes=n, add_self_loops=True)
-    adjacency = torch.sparse_coo_tensor(index.flip(0), weight.to(x.dtype),
-                                        (n, n), check_invariants=True)
+    adjacency = torch.sparse_coo_tensor(
+        index.flip(0), weight.to(x.dtype), (n, n), check_invariants=True
+    )
     terms = []
     for k in range(hops + 1):
         h = x
@@ -72,6 +76,7 @@ def lazy_walk_terms(x: Tensor, edge_index: Tensor, hops: int,
 class DecomposedPrototypes(torch.nn.Module):
     r"""DGPN's model: a shared layer over the decomposed terms, local and
     global heads into the description space, dot-product scores."""
+
     def __init__(self, in_channels: int, description_dim: int):
         super().__init__()
         self.shared = torch.nn.Linear(in_channels, HIDDEN)
@@ -81,23 +86,32 @@ class DecomposedPrototypes(torch.nn.Module):
             torch.nn.init.xavier_uniform_(layer.weight)
 
     def forward(self, terms: Sequence[Tensor], descriptions: Tensor):
-        hidden = [F.dropout(self.shared(t).relu(), DROPOUT, self.training)
-                  for t in terms]
+        hidden = [
+            F.dropout(self.shared(t).relu(), DROPOUT, self.training)
+            for t in terms
+        ]
         local = [self.local_head(h) @ descriptions.t() for h in hidden]
-        total = F.dropout(self.global_head(torch.stack(hidden).sum(0)),
-                          DROPOUT, self.training)
+        total = F.dropout(
+            self.global_head(torch.stack(hidden).sum(0)),
+            DROPOUT,
+            self.training,
+        )
         return total @ descriptions.t(), local
 
 
-def train_and_score(terms, descriptions, y, split, candidates: str,
-                    seed: int, epochs: int) -> Tensor:
+def train_and_score(
+    terms, descriptions, y, split, candidates: str, seed: int, epochs: int
+) -> Tensor:
     r"""Trains one model; returns its global scores of every node against
     every class."""
     torch.manual_seed(seed)
     model = DecomposedPrototypes(terms[0].size(1), descriptions.size(1))
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-    classes = (torch.arange(descriptions.size(0)) if candidates == 'all'
-               else split.seen)
+    classes = (
+        torch.arange(descriptions.size(0))
+        if candidates == 'all'
+        else split.seen
+    )
     position = torch.full((descriptions.size(0),), -1, dtype=torch.long)
     position[classes] = torch.arange(classes.numel())
     train = torch.isin(y, split.seen).nonzero().view(-1)
@@ -106,9 +120,13 @@ def train_and_score(terms, descriptions, y, split, candidates: str,
         model.train()
         optimizer.zero_grad()
         scores, local = model(terms, descriptions[classes])
-        loss = F.cross_entropy(scores[train], target) + LOCAL_WEIGHT * \
-            torch.stack([F.cross_entropy(s[train], target)
-                         for s in local]).mean()
+        loss = (
+            F.cross_entropy(scores[train], target)
+            + LOCAL_WEIGHT
+            * torch.stack(
+                [F.cross_entropy(s[train], target) for s in local]
+            ).mean()
+        )
         loss.backward()
         optimizer.step()
     model.eval()
@@ -116,8 +134,9 @@ def train_and_score(terms, descriptions, y, split, candidates: str,
         return model(terms, descriptions)[0]
 
 
-def predict_among(scores: Tensor, y: Tensor, classes: Tensor,
-                  calibration: str):
+def predict_among(
+    scores: Tensor, y: Tensor, classes: Tensor, calibration: str
+):
     r"""The nodes of :obj:`classes` and each one's prediction among them,
     from :obj:`scores` of every node against every class, centred over
     every node first with :obj:`calibration="center"`."""
@@ -127,18 +146,22 @@ def predict_among(scores: Tensor, y: Tensor, classes: Tensor,
     return nodes, classes[scores[nodes][:, classes].argmax(1)]
 
 
-def unseen_metrics(scores: Tensor, y: Tensor, split,
-                   calibration: str) -> Dict[str, float]:
+def unseen_metrics(
+    scores: Tensor, y: Tensor, split, calibration: str
+) -> Dict[str, float]:
     from apnet_pyg.zsl.nodes_report import node_metrics
+
     nodes, prediction = predict_among(scores, y, split.unseen, calibration)
     return node_metrics(prediction, y[nodes], split.unseen)
 
 
-def validation_balanced(scores: Tensor, y: Tensor, split,
-                        calibration: str) -> float:
+def validation_balanced(
+    scores: Tensor, y: Tensor, split, calibration: str
+) -> float:
     r"""Balanced accuracy (%) on the validation classes' nodes among the
     validation classes; NaN without validation classes."""
     from apnet_pyg.zsl.metrics import per_class_accuracy
+
     if split.val.numel() == 0:
         return math.nan
     nodes, prediction = predict_among(scores, y, split.val, calibration)
@@ -147,12 +170,16 @@ def validation_balanced(scores: Tensor, y: Tensor, split,
 
 def run(root: str, dataset: str, seeds: int, epochs: int, log=print):
     from apnet_pyg.data import read_zero_shot_nodes
-    from apnet_pyg.zsl.nodes_inputs import (prepare_descriptions,
-                                            scale_features)
+    from apnet_pyg.zsl.nodes_inputs import prepare_descriptions, scale_features
+
     nodes = read_zero_shot_nodes(root, dataset)
     y = nodes.data.y
-    terms = lazy_walk_terms(scale_features(nodes.data.x, 'row'),
-                            nodes.data.edge_index, HOPS, LAZINESS)
+    terms = lazy_walk_terms(
+        scale_features(nodes.data.x, 'row'),
+        nodes.data.edge_index,
+        HOPS,
+        LAZINESS,
+    )
     descriptions = prepare_descriptions(nodes.description('text'), 'l2')
     rows = []
     for split_name in ('I', 'II'):
@@ -162,38 +189,62 @@ def run(root: str, dataset: str, seeds: int, epochs: int, log=print):
             validation = {c: [] for c in CALIBRATIONS}
             start = time.perf_counter()
             for seed in range(seeds):
-                scores = train_and_score(terms, descriptions, y, split,
-                                         candidates, seed, epochs)
+                scores = train_and_score(
+                    terms, descriptions, y, split, candidates, seed, epochs
+                )
                 for calibration in CALIBRATIONS:
                     runs[calibration].append(
-                        unseen_metrics(scores, y, split, calibration))
-                    validation[calibration].append(validation_balanced(
-                        scores, y, split, calibration))
-            log(f'  split {split_name}, candidates={candidates}: {seeds} '
-                f'seeds in {time.perf_counter() - start:.0f} s')
+                        unseen_metrics(scores, y, split, calibration)
+                    )
+                    validation[calibration].append(
+                        validation_balanced(scores, y, split, calibration)
+                    )
+            log(
+                f'  split {split_name}, candidates={candidates}: {seeds} '
+                f'seeds in {time.perf_counter() - start:.0f} s'
+            )
             for calibration in CALIBRATIONS:
-                rows.append((split_name, candidates, calibration,
-                             runs[calibration], validation[calibration]))
+                rows.append(
+                    (
+                        split_name,
+                        candidates,
+                        calibration,
+                        runs[calibration],
+                        validation[calibration],
+                    )
+                )
     return nodes, rows
 
 
 def format_rows(rows) -> str:
     from apnet_pyg.zsl.nodes_report import summarise
-    lines = ['| split | trained against | calibration | acc | balanced | '
-             'floor | validation balanced |', '|---|---|---|---|---|---|---|']
+
+    lines = [
+        '| split | trained against | calibration | acc | balanced | '
+        'floor | validation balanced |',
+        '|---|---|---|---|---|---|---|',
+    ]
     for split_name, candidates, calibration, runs, validation in rows:
-        against = ('every class (DGPN)' if candidates == 'all'
-                   else 'the seen classes')
+        against = (
+            'every class (DGPN)' if candidates == 'all' else 'the seen classes'
+        )
         summary = summarise(runs)
-        cells = [f'{summary[key]:.2f} ± {summary[key + "_std"]:.2f}'
-                 for key in ('acc', 'balanced')]
+        cells = [
+            f'{summary[key]:.2f} ± {summary[key + "_std"]:.2f}'
+            for key in ('acc', 'balanced')
+        ]
         values = torch.tensor(validation, dtype=torch.float64)
         spread = float(values.std()) if values.numel() > 1 else 0.0
-        val_cell = '-' if bool(values.isnan().any()) else \
-            f'{float(values.mean()):.2f} ± {spread:.2f}'
-        lines.append(f'| {split_name} | {against} | {calibration} | '
-                     f'{cells[0]} | {cells[1]} | {summary["floor"]:.2f} | '
-                     f'{val_cell} |')
+        val_cell = (
+            '-'
+            if bool(values.isnan().any())
+            else f'{float(values.mean()):.2f} ± {spread:.2f}'
+        )
+        lines.append(
+            f'| {split_name} | {against} | {calibration} | '
+            f'{cells[0]} | {cells[1]} | {summary["floor"]:.2f} | '
+            f'{val_cell} |'
+        )
     return '\n'.join(lines)
 
 
@@ -209,8 +260,9 @@ def main(argv=None) -> int:
     for name in ('seeds', 'epochs', 'threads'):
         if getattr(args, name) < 1:
             # Nothing trained or measured would still write a page.
-            parser.error(f'--{name} must be at least 1 (got '
-                         f'{getattr(args, name)})')
+            parser.error(
+                f'--{name} must be at least 1 (got {getattr(args, name)})'
+            )
     sys.path.insert(0, str(REPO))
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -220,8 +272,10 @@ def main(argv=None) -> int:
         print(f'dgpn_training_ablation: {error}', file=sys.stderr)
         return 2
     minutes = (time.perf_counter() - start) / 60
-    command = ('python scripts/dgpn_training_ablation.py --dataset '
-               f'{args.dataset} --seeds {args.seeds} --epochs {args.epochs}')
+    command = (
+        'python scripts/dgpn_training_ablation.py --dataset '
+        f'{args.dataset} --seeds {args.seeds} --epochs {args.epochs}'
+    )
     page = (
         f'# What gives DGPN its margin ({nodes.name}, TEXT-CSDs)\n\n'
         'Generated by `scripts/dgpn_training_ablation.py` (its docstring '
@@ -230,10 +284,11 @@ def main(argv=None) -> int:
         f'`{command}` (on {platform.processor() or platform.machine()}, '
         f'torch threads: {torch.get_num_threads()}, {minutes:.1f} min) '
         f'printed, after the last of {args.epochs} epochs, mean ± std over '
-        f'{args.seeds} seeds (floor: the constant predictor\'s accuracy; '
-        'validation balanced: on Split II\'s validation classes, among '
+        f"{args.seeds} seeds (floor: the constant predictor's accuracy; "
+        "validation balanced: on Split II's validation classes, among "
         'them; chance: 100 over their number):'
-        '\n\n' + format_rows(rows) + '\n')
+        '\n\n' + format_rows(rows) + '\n'
+    )
     Path(args.out).write_text(page)
     print(page)
     return 0

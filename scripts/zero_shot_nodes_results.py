@@ -9,6 +9,7 @@ output, written here, never by hand.
 Each selection has its block on the page; a run rewrites its own and
 keeps the other's.
 """
+
 import argparse
 import contextlib
 import io
@@ -20,17 +21,35 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = '../shared/data/zero_shot_nodes'
 DEFAULT_PAGE = REPO / 'docs' / 'zero-shot-nodes.md'
-ARGUMENTS = ['nodes', '--dataset', 'cora', '--root', DEFAULT_ROOT,
-             '--split', 'I', 'II', '--csd', 'text', 'label', '--seeds', '10']
+ARGUMENTS = [
+    'nodes',
+    '--dataset',
+    'cora',
+    '--root',
+    DEFAULT_ROOT,
+    '--split',
+    'I',
+    'II',
+    '--csd',
+    'text',
+    'label',
+    '--seeds',
+    '10',
+]
 #: The command of each selection (its arguments) and its block's markers.
 #: The class folds take one run per fold and setting (6 folds on Cora):
 #: three times the work of the split's two runs.
 BLOCKS = {
-    'split': (ARGUMENTS, '<!-- nodes-output:start -->',
-              '<!-- nodes-output:end -->'),
-    'folds': (ARGUMENTS + ['--selection', 'folds', '--selection-seeds', '1'],
-              '<!-- nodes-folds-output:start -->',
-              '<!-- nodes-folds-output:end -->'),
+    'split': (
+        ARGUMENTS,
+        '<!-- nodes-output:start -->',
+        '<!-- nodes-output:end -->',
+    ),
+    'folds': (
+        ARGUMENTS + ['--selection', 'folds', '--selection-seeds', '1'],
+        '<!-- nodes-folds-output:start -->',
+        '<!-- nodes-folds-output:end -->',
+    ),
 }
 BEGIN, END = BLOCKS['split'][1:]
 
@@ -125,19 +144,22 @@ def _block(page: str, selection: str) -> str:
     _, begin, end = BLOCKS[selection]
     if begin not in page or end not in page:
         return ''
-    return page[page.index(begin):page.index(end) + len(end)]
+    return page[page.index(begin) : page.index(end) + len(end)]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--selection', choices=sorted(BLOCKS),
-                        default='split',
-                        help='which block to run and rewrite (default: '
-                        'split)')
+    parser.add_argument(
+        '--selection',
+        choices=sorted(BLOCKS),
+        default='split',
+        help='which block to run and rewrite (default: split)',
+    )
     parser.add_argument('--out', default=str(DEFAULT_PAGE))
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from apnet_pyg.zsl.cli import main as apnet_zsl
+
     arguments, begin, end = BLOCKS[args.selection]
     buffer = io.StringIO()
     start = time.perf_counter()
@@ -147,8 +169,10 @@ def main(argv=None) -> int:
     output = buffer.getvalue()
     if status != 0:
         sys.stdout.write(output)
-        print(f'the command failed (exit {status}); the page is unchanged',
-              file=sys.stderr)
+        print(
+            f'the command failed (exit {status}); the page is unchanged',
+            file=sys.stderr,
+        )
         return status
     selection, _, table = output.partition('\n\n')
     processor = platform.processor() or platform.machine()
@@ -159,10 +183,15 @@ def main(argv=None) -> int:
     blocks[args.selection] = (
         begin + '\n' + f'`{command_line(args.selection)}` (run from the '
         f'repository root, 1 torch thread, on {processor}, '
-        f'{seconds / 60:.1f} min wall clock) printed:\n\n' + table.strip() +
-        '\n\nThe selection it made (mean over the selection seeds' +
-        (' and folds' if args.selection == 'folds' else '') +
-        '):\n\n```text\n' + selection.strip() + '\n```\n' + end)
+        f'{seconds / 60:.1f} min wall clock) printed:\n\n'
+        + table.strip()
+        + '\n\nThe selection it made (mean over the selection seeds'
+        + (' and folds' if args.selection == 'folds' else '')
+        + '):\n\n```text\n'
+        + selection.strip()
+        + '\n```\n'
+        + end
+    )
     page = INTRO + '\n' + blocks.get('split', '') + '\n'
     if blocks.get('folds'):
         page += FOLDS_INTRO + '\n' + blocks['folds'] + '\n'

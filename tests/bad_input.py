@@ -17,6 +17,7 @@ Adding a row is one line in the package's table; the inputs come from the
 lazy :class:`Ctx` (a temporary folder, the tiny simulated dataset, a tiny
 trained run, broken copies of each).
 """
+
 import json
 import re
 import shutil
@@ -26,29 +27,53 @@ from typing import Any, Callable, List, Union
 
 import pytest
 import torch
-
 import torch_geometric
+
+# tests/xlsa17_toy.py: tests/ is on sys.path, as conftest.py's folder.
+from xlsa17_toy import write_dataset
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.nn.functional import edge_index_arrays
 from apnet_pyg.zsl import TrainConfig
 from apnet_pyg.zsl.cli import main
 
-# tests/xlsa17_toy.py: tests/ is on sys.path, as conftest.py's folder.
-from xlsa17_toy import write_dataset
-
 # A tiny run: small enough that building and training it takes a second.
-SMALL = TrainConfig(class_channels=8, hidden_channels=8, proj_channels=4,
-                    num_centroids=2, n_way=4, epochs=1, lr_decay_epoch=None,
-                    iterations_per_epoch=2, lr=1e-3, model_selection='none')
-SMALL_FLAGS = ['--class-channels', '8', '--hidden-channels', '8',
-               '--proj-channels', '4', '--num-centroids', '2', '--n-way',
-               '4', '--epochs', '1', '--iterations-per-epoch', '2',
-               '--model-selection', 'none', '--no-progress']
+SMALL = TrainConfig(
+    class_channels=8,
+    hidden_channels=8,
+    proj_channels=4,
+    num_centroids=2,
+    n_way=4,
+    epochs=1,
+    lr_decay_epoch=None,
+    iterations_per_epoch=2,
+    lr=1e-3,
+    model_selection='none',
+)
+SMALL_FLAGS = [
+    '--class-channels',
+    '8',
+    '--hidden-channels',
+    '8',
+    '--proj-channels',
+    '4',
+    '--num-centroids',
+    '2',
+    '--n-way',
+    '4',
+    '--epochs',
+    '1',
+    '--iterations-per-epoch',
+    '2',
+    '--model-selection',
+    'none',
+    '--no-progress',
+]
 
 
 class Ctx:
     r"""The inputs of the rows, built when a row asks for them."""
+
     def __init__(self, request, tmp_path: Path):
         self._request = request
         self.tmp = tmp_path
@@ -107,13 +132,28 @@ class Ctx:
         write(root / 'TOY' / name, content)
         return root
 
-    def train(self, *flags: str, out: Union[str, Path, None] = None,
-              root: Union[str, Path, None] = None) -> List[str]:
+    def train(
+        self,
+        *flags: str,
+        out: Union[str, Path, None] = None,
+        root: Union[str, Path, None] = None,
+    ) -> List[str]:
         r"""An :obj:`apnet-zsl train` command line of the tiny run."""
         root = self.tiny_root if root is None else root
         out = self.tmp / 'run' if out is None else out
-        return ['train', '--dataset', 'TINY', '--root', str(root), '--out',
-                str(out)] + SMALL_FLAGS + list(flags)
+        return (
+            [
+                'train',
+                '--dataset',
+                'TINY',
+                '--root',
+                str(root),
+                '--out',
+                str(out),
+            ]
+            + SMALL_FLAGS
+            + list(flags)
+        )
 
     def checkpoint_run(self, content) -> Path:
         r"""A run directory holding only :obj:`content` as checkpoint.pt."""
@@ -168,12 +208,24 @@ class Case:
 
 class Table(list):
     r"""A package's rows; :meth:`case` and :meth:`cli` add one."""
-    def case(self, id: str, call: Callable[[Ctx], Any], error: type,
-             match: str, debug: bool = False) -> None:
+
+    def case(
+        self,
+        id: str,
+        call: Callable[[Ctx], Any],
+        error: type,
+        match: str,
+        debug: bool = False,
+    ) -> None:
         self.append(Case(id, call, error, match, debug))
 
-    def cli(self, id: str, argv: Callable[[Ctx], List[str]], match: str,
-            status: int = 1) -> None:
+    def cli(
+        self,
+        id: str,
+        argv: Callable[[Ctx], List[str]],
+        match: str,
+        status: int = 1,
+    ) -> None:
         self.append(Case(id, argv, status, match))
 
     def parametrize(self):
@@ -199,9 +251,11 @@ CORRUPT = b'\x80\x03corrupt bytes, not a pickle or a zip archive'
 # What a message must name: an argument in quotes ('x', 'x[1]',
 # 'in_channels'), a flag (--out), a file (.mat, .json, .pt, .txt, .png), a
 # keyword (n_way=7) or the argument argparse names.
-NAMED = re.compile(r"'(\.\*)?[\w\[\]\\.=-]+'|--\w|\.(mat|json|pt|txt|png)|"
-                   r"\w+=|\w+\\\[|x\[|x_dst|x\\\[0|"
-                   r"argument \w|required: \w")
+NAMED = re.compile(
+    r"'(\.\*)?[\w\[\]\\.=-]+'|--\w|\.(mat|json|pt|txt|png)|"
+    r'\w+=|\w+\\\[|x\[|x_dst|x\\\[0|'
+    r'argument \w|required: \w'
+)
 
 
 def check_table(table: Table) -> None:
@@ -233,8 +287,9 @@ def check_row(row: Case, ctx: Ctx, capsys) -> None:
             message = one_line(err.strip().splitlines()[-1])
         else:
             message = one_line(err)
-            assert message.startswith('error: ') and \
-                'Traceback' not in err, err
+            assert message.startswith('error: ') and 'Traceback' not in err, (
+                err
+            )
         assert re.search(row.match, message), message
         return
 

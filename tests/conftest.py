@@ -21,16 +21,22 @@ if os.environ.get('APNET_PYG_SKIP_WORDNET') == '1':
         try:
             return _load_wordnet(*args)
         except (ImportError, wordnet_corpus.WordNetNotFoundError) as error:
-            pytest.skip(f'WordNet unavailable (APNET_PYG_SKIP_WORDNET=1): '
-                        f'{error}')
+            pytest.skip(
+                f'WordNet unavailable (APNET_PYG_SKIP_WORDNET=1): {error}'
+            )
 
     wordnet_corpus._load_wordnet = _load_or_skip
 
 
-def dense_apnet_reference(x: Tensor, edge_index: Tensor, weight: Tensor,
-                          edge_weight: Optional[Tensor] = None,
-                          temperature: float = 10.0, num_steps: int = 1,
-                          add_self_loops: bool = True) -> Tensor:
+def dense_apnet_reference(
+    x: Tensor,
+    edge_index: Tensor,
+    weight: Tensor,
+    edge_weight: Optional[Tensor] = None,
+    temperature: float = 10.0,
+    num_steps: int = 1,
+    add_self_loops: bool = True,
+) -> Tensor:
     r"""APNet propagation written straight from its equation, with dense
     matrices: :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W x_i,
     W x_j))` over the edges :math:`j \to i` (a repeated edge adds its
@@ -41,8 +47,9 @@ def dense_apnet_reference(x: Tensor, edge_index: Tensor, weight: Tensor,
     if edge_weight is None:
         edge_weight = x.new_ones(edge_index.size(1))
     source, target = edge_index
-    prior.index_put_((target, source), edge_weight.to(x.dtype),
-                     accumulate=True)
+    prior.index_put_(
+        (target, source), edge_weight.to(x.dtype), accumulate=True
+    )
     if add_self_loops:
         diagonal = prior.diagonal()
         missing = diagonal == 0
@@ -52,8 +59,9 @@ def dense_apnet_reference(x: Tensor, edge_index: Tensor, weight: Tensor,
         h = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         scores = torch.exp(temperature * (h @ h.t())) * prior
         denominator = scores.sum(dim=-1, keepdim=True)
-        alpha = scores / torch.where(denominator > 0, denominator,
-                                     torch.ones_like(denominator))
+        alpha = scores / torch.where(
+            denominator > 0, denominator, torch.ones_like(denominator)
+        )
         x = alpha @ x
     return x
 
@@ -63,8 +71,9 @@ def apnet_reference():
     return dense_apnet_reference
 
 
-def random_graph(num_nodes: int, num_edges: int,
-                 generator: Optional[torch.Generator] = None) -> Tensor:
+def random_graph(
+    num_nodes: int, num_edges: int, generator: Optional[torch.Generator] = None
+) -> Tensor:
     """A random directed edge_index without self-loops or repeated edges."""
     index = torch.randperm(num_nodes * num_nodes, generator=generator)
     source, target = index // num_nodes, index % num_nodes
@@ -83,10 +92,15 @@ def make_random_graph():
 # is skipped, with its reason shown (`-ra`), where CUDA is not available.
 # The 'cpu' parameter is the test as it ran before: it does not run twice.
 CUDA = pytest.param(
-    'cuda', id='cuda',
-    marks=[pytest.mark.cuda,
-           pytest.mark.skipif(not torch.cuda.is_available(),
-                              reason='CUDA not available')])
+    'cuda',
+    id='cuda',
+    marks=[
+        pytest.mark.cuda,
+        pytest.mark.skipif(
+            not torch.cuda.is_available(), reason='CUDA not available'
+        ),
+    ],
+)
 
 
 def _device(name: str) -> torch.device:
@@ -114,8 +128,18 @@ def cuda_device(request) -> torch.device:
 # A tiny class side in the real xlsa17 layout: 10 animal classes (WordNet
 # names, so the WordNet graph resolves automatically), 6 seen (4 train + 2
 # validation) and 4 unseen, 16 attributes, 400 images.
-CLASSES = ['zebra', 'horse', 'dog', 'cat', 'lion', 'tiger', 'wolf', 'fox',
-           'sheep', 'cow']
+CLASSES = [
+    'zebra',
+    'horse',
+    'dog',
+    'cat',
+    'lion',
+    'tiger',
+    'wolf',
+    'fox',
+    'sheep',
+    'cow',
+]
 SEEN, TRAIN, VAL = CLASSES[:6], CLASSES[:4], CLASSES[4:6]
 UNSEEN = CLASSES[6:]
 
@@ -134,16 +158,24 @@ def write_tiny_class_side(root, name='TINY'):
         return np.arange(start, stop + 1, dtype=np.uint16)[:, None]
 
     scipy.io.savemat(
-        folder / 'att_splits.mat', {
-            'att': att, 'original_att': original, 'allclasses_names': names,
-            'trainval_loc': loc(1, 240), 'test_seen_loc': loc(241, 300),
-            'test_unseen_loc': loc(301, 400), 'train_loc': loc(1, 160),
-            'val_loc': loc(161, 240)
-        })
-    for filename, listed in [('trainvalclasses.txt', SEEN),
-                             ('testclasses.txt', UNSEEN),
-                             ('trainclasses1.txt', TRAIN),
-                             ('valclasses1.txt', VAL)]:
+        folder / 'att_splits.mat',
+        {
+            'att': att,
+            'original_att': original,
+            'allclasses_names': names,
+            'trainval_loc': loc(1, 240),
+            'test_seen_loc': loc(241, 300),
+            'test_unseen_loc': loc(301, 400),
+            'train_loc': loc(1, 160),
+            'val_loc': loc(161, 240),
+        },
+    )
+    for filename, listed in [
+        ('trainvalclasses.txt', SEEN),
+        ('testclasses.txt', UNSEEN),
+        ('trainclasses1.txt', TRAIN),
+        ('valclasses1.txt', VAL),
+    ]:
         (folder / filename).write_text('\n'.join(listed) + '\n')
     return root
 
@@ -161,8 +193,14 @@ def tiny_root(tmp_path_factory, tiny_class_side):
     out = tmp_path_factory.mktemp('simulated')
     # Little image noise: a model of tiny sizes learns it in a few dozen
     # episodes, so that tests of learning and selection can fail.
-    simulate_xlsa17('TINY', out, data_root=class_side, seed=0,
-                    isotropic_noise=2.0, lowrank_noise=1.0)
+    simulate_xlsa17(
+        'TINY',
+        out,
+        data_root=class_side,
+        seed=0,
+        isotropic_noise=2.0,
+        lowrank_noise=1.0,
+    )
     return out
 
 
@@ -172,6 +210,7 @@ def tiny_root(tmp_path_factory, tiny_class_side):
 @pytest.fixture(scope='session')
 def bad_input_data(tiny_root):
     from apnet_pyg.data import load_xlsa17
+
     return load_xlsa17(tiny_root, 'TINY', attributes='percent')
 
 
@@ -179,8 +218,10 @@ def bad_input_data(tiny_root):
 def bad_input_run(tiny_root, bad_input_data, tmp_path_factory):
     r"""One trained run, shared by every evaluate, plot and load_model
     row (read only: rows that break a file break a copy)."""
-    from apnet_pyg.zsl import run
     from bad_input import SMALL
+
+    from apnet_pyg.zsl import run
+
     out = tmp_path_factory.mktemp('bad_input_run') / 'run'
     run(bad_input_data, SMALL, out, progress=False, data_root=str(tiny_root))
     return out
@@ -190,7 +231,10 @@ def bad_input_run(tiny_root, bad_input_data, tmp_path_factory):
 def bad_input_ctx(request, tmp_path):
     r"""The lazy inputs of a bad-input row (:class:`bad_input.Ctx`)."""
     from bad_input import Ctx
+
     return Ctx(request, tmp_path)
+
+
 # --- end of the bad-input tables' fixtures.
 
 
@@ -198,12 +242,18 @@ def pytest_collection_modifyitems(config, items):
     # A test skipped for want of CUDA that lacks the `cuda` marker is left
     # out of `pytest -m cuda`, the device check's CUDA tier: refuse it.
     unmarked = [
-        item.nodeid for item in items
-        if item.get_closest_marker('cuda') is None and any(
-            'cuda' in str(mark.kwargs.get('reason', '')).lower() and
-            mark.args and mark.args[0] is not False
-            for mark in item.iter_markers('skipif'))]
+        item.nodeid
+        for item in items
+        if item.get_closest_marker('cuda') is None
+        and any(
+            'cuda' in str(mark.kwargs.get('reason', '')).lower()
+            and mark.args
+            and mark.args[0] is not False
+            for mark in item.iter_markers('skipif')
+        )
+    ]
     if unmarked:
         raise pytest.UsageError(
-            f"{unmarked[0]} is skipped without CUDA but lacks "
-            f"@pytest.mark.cuda: add it, so that 'pytest -m cuda' runs it")
+            f'{unmarked[0]} is skipped without CUDA but lacks '
+            f"@pytest.mark.cuda: add it, so that 'pytest -m cuda' runs it"
+        )

@@ -2,6 +2,7 @@ r"""A check, on the CPU, that code never reads a tensor's values on the host
 (:func:`no_host_sync`): on a GPU each such read is a synchronisation (on
 CUDA, :func:`torch.cuda.set_sync_debug_mode` would catch it; CPU tensors
 have no such mode)."""
+
 import contextlib
 
 import torch
@@ -24,8 +25,12 @@ _SYNC_OPS = {
     aten.unique_consecutive.default,
     aten.repeat_interleave.Tensor,
 }
-_INDEX_OPS = {aten.index.Tensor, aten.index_put.default,
-              aten.index_put_.default, aten._index_put_impl_.default}
+_INDEX_OPS = {
+    aten.index.Tensor,
+    aten.index_put.default,
+    aten.index_put_.default,
+    aten._index_put_impl_.default,
+}
 #: Tensor methods that copy the data out without an operator.
 _SYNC_METHODS = {torch.Tensor.tolist, torch.Tensor.numpy}
 
@@ -37,12 +42,14 @@ class HostSync(AssertionError):
 class _Operators(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _SYNC_OPS and not (func is aten.repeat_interleave.Tensor
-                                      and kwargs.get('output_size')):
+        if func in _SYNC_OPS and not (
+            func is aten.repeat_interleave.Tensor and kwargs.get('output_size')
+        ):
             raise HostSync(f'{func} reads a tensor on the host')
         if func in _INDEX_OPS and any(
-                index is not None and index.dtype in (torch.bool, torch.uint8)
-                for index in args[1]):
+            index is not None and index.dtype in (torch.bool, torch.uint8)
+            for index in args[1]
+        ):
             raise HostSync(f'{func} with a boolean mask (a nonzero)')
         return func(*args, **kwargs)
 

@@ -6,8 +6,9 @@ import apnet_pyg._console as console
 
 def test_console_script_is_the_light_entry_point():
     pyproject = Path(__file__).parents[1] / 'pyproject.toml'
-    scripts = re.findall(r'^apnet-zsl = "(.+)"$', pyproject.read_text(),
-                         re.MULTILINE)
+    scripts = re.findall(
+        r'^apnet-zsl = "(.+)"$', pyproject.read_text(), re.MULTILINE
+    )
     assert scripts == ['apnet_pyg._console:main']
 
 
@@ -25,6 +26,7 @@ def test_interrupt_during_import_is_one_line(monkeypatch, capsys):
 def test_runs_the_command_line(capsys):
     # An unknown dataset is refused by the command line itself (one line,
     # exit status 1), which shows that the arguments reach it.
-    assert console.main(['simulate', '--dataset', 'NOPE', '--out',
-                         'unused']) != 0
+    assert (
+        console.main(['simulate', '--dataset', 'NOPE', '--out', 'unused']) != 0
+    )
     assert 'NOPE' in capsys.readouterr().err

@@ -6,9 +6,13 @@ import numpy as np
 import torch
 import torch_geometric
 
-from apnet_pyg.environment import (available_cores, cpu_capability,
-                                       cpu_id, cpu_model,
-                                       describe_environment)
+from apnet_pyg.environment import (
+    available_cores,
+    cpu_capability,
+    cpu_id,
+    cpu_model,
+    describe_environment,
+)
 
 
 def test_describe_environment_follows_the_thread_count():
@@ -58,11 +62,13 @@ def test_cpu_id_tells_processors_of_one_name_apart(monkeypatch):
     # Two processors behind one masked name, as a virtual machine shows
     # them; the second processor of a listing is not read.
     def listing(family, model, stepping):
-        return (f'processor\t: 0\nvendor_id\t: AuthenticAMD\n'
-                f'cpu family\t: {family}\nmodel\t\t: {model}\n'
-                f'model name\t: AMD EPYC\nstepping\t: {stepping}\n\n'
-                f'processor\t: 1\ncpu family\t: 99\nmodel\t\t: 99\n'
-                f'stepping\t: 99\n')
+        return (
+            f'processor\t: 0\nvendor_id\t: AuthenticAMD\n'
+            f'cpu family\t: {family}\nmodel\t\t: {model}\n'
+            f'model name\t: AMD EPYC\nstepping\t: {stepping}\n\n'
+            f'processor\t: 1\ncpu family\t: 99\nmodel\t\t: 99\n'
+            f'stepping\t: 99\n'
+        )
 
     fake_cpuinfo(monkeypatch, listing(25, 17, 1))
     older = (cpu_model(), cpu_id())
@@ -82,7 +88,8 @@ def test_cpu_capability_is_torchs(monkeypatch):
 
 
 def test_describe_environment_names_the_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, 'get_device_name',
-                        lambda device=None: f'GPU of {device}')
+    monkeypatch.setattr(
+        torch.cuda, 'get_device_name', lambda device=None: f'GPU of {device}'
+    )
     assert describe_environment('cuda:1')['gpu'] == 'GPU of cuda:1'
     assert describe_environment('cpu')['gpu'] == 'none'

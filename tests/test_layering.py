@@ -1,5 +1,6 @@
 """The operator library never imports the ZSL application (apnet_pyg.zsl),
 nor do the operator's examples and benchmarks."""
+
 import ast
 from pathlib import Path
 
@@ -8,15 +9,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 APPLICATION = 'apnet_pyg.zsl'
 
-LIBRARY = sorted(path for path in (ROOT / 'apnet_pyg').rglob('*.py')
-                 if 'zsl' not in path.relative_to(ROOT / 'apnet_pyg').parts)
-OPERATOR_USERS = [ROOT / 'examples' / 'drop_in.py',
-                  ROOT / 'examples' / 'planetoid.py',
-                  ROOT / 'examples' / 'distributed.py',
-                  *sorted((ROOT / 'benchmarks' / 'propagation').glob('*.py')),
-                  ROOT / 'benchmarks' / 'common.py',
-                  ROOT / 'benchmarks' / 'cuda_fork.py',
-                  ROOT / 'benchmarks' / '__main__.py']
+LIBRARY = sorted(
+    path
+    for path in (ROOT / 'apnet_pyg').rglob('*.py')
+    if 'zsl' not in path.relative_to(ROOT / 'apnet_pyg').parts
+)
+OPERATOR_USERS = [
+    ROOT / 'examples' / 'drop_in.py',
+    ROOT / 'examples' / 'planetoid.py',
+    ROOT / 'examples' / 'distributed.py',
+    *sorted((ROOT / 'benchmarks' / 'propagation').glob('*.py')),
+    ROOT / 'benchmarks' / 'common.py',
+    ROOT / 'benchmarks' / 'cuda_fork.py',
+    ROOT / 'benchmarks' / '__main__.py',
+]
 
 
 def imported_modules(path: Path):
@@ -32,12 +38,17 @@ def test_the_library_is_found():
     assert {'apnet_conv.py', 'cosine.py', 'utils.py'} <= names
 
 
-@pytest.mark.parametrize('path', LIBRARY + OPERATOR_USERS,
-                         ids=lambda path: str(path.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    'path',
+    LIBRARY + OPERATOR_USERS,
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
 def test_does_not_import_the_application(path):
-    application = [name for name in imported_modules(path)
-                   if name == APPLICATION or
-                   name.startswith(APPLICATION + '.')]
+    application = [
+        name
+        for name in imported_modules(path)
+        if name == APPLICATION or name.startswith(APPLICATION + '.')
+    ]
     assert not application, f'{path.relative_to(ROOT)} imports {application}'
 
 

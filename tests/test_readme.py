@@ -1,6 +1,7 @@
 r"""The README is a short reference whose snippet runs and whose links
 resolve; the results it links (docs/results.md) are generated, and a stale
 generated block fails here."""
+
 import importlib.util
 import json
 import re
@@ -9,8 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / 'README.md'
 # The pages whose links are checked: the README and the pages made from it.
-LINKED_PAGES = [README] + [ROOT / 'docs' / name for name in (
-    'results.md', 'pipeline.md', 'install.md', 'operator.md')]
+LINKED_PAGES = [README] + [
+    ROOT / 'docs' / name
+    for name in ('results.md', 'pipeline.md', 'install.md', 'operator.md')
+]
 MAX_README_LINES = 200
 # [text](target) and ![alt](target), with no URL scheme.
 LINK = re.compile(r'!?\[[^\]]*\]\(([^)\s]+)\)')
@@ -30,7 +33,8 @@ def test_readme_is_short():
     # A reference, not the results: those belong in docs/results.md.
     num_lines = len(README.read_text().splitlines())
     assert num_lines <= MAX_README_LINES, (
-        f'README.md has {num_lines} lines (at most {MAX_README_LINES})')
+        f'README.md has {num_lines} lines (at most {MAX_README_LINES})'
+    )
 
 
 def _anchors(page: Path) -> set:
@@ -58,23 +62,28 @@ def _broken_links(page: Path) -> list:
 
 
 def test_relative_links_resolve():
-    broken = {str(page.relative_to(ROOT)): _broken_links(page)
-              for page in LINKED_PAGES}
+    broken = {
+        str(page.relative_to(ROOT)): _broken_links(page)
+        for page in LINKED_PAGES
+    }
     assert {page: links for page, links in broken.items() if links} == {}
 
 
 def test_links_are_checked(tmp_path):
     page = tmp_path / 'page.md'
     (tmp_path / 'there.md').write_text('# A heading, here\n')
-    page.write_text('[a](there.md) [b](there.md#a-heading-here) '
-                    '[c](missing.md) [d](there.md#nowhere) '
-                    '[e](https://example.org/x)\n```text\n[f](gone.md)\n```\n')
+    page.write_text(
+        '[a](there.md) [b](there.md#a-heading-here) '
+        '[c](missing.md) [d](there.md#nowhere) '
+        '[e](https://example.org/x)\n```text\n[f](gone.md)\n```\n'
+    )
     assert _broken_links(page) == ['missing.md', 'there.md#nowhere']
 
 
 def _results_output():
     spec = importlib.util.spec_from_file_location(
-        'results_output', ROOT / 'scripts' / 'results_output.py')
+        'results_output', ROOT / 'scripts' / 'results_output.py'
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -93,10 +102,13 @@ def test_results_output_abridges_each_phase():
     lines += [f'final epoch {i}/3: loss=1' for i in range(1, 4)]
     lines += ['x; config: {"graph": "learned", "seed": 0}']
     text = module.abridge('\n'.join(lines)).splitlines()
-    assert text[:5] == ['selection epoch 1/9: loss=1',
-                        'selection epoch 2/9: loss=1', '...',
-                        'selection epoch 8/9: loss=1',
-                        'selection epoch 9/9: loss=1']
+    assert text[:5] == [
+        'selection epoch 1/9: loss=1',
+        'selection epoch 2/9: loss=1',
+        '...',
+        'selection epoch 8/9: loss=1',
+        'selection epoch 9/9: loss=1',
+    ]
     assert text[5:8] == [f'final epoch {i}/3: loss=1' for i in range(1, 4)]
     assert text[8:] == ['x;', 'config: graph=learned, seed=0']
 
@@ -107,7 +119,7 @@ def test_results_hand_edit_is_stale(tmp_path, monkeypatch):
     text = module.PAGE.read_text()
     start = text.index(module.START)
     record = json.loads(module.RECORD_JSON.read_text())
-    shown = f"{record['zsl_acc']:.1f}"
+    shown = f'{record["zsl_acc"]:.1f}'
     assert shown in text[start:]
     page.write_text(text[:start] + text[start:].replace(shown, '99.9', 1))
     monkeypatch.setattr(module, 'PAGE', page)
@@ -119,16 +131,21 @@ def test_results_table_quotes_the_recorded_demo():
     # the table's other rows: they must be its record (the other rows'
     # records are linked beside the table).
     module = _results_output()
-    record = json.loads((module.RECORD_JSON.parent /
-                         'pipeline-AWA2-intel-xeon.json').read_text())
+    record = json.loads(
+        (
+            module.RECORD_JSON.parent / 'pipeline-AWA2-intel-xeon.json'
+        ).read_text()
+    )
     rows = {}
     for line in module.PAGE.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip('|').split('|')]
         if len(cells) == 9 and cells[0] == 'AWA2':
             rows[cells[1]] = cells[2:]
     keys = ('zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_h')
-    apnet = [record[key] for key in keys + (
-        'gzsl_cal_seen', 'gzsl_cal_unseen', 'gzsl_cal_h')]
+    apnet = [
+        record[key]
+        for key in keys + ('gzsl_cal_seen', 'gzsl_cal_unseen', 'gzsl_cal_h')
+    ]
     assert rows["APNet (paper's reading)"] == [f'{v:.1f}' for v in apnet]
     for name in ('ESZSL', 'SAE'):
         raw = [record['baselines'][name][key] for key in keys]

@@ -1,10 +1,11 @@
 """The operators and the cosine graphs work where nltk is not installed
 (as on a CUDA machine that brings only torch and PyG); reading WordNet
 then says what to install."""
+
 import subprocess
 import sys
 
-SCRIPT = r'''
+SCRIPT = r"""
 import sys
 sys.modules['nltk'] = None  # "import nltk" now raises ImportError.
 import torch
@@ -17,12 +18,18 @@ try:
     load_wordnet()
 except ImportError as error:
     print(error)
-'''
+"""
 
 
 def test_operators_import_and_run_without_nltk():
-    result = subprocess.run([sys.executable, '-c', SCRIPT],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, '-c', SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == ('WordNet is read through nltk, which is not '
-                             'installed: pip install nltk\n')
+    assert result.stdout == (
+        'WordNet is read through nltk, which is not '
+        'installed: pip install nltk\n'
+    )

@@ -1,6 +1,7 @@
 r"""A tiny xlsa17 dataset in the exact real layout, written for tests of
 the reader (tests/data/test_xlsa17.py) and of its bad inputs
 (tests/data/test_data_bad_input.py)."""
+
 import numpy as np
 import scipy.io
 
@@ -27,8 +28,9 @@ def index_list(index):
     return np.asarray(index, dtype=np.uint16).reshape(-1, 1)
 
 
-def write_dataset(root, name='TOY', splits=None, features=None, lists=None,
-                  drop=(), seed=0):
+def write_dataset(
+    root, name='TOY', splits=None, features=None, lists=None, drop=(), seed=0
+):
     rng = np.random.default_rng(seed)
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -50,8 +52,9 @@ def write_dataset(root, name='TOY', splits=None, features=None, lists=None,
     res = {
         'features': rng.random((2048, LABELS.size)).astype(np.float32),
         'labels': LABELS.astype(np.float64).reshape(-1, 1),
-        'image_files': names_cell([f'img_{i}.jpg' for i in
-                                   range(LABELS.size)]),
+        'image_files': names_cell(
+            [f'img_{i}.jpg' for i in range(LABELS.size)]
+        ),
     }
     res.update(features or {})
     for key in drop:
@@ -78,8 +81,13 @@ def write_mat_v73(path, variables):
     MATLAB_empty."""
     import h5py
 
-    classes = {'f': 'double', 'u': 'uint16', 'i': 'int32', 'U': 'char',
-               'O': 'cell'}
+    classes = {
+        'f': 'double',
+        'u': 'uint16',
+        'i': 'int32',
+        'U': 'char',
+        'O': 'cell',
+    }
 
     def store(group, name, value):
         value = np.asarray(value)
@@ -89,18 +97,22 @@ def write_mat_v73(path, variables):
         else:
             matlab_class = classes[kind]
         if kind == 'U':  # MATLAB char: a rows x length matrix of codes
-            value = np.array([[ord(c) for c in row] for row in
-                              value.reshape(-1)], dtype=np.uint16)
+            value = np.array(
+                [[ord(c) for c in row] for row in value.reshape(-1)],
+                dtype=np.uint16,
+            )
         if value.size == 0:
             node = group.create_dataset(
-                name, data=np.array(value.shape, dtype=np.uint64))
+                name, data=np.array(value.shape, dtype=np.uint64)
+            )
             node.attrs['MATLAB_empty'] = np.uint8(1)
         elif kind == 'O':
             refs = np.empty(value.shape, dtype=h5py.ref_dtype)
             for index in np.ndindex(value.shape):
                 cell = f'{name}_{"_".join(map(str, index))}'
-                refs[index] = store(file.require_group('#refs#'), cell,
-                                    value[index]).ref
+                refs[index] = store(
+                    file.require_group('#refs#'), cell, value[index]
+                ).ref
             node = group.create_dataset(name, data=refs.T)
         else:
             node = group.create_dataset(name, data=value.T)
@@ -116,14 +128,21 @@ def write_mat_v73(path, variables):
 
 #: The header scipy's matfile_version reads in a v7.3 file: 116 bytes of
 #: text, 8 of subsystem offset, version 0x0200 and the endian indicator.
-MAT_V73_HEADER = (b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ') +
-                  b'\x00' * 8 + b'\x00\x02' + b'IM')
+MAT_V73_HEADER = (
+    b'MATLAB 7.3 MAT-file, Platform: GLNXA64'.ljust(116, b' ')
+    + b'\x00' * 8
+    + b'\x00\x02'
+    + b'IM'
+)
 
 
 def convert_to_v73(folder, filename):
     r"""Rewrites :obj:`folder/filename` (a v5 .mat file) in v7.3."""
     path = folder / filename
-    variables = {key: value for key, value in scipy.io.loadmat(path).items()
-                 if not key.startswith('__')}
+    variables = {
+        key: value
+        for key, value in scipy.io.loadmat(path).items()
+        if not key.startswith('__')
+    }
     path.unlink()
     write_mat_v73(path, variables)

@@ -5,6 +5,7 @@ and writes a processed copy beside them; :func:`read_raw_planetoid` reads
 the raw files where they are, with the reader :class:`Planetoid` uses, and
 says which file is missing or unreadable when they do not read.
 """
+
 import os.path as osp
 
 from torch_geometric.data import Data
@@ -35,10 +36,13 @@ def read_raw_planetoid(root: str, name: str = 'Cora') -> Data:
     """
     folder = raw_folder(root, name)
     if not osp.isdir(folder):
-        raise FileNotFoundError(f"no folder '{folder}' of raw Planetoid "
-                                f"{name} files")
-    paths = {part: osp.join(folder, f'ind.{name.lower()}.{part}')
-             for part in RAW_PARTS}
+        raise FileNotFoundError(
+            f"no folder '{folder}' of raw Planetoid {name} files"
+        )
+    paths = {
+        part: osp.join(folder, f'ind.{name.lower()}.{part}')
+        for part in RAW_PARTS
+    }
     for path in paths.values():
         if not osp.isfile(path):
             raise FileNotFoundError(f"'{path}' is missing")
@@ -50,10 +54,14 @@ def read_raw_planetoid(root: str, name: str = 'Cora') -> Data:
         try:
             read_file(folder, name, part)
         except Exception as error:
-            raise ValueError(f"cannot read '{path}' ({_summary(error)}): it "
-                             f"is truncated or garbled") from error
-    raise ValueError(f"the raw {name} files in '{folder}' do not fit "
-                     f"together ({_summary(failed)})") from failed
+            raise ValueError(
+                f"cannot read '{path}' ({_summary(error)}): it "
+                f'is truncated or garbled'
+            ) from error
+    raise ValueError(
+        f"the raw {name} files in '{folder}' do not fit "
+        f'together ({_summary(failed)})'
+    ) from failed
 
 
 def _summary(error: Exception) -> str:

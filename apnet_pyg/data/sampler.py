@@ -29,14 +29,17 @@ operations of static shapes only (no generator, no host synchronisation):
 :meth:`MinibatchSampler.advance` keeps the books on the host and
 :meth:`MinibatchSampler.batch_at` makes the batch.
 """
-from typing import (Any, Dict, Iterator, NamedTuple, Optional, Tuple,
-                    Union)
+
+from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from apnet_pyg.data._sampler_base import (_RandomSampler, _group_by_class,
-                                          _sampler_device)
+from apnet_pyg.data._sampler_base import (
+    _group_by_class,
+    _RandomSampler,
+    _sampler_device,
+)
 from apnet_pyg.utils import as_index_tensor, check_bool, check_int
 
 #: The target of a padding position of :meth:`MinibatchSampler.batch_at`:
@@ -57,6 +60,7 @@ class Episode(NamedTuple):
         target (Tensor): Position of each image's class in
             :obj:`episode_classes`. Shape :obj:`[n_way * k_shot]`.
     """
+
     image_index: Tensor
     episode_classes: Tensor
     target: Tensor
@@ -74,6 +78,7 @@ class EpisodeDraws(NamedTuple):
             choose each class's images. Shape
             :obj:`[num_episodes, n_way, k_shot]`.
     """
+
     classes: Tensor
     picks: Tensor
 
@@ -83,6 +88,7 @@ class Minibatch(NamedTuple):
     the sampler's :obj:`classes` (:data:`IGNORE_TARGET` for a padding
     position of :meth:`MinibatchSampler.batch_at`). Both of shape
     :obj:`[batch_size]`."""
+
     image_index: Tensor
     target: Tensor
 
@@ -100,15 +106,16 @@ def _distinct_positions(uniform: Tensor, counts: Tensor) -> Tensor:
     chosen = []
     for i in range(k):
         left = counts if i == 0 else torch.where(short, counts, counts - i)
-        position = (uniform[:, i:i + 1] * left).long()
+        position = (uniform[:, i : i + 1] * left).long()
         position = torch.minimum(position, left - 1)  # guard float rounding
         if i > 0:
             # The position-th of the positions not taken: step over each
             # taken one at or below it, in increasing order.
             taken = torch.cat(chosen, dim=1).sort(dim=1).values
             for j in range(i):
-                position = position + ((taken[:, j:j + 1] <= position) &
-                                       ~short)
+                position = position + (
+                    (taken[:, j : j + 1] <= position) & ~short
+                )
         chosen.append(position)
     return chosen[0] if k == 1 else torch.cat(chosen, dim=1)
 
@@ -157,30 +164,41 @@ class EpisodeSampler(_RandomSampler):
         ...                          pool=data.trainval_loc)
         >>> image_index, episode_classes, target = sampler.sample()
     """
-    def __init__(self, labels: Tensor, classes: Tensor, n_way: int = 30,
-                 k_shot: int = 1, generator: Optional[torch.Generator] = None,
-                 *, pool: Optional[Tensor] = None,
-                 allow_replacement: bool = False,
-                 num_episodes: Optional[int] = None,
-                 device: Optional[Union[str, torch.device]] = None):
+
+    def __init__(
+        self,
+        labels: Tensor,
+        classes: Tensor,
+        n_way: int = 30,
+        k_shot: int = 1,
+        generator: Optional[torch.Generator] = None,
+        *,
+        pool: Optional[Tensor] = None,
+        allow_replacement: bool = False,
+        num_episodes: Optional[int] = None,
+        device: Optional[Union[str, torch.device]] = None,
+    ):
         check_int(n_way, 'n_way', minimum=2)
         check_int(k_shot, 'k_shot', minimum=1)
         check_bool(allow_replacement, 'allow_replacement')
         check_int(num_episodes, 'num_episodes', minimum=1, optional=True)
         classes = as_index_tensor(classes, 'classes').cpu()
         if classes.numel() < 2:
-            raise ValueError(f"'classes' must hold at least 2 classes for "
-                             f"an episode (got {classes.numel()})")
+            raise ValueError(
+                f"'classes' must hold at least 2 classes for "
+                f'an episode (got {classes.numel()})'
+            )
         images, _, counts = _group_by_class(labels, classes, pool)
         short = counts < k_shot
         if bool(short.any()) and not allow_replacement:
             raise ValueError(
-                f"{int(short.sum())} classes have fewer than k_shot={k_shot} "
-                f"images in the pool (e.g. class "
-                f"{int(classes[short][0])} with "
-                f"{int(counts[short][0])}); pass "
-                f"allow_replacement=True to draw their images with "
-                f"replacement")
+                f'{int(short.sum())} classes have fewer than k_shot={k_shot} '
+                f'images in the pool (e.g. class '
+                f'{int(classes[short][0])} with '
+                f'{int(counts[short][0])}); pass '
+                f'allow_replacement=True to draw their images with '
+                f'replacement'
+            )
         device = _sampler_device(device, generator)
         self.classes = classes.to(device)
         self._images = images.to(device)
@@ -193,18 +211,25 @@ class EpisodeSampler(_RandomSampler):
 
     def _draw_one(self) -> Tuple[Tensor, Tensor]:
         gen, device = self.generator, self.device
-        chosen = torch.randperm(self.classes.numel(), generator=gen,
-                                device=device)[:self.n_way]
-        picks = torch.rand(self.n_way, self.k_shot, generator=gen,
-                           dtype=torch.float64, device=device)
+        chosen = torch.randperm(
+            self.classes.numel(), generator=gen, device=device
+        )[: self.n_way]
+        picks = torch.rand(
+            self.n_way,
+            self.k_shot,
+            generator=gen,
+            dtype=torch.float64,
+            device=device,
+        )
         return chosen, picks
 
     def sample(self) -> Episode:
         r"""Draws one episode."""
         return self._episode(*self._draw_one())
 
-    def draw(self, num_episodes: int,
-             out: Optional[EpisodeDraws] = None) -> EpisodeDraws:
+    def draw(
+        self, num_episodes: int, out: Optional[EpisodeDraws] = None
+    ) -> EpisodeDraws:
         r"""Draws the random numbers of the next :obj:`num_episodes`
         episodes, the numbers that as many :meth:`sample` calls would
         draw, in the same order (the generator ends in the same state);
@@ -215,23 +240,29 @@ class EpisodeSampler(_RandomSampler):
         if out is None:
             out = EpisodeDraws(
                 torch.empty(shape[:2], dtype=torch.long, device=self.device),
-                torch.empty(shape, dtype=torch.float64, device=self.device))
-        elif not isinstance(out, EpisodeDraws) or \
-                out.picks.shape != shape or \
-                out.classes.shape != shape[:2] or \
-                out.picks.device != self.device:
-            raise ValueError(f"'out' must be the EpisodeDraws of "
-                             f"{num_episodes} episodes of this sampler "
-                             f"(picks of shape {list(shape)} on "
-                             f"{self.device})")
+                torch.empty(shape, dtype=torch.float64, device=self.device),
+            )
+        elif (
+            not isinstance(out, EpisodeDraws)
+            or out.picks.shape != shape
+            or out.classes.shape != shape[:2]
+            or out.picks.device != self.device
+        ):
+            raise ValueError(
+                f"'out' must be the EpisodeDraws of "
+                f'{num_episodes} episodes of this sampler '
+                f'(picks of shape {list(shape)} on '
+                f'{self.device})'
+            )
         for i in range(num_episodes):
             chosen, picks = self._draw_one()
             out.classes[i].copy_(chosen)
             out.picks[i].copy_(picks)
         return out
 
-    def episode(self, draws: EpisodeDraws,
-                index: Union[int, Tensor]) -> Episode:
+    def episode(
+        self, draws: EpisodeDraws, index: Union[int, Tensor]
+    ) -> Episode:
         r"""The episode of row :obj:`index` of :obj:`draws` (an :obj:`int`,
         or a one-element integer tensor on the sampler's device, read
         there): tensor operations of static shapes only, with no generator
@@ -241,7 +272,8 @@ class EpisodeSampler(_RandomSampler):
             index = index.reshape(1)
             return self._episode(
                 draws.classes.index_select(0, index).squeeze(0),
-                draws.picks.index_select(0, index).squeeze(0))
+                draws.picks.index_select(0, index).squeeze(0),
+            )
         return self._episode(draws.classes[index], draws.picks[index])
 
     def _episode(self, chosen: Tensor, picks: Tensor) -> Episode:
@@ -262,14 +294,17 @@ class EpisodeSampler(_RandomSampler):
 
     def __len__(self) -> int:
         if self.num_episodes is None:
-            raise TypeError('EpisodeSampler(num_episodes=None) is endless: '
-                            'it has no len()')
+            raise TypeError(
+                'EpisodeSampler(num_episodes=None) is endless: it has no len()'
+            )
         return self.num_episodes
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '
-                f'images={self._images.numel()}, n_way={self.n_way}, '
-                f'k_shot={self.k_shot}{self._device_suffix()})')
+        return (
+            f'{self.__class__.__name__}(classes={self.classes.numel()}, '
+            f'images={self._images.numel()}, n_way={self.n_way}, '
+            f'k_shot={self.k_shot}{self._device_suffix()})'
+        )
 
 
 class MinibatchSampler(_RandomSampler):
@@ -298,17 +333,24 @@ class MinibatchSampler(_RandomSampler):
     shuffled); :meth:`sample` draws batches from an endless sequence of
     passes, resumable mid-pass from :meth:`state_dict`.
     """
-    def __init__(self, labels: Tensor, classes: Tensor, batch_size: int,
-                 generator: Optional[torch.Generator] = None, *,
-                 pool: Optional[Tensor] = None, shuffle: bool = True,
-                 drop_last: bool = False,
-                 device: Optional[Union[str, torch.device]] = None):
+
+    def __init__(
+        self,
+        labels: Tensor,
+        classes: Tensor,
+        batch_size: int,
+        generator: Optional[torch.Generator] = None,
+        *,
+        pool: Optional[Tensor] = None,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        device: Optional[Union[str, torch.device]] = None,
+    ):
         check_int(batch_size, 'batch_size', minimum=1)
         check_bool(shuffle, 'shuffle')
         check_bool(drop_last, 'drop_last')
         classes = as_index_tensor(classes, 'classes').cpu()
-        images, targets, _ = _group_by_class(labels, classes, pool,
-                                             sort=False)
+        images, targets, _ = _group_by_class(labels, classes, pool, sort=False)
         device = _sampler_device(device, generator)
         self.classes = classes.to(device)
         self._images = images.to(device)
@@ -330,18 +372,22 @@ class MinibatchSampler(_RandomSampler):
 
     def __len__(self) -> int:
         n = self._images.numel()
-        return n // self.batch_size if self.drop_last else \
-            -(-n // self.batch_size)
+        return (
+            n // self.batch_size
+            if self.drop_last
+            else -(-n // self.batch_size)
+        )
 
     def _order(self, out: Optional[Tensor] = None) -> Tensor:
         n = self._images.numel()
         if self.shuffle:
-            return torch.randperm(n, generator=self.generator,
-                                  device=self.device, out=out)
+            return torch.randperm(
+                n, generator=self.generator, device=self.device, out=out
+            )
         return torch.arange(n, device=self.device, out=out)
 
     def _batch(self, order: Tensor, batch: int) -> Minibatch:
-        index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+        index = order[batch * self.batch_size : (batch + 1) * self.batch_size]
         return Minibatch(self._images[index], self._targets[index])
 
     def __iter__(self) -> Iterator[Minibatch]:
@@ -355,9 +401,11 @@ class MinibatchSampler(_RandomSampler):
         order when one ends: the bookkeeping of :meth:`sample`, on the
         host, for a step that makes the batch with :meth:`batch_at`."""
         if len(self) == 0:
-            raise ValueError(f"No complete batch to sample: "
-                             f"{self._images.numel()} images, batch_size "
-                             f"{self.batch_size} and drop_last=True")
+            raise ValueError(
+                f'No complete batch to sample: '
+                f'{self._images.numel()} images, batch_size '
+                f'{self.batch_size} and drop_last=True'
+            )
         if self._pass_order is None or self._next_batch >= len(self):
             self._pass_order = self._order(out=self._order_buffer)
             self._next_batch = 0
@@ -381,19 +429,23 @@ class MinibatchSampler(_RandomSampler):
         what a compiled or captured training step calls. Call
         :meth:`advance` first."""
         if self._pass_order is None:
-            raise ValueError("No pass yet: call advance() before batch_at()")
+            raise ValueError('No pass yet: call advance() before batch_at()')
         n = self._images.numel()
         slots = batch.reshape(1) * self.batch_size + torch.arange(
-            self.batch_size, device=self.device)
+            self.batch_size, device=self.device
+        )
         order = self._pass_order.index_select(0, slots.clamp(max=n - 1))
         target = torch.where(slots < n, self._targets[order], IGNORE_TARGET)
         return Minibatch(self._images[order], target)
 
     def state_dict(self) -> Dict[str, Any]:
         state = super().state_dict()
-        state.update(pass_order=None if self._pass_order is None else
-                     self._pass_order.clone(),
-                     next_batch=self._next_batch)
+        state.update(
+            pass_order=None
+            if self._pass_order is None
+            else self._pass_order.clone(),
+            next_batch=self._next_batch,
+        )
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -402,22 +454,32 @@ class MinibatchSampler(_RandomSampler):
         self._check_state(state)
         pass_order = state.get('pass_order')
         if pass_order is not None and (
-                not isinstance(pass_order, Tensor) or
-                pass_order.shape != self._images.shape):
-            raise ValueError(f"'state' is the state of a MinibatchSampler "
-                             f"over another number of images (its pass "
-                             f"order: {getattr(pass_order, 'shape', None)}, "
-                             f"this sampler: {self._images.numel()})")
+            not isinstance(pass_order, Tensor)
+            or pass_order.shape != self._images.shape
+        ):
+            raise ValueError(
+                f"'state' is the state of a MinibatchSampler "
+                f'over another number of images (its pass '
+                f'order: {getattr(pass_order, "shape", None)}, '
+                f'this sampler: {self._images.numel()})'
+            )
         if pass_order is not None and not torch.equal(
-                pass_order.cpu().sort().values,
-                torch.arange(pass_order.numel())):
-            raise ValueError("'state' holds a pass order that is not a "
-                             "permutation of the images")
+            pass_order.cpu().sort().values, torch.arange(pass_order.numel())
+        ):
+            raise ValueError(
+                "'state' holds a pass order that is not a "
+                'permutation of the images'
+            )
         next_batch = state.get('next_batch', 0)
-        if isinstance(next_batch, bool) or not isinstance(next_batch, int) \
-                or not 0 <= next_batch <= len(self):
-            raise ValueError(f"'state' holds a batch position outside "
-                             f"0..{len(self)} (got {next_batch!r})")
+        if (
+            isinstance(next_batch, bool)
+            or not isinstance(next_batch, int)
+            or not 0 <= next_batch <= len(self)
+        ):
+            raise ValueError(
+                f"'state' holds a batch position outside "
+                f'0..{len(self)} (got {next_batch!r})'
+            )
         super().load_state_dict(state)
         if pass_order is None:
             self._pass_order = None
@@ -426,6 +488,8 @@ class MinibatchSampler(_RandomSampler):
         self._next_batch = next_batch
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(classes={self.classes.numel()}, '
-                f'images={self._images.numel()}, '
-                f'batch_size={self.batch_size}{self._device_suffix()})')
+        return (
+            f'{self.__class__.__name__}(classes={self.classes.numel()}, '
+            f'images={self._images.numel()}, '
+            f'batch_size={self.batch_size}{self._device_suffix()})'
+        )

@@ -26,6 +26,7 @@ from :obj:`seed`, one per component: the same seed gives the same bytes,
 and changing one strength leaves the labels and every other random draw
 unchanged.
 """
+
 import dataclasses
 import json
 import shutil
@@ -36,14 +37,27 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from apnet_pyg.data.xlsa17 import (ZSLDataset, dataset_dir, load_xlsa17,
-                                   packaged_root)
-from apnet_pyg.data.xlsa17_files import (CLASS_LIST_FILES, FEATURE_DIM,
-                                         FEATURES_FILE, SIMULATED_SIDECAR,
-                                         SPLITS_FILE)
-from apnet_pyg.utils import (atomic_write_text, check_bool, check_int,
-                             check_number, make_output_folder,
-                             replace_atomically)
+from apnet_pyg.data.xlsa17 import (
+    ZSLDataset,
+    dataset_dir,
+    load_xlsa17,
+    packaged_root,
+)
+from apnet_pyg.data.xlsa17_files import (
+    CLASS_LIST_FILES,
+    FEATURE_DIM,
+    FEATURES_FILE,
+    SIMULATED_SIDECAR,
+    SPLITS_FILE,
+)
+from apnet_pyg.utils import (
+    atomic_write_text,
+    check_bool,
+    check_int,
+    check_number,
+    make_output_folder,
+    replace_atomically,
+)
 
 SIMULATOR_VERSION = 2
 
@@ -74,22 +88,36 @@ DEFAULT_OPTIONS: Dict[str, Any] = dict(
 # more seen-biased and noisier.
 DATASET_OPTIONS: Dict[str, Dict[str, Any]] = {
     'CUB': dict(shared_weight=0.8, isotropic_noise=32.0),
-    'SUN': dict(attribute_strength=3.6, shared_strength=5.0,
-                shared_weight=2.0),
-    'APY': dict(attribute_strength=2.4, shared_weight=6.0,
-                isotropic_noise=48.0),
+    'SUN': dict(
+        attribute_strength=3.6, shared_strength=5.0, shared_weight=2.0
+    ),
+    'APY': dict(
+        attribute_strength=2.4, shared_weight=6.0, isotropic_noise=48.0
+    ),
 }
 
 # One independent random stream per component.
-_STREAMS = ('labels', 'g', 'shared', 'residual', 'basis', 'lowrank',
-            'isotropic')
+_STREAMS = (
+    'labels',
+    'g',
+    'shared',
+    'residual',
+    'basis',
+    'lowrank',
+    'isotropic',
+)
 _CHUNK = 4096  # images generated at a time (fixed: part of the stream order)
 
 
-def simulate_xlsa17(dataset: str, out: Union[str, Path],
-                    data_root: Optional[Union[str, Path]] = None,
-                    seed: int = 0, attributes: str = 'att',
-                    compress: bool = False, **options: Any) -> Path:
+def simulate_xlsa17(
+    dataset: str,
+    out: Union[str, Path],
+    data_root: Optional[Union[str, Path]] = None,
+    seed: int = 0,
+    attributes: str = 'att',
+    compress: bool = False,
+    **options: Any,
+) -> Path:
     r"""Writes a simulated :obj:`<out>/<DATASET>/res101.mat` in the real
     layout (:obj:`features` 2048 x N float32, :obj:`labels` N x 1 1-based
     double, :obj:`image_files` N x 1 cell), copies :obj:`att_splits.mat` and
@@ -117,19 +145,25 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
         Path: The written dataset folder :obj:`<out>/<DATASET>`.
     """
     check_bool(compress, 'compress')
-    source = dataset_dir(data_root if data_root is not None else
-                         packaged_root(), dataset)
+    source = dataset_dir(
+        data_root if data_root is not None else packaged_root(), dataset
+    )
     target = Path(out) / source.name
-    if (target / FEATURES_FILE).exists() and \
-            not (target / SIMULATED_SIDECAR).exists():
-        raise FileExistsError(f"'{target / FEATURES_FILE}' exists and is not "
-                              f"simulated (no {SIMULATED_SIDECAR}); refusing "
-                              f"to overwrite real features")
-    data = simulate_dataset(source.name, source.parent, seed, attributes,
-                            **options)
+    if (target / FEATURES_FILE).exists() and not (
+        target / SIMULATED_SIDECAR
+    ).exists():
+        raise FileExistsError(
+            f"'{target / FEATURES_FILE}' exists and is not "
+            f'simulated (no {SIMULATED_SIDECAR}); refusing '
+            f'to overwrite real features'
+        )
+    data = simulate_dataset(
+        source.name, source.parent, seed, attributes, **options
+    )
     labels = data.labels.numpy()
-    image_files = _image_files(np.array(data.class_names, dtype=object),
-                               labels)
+    image_files = _image_files(
+        np.array(data.class_names, dtype=object), labels
+    )
     make_output_folder(target)
     if source.resolve() != target.resolve():
         for filename in (SPLITS_FILE, *CLASS_LIST_FILES.values()):
@@ -140,64 +174,98 @@ def simulate_xlsa17(dataset: str, out: Union[str, Path],
     sidecar = json.dumps(data.simulation, indent=2)
     (target / FEATURES_FILE).unlink(missing_ok=True)
     atomic_write_text(sidecar, target / SIMULATED_SIDECAR)
-    _write_features(target / FEATURES_FILE, data.features.numpy(), labels,
-                    image_files, compress)
+    _write_features(
+        target / FEATURES_FILE,
+        data.features.numpy(),
+        labels,
+        image_files,
+        compress,
+    )
     return target
 
 
-def simulate_dataset(dataset: str,
-                     data_root: Optional[Union[str, Path]] = None,
-                     seed: int = 0, attributes: str = 'att',
-                     **options: Any) -> ZSLDataset:
+def simulate_dataset(
+    dataset: str,
+    data_root: Optional[Union[str, Path]] = None,
+    seed: int = 0,
+    attributes: str = 'att',
+    **options: Any,
+) -> ZSLDataset:
     r"""The same simulation as :func:`simulate_xlsa17`, in memory: the
     real class side of :obj:`dataset` with simulated :obj:`features` and
     :obj:`labels`, :obj:`simulated=True` and the sidecar's content in
     :obj:`simulation`. Arguments as in :func:`simulate_xlsa17`."""
     unknown = set(options) - set(DEFAULT_OPTIONS)
     if unknown:
-        raise TypeError(f"Unknown simulator options: {sorted(unknown)} "
-                        f"(known: {sorted(DEFAULT_OPTIONS)})")
+        raise TypeError(
+            f'Unknown simulator options: {sorted(unknown)} '
+            f'(known: {sorted(DEFAULT_OPTIONS)})'
+        )
     seed = check_int(seed, 'seed', minimum=0)
-    source = dataset_dir(data_root if data_root is not None else
-                         packaged_root(), dataset)
+    source = dataset_dir(
+        data_root if data_root is not None else packaged_root(), dataset
+    )
     opts = {**default_options(source.name), **options}
     check_options(opts)
-    data = load_xlsa17(source.parent, source.name, attributes=attributes,
-                       load_features=False)
+    data = load_xlsa17(
+        source.parent, source.name, attributes=attributes, load_features=False
+    )
     if opts['shared_neighbours'] > data.num_classes - 1:
-        raise ValueError(f"'shared_neighbours' must be at most "
-                         f"{data.num_classes - 1}, the number of other "
-                         f"classes of {data.name} (got "
-                         f"{opts['shared_neighbours']})")
-    rngs = dict(zip(_STREAMS, (np.random.default_rng(s) for s in
-                               np.random.SeedSequence(seed).spawn(
-                                   len(_STREAMS)))))
+        raise ValueError(
+            f"'shared_neighbours' must be at most "
+            f'{data.num_classes - 1}, the number of other '
+            f'classes of {data.name} (got '
+            f'{opts["shared_neighbours"]})'
+        )
+    rngs = dict(
+        zip(
+            _STREAMS,
+            (
+                np.random.default_rng(s)
+                for s in np.random.SeedSequence(seed).spawn(len(_STREAMS))
+            ),
+        )
+    )
     # Extreme options overflow: the checks below say so in one line,
     # instead of NumPy's warnings before it.
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        labels, unlisted = simulate_labels(data, rngs['labels'],
-                                           opts['class_size_spread'])
-        prototypes = class_prototypes(data.attributes.double().numpy(),
-                                      rngs, opts)
+        labels, unlisted = simulate_labels(
+            data, rngs['labels'], opts['class_size_spread']
+        )
+        prototypes = class_prototypes(
+            data.attributes.double().numpy(), rngs, opts
+        )
         features = sample_features(prototypes, labels, rngs, opts)
     finite = bool(np.isfinite(features).all())
     if not finite or not features.any():
-        raise ValueError(f"the simulated features are "
-                         f"{'all zero' if finite else 'not finite'} with "
-                         f"these options (offset={opts['offset']:g}, "
-                         f"scale={opts['scale']:g}, shared_temperature="
-                         f"{opts['shared_temperature']:g}, ...): move the "
-                         f"extreme ones towards the defaults")
+        raise ValueError(
+            f'the simulated features are '
+            f'{"all zero" if finite else "not finite"} with '
+            f'these options (offset={opts["offset"]:g}, '
+            f'scale={opts["scale"]:g}, shared_temperature='
+            f'{opts["shared_temperature"]:g}, ...): move the '
+            f'extreme ones towards the defaults'
+        )
     sidecar = dict(
-        simulator='apnet_pyg.data.simulator', version=SIMULATOR_VERSION,
-        dataset=source.name, seed=seed, attributes=attributes,
-        options=opts, num_images=int(labels.size),
-        unlisted_images=int(unlisted), source=str(source),
+        simulator='apnet_pyg.data.simulator',
+        version=SIMULATOR_VERSION,
+        dataset=source.name,
+        seed=seed,
+        attributes=attributes,
+        options=opts,
+        num_images=int(labels.size),
+        unlisted_images=int(unlisted),
+        source=str(source),
         note='Synthetic features: accuracies on these files are not '
-             'benchmark results.')
-    return dataclasses.replace(data, features=torch.from_numpy(features),
-                               labels=torch.from_numpy(labels),
-                               simulated=True, simulation=sidecar)
+        'benchmark results.',
+    )
+    return dataclasses.replace(
+        data,
+        features=torch.from_numpy(features),
+        labels=torch.from_numpy(labels),
+        simulated=True,
+        simulation=sidecar,
+    )
 
 
 def default_options(dataset: str) -> Dict[str, Any]:
@@ -207,14 +275,16 @@ def default_options(dataset: str) -> Dict[str, Any]:
     passing only the options the user set), not to :obj:`DEFAULT_OPTIONS`,
     or the per-dataset values are overridden."""
     if not isinstance(dataset, str):
-        raise ValueError(f"'dataset' must be a dataset name such as 'AWA2' "
-                         f"(got {type(dataset).__name__})")
+        raise ValueError(
+            f"'dataset' must be a dataset name such as 'AWA2' "
+            f'(got {type(dataset).__name__})'
+        )
     return {**DEFAULT_OPTIONS, **DATASET_OPTIONS.get(dataset.upper(), {})}
 
 
-def simulate_labels(data: ZSLDataset, rng: np.random.Generator,
-                    class_size_spread: float = 0.3
-                    ) -> Tuple[np.ndarray, int]:
+def simulate_labels(
+    data: ZSLDataset, rng: np.random.Generator, class_size_spread: float = 0.3
+) -> Tuple[np.ndarray, int]:
     r"""Draws a 0-based class for every image index of the real lists
     (see "Labels" in docs/simulator.md).
 
@@ -224,23 +294,37 @@ def simulate_labels(data: ZSLDataset, rng: np.random.Generator,
     """
     seen = data.seen_classes.numpy()
     unseen = data.unseen_classes.numpy()
-    main = {s: data.loc(s).numpy() for s in
-            ('trainval', 'test_seen', 'test_unseen')}
+    main = {
+        s: data.loc(s).numpy()
+        for s in ('trainval', 'test_seen', 'test_unseen')
+    }
     train_loc = None if data.train_loc is None else data.train_loc.numpy()
     val_loc = None if data.val_loc is None else data.val_loc.numpy()
-    num_images = 1 + max(int(idx.max()) for idx in
-                         [*main.values(), *(x for x in (train_loc, val_loc)
-                                            if x is not None and x.size)]
-                         if idx.size)
+    num_images = 1 + max(
+        int(idx.max())
+        for idx in [
+            *main.values(),
+            *(x for x in (train_loc, val_loc) if x is not None and x.size),
+        ]
+        if idx.size
+    )
 
-    refine = (train_loc is not None and val_loc is not None and
-              data.train_classes is not None and data.val_classes is not None
-              and not np.intersect1d(train_loc, val_loc).size and
-              not np.isin(np.concatenate([train_loc, val_loc]),
-                          main['test_unseen']).any())
+    refine = (
+        train_loc is not None
+        and val_loc is not None
+        and data.train_classes is not None
+        and data.val_classes is not None
+        and not np.intersect1d(train_loc, val_loc).size
+        and not np.isin(
+            np.concatenate([train_loc, val_loc]), main['test_unseen']
+        ).any()
+    )
     cells = []  # (image indices, candidate classes)
-    for split, classes in (('trainval', seen), ('test_seen', seen),
-                           ('test_unseen', unseen)):
+    for split, classes in (
+        ('trainval', seen),
+        ('test_seen', seen),
+        ('test_unseen', unseen),
+    ):
         images = main[split]
         if refine and split != 'test_unseen':
             in_train = np.isin(images, train_loc)
@@ -254,30 +338,36 @@ def simulate_labels(data: ZSLDataset, rng: np.random.Generator,
         listed[images] = True
     unlisted = np.flatnonzero(~listed)
     if unlisted.size:
-        warnings.warn(f"{unlisted.size} image indices of {data.name} are in "
-                      f"no split list; they get seen classes")
+        warnings.warn(
+            f'{unlisted.size} image indices of {data.name} are in '
+            f'no split list; they get seen classes'
+        )
         cells.append((unlisted, seen))
 
-    weights = np.exp(class_size_spread *
-                     rng.standard_normal(data.num_classes))
+    weights = np.exp(class_size_spread * rng.standard_normal(data.num_classes))
     if not np.isfinite(weights).all() or not weights.all():
-        raise ValueError(f"'class_size_spread' is too large (got "
-                         f"{class_size_spread:g}): class sizes overflow; "
-                         f"real benchmarks need less than 1")
+        raise ValueError(
+            f"'class_size_spread' is too large (got "
+            f'{class_size_spread:g}): class sizes overflow; '
+            f'real benchmarks need less than 1'
+        )
     labels = np.full(num_images, -1, dtype=np.int64)
     for images, classes in cells:
         if not images.size:
             continue
         counts = _allocate(images.size, weights[classes])
         labels[images[rng.permutation(images.size)]] = np.repeat(
-            classes, counts)
+            classes, counts
+        )
     assert (labels >= 0).all()
     return labels, int(unlisted.size)
 
 
-def class_prototypes(attributes: np.ndarray,
-                     rngs: Dict[str, np.random.Generator],
-                     options: Dict[str, Any]) -> np.ndarray:
+def class_prototypes(
+    attributes: np.ndarray,
+    rngs: Dict[str, np.random.Generator],
+    options: Dict[str, Any],
+) -> np.ndarray:
     r"""Returns the visual prototypes :math:`\mathbf{p}_c` (see "Class
     prototypes" in docs/simulator.md).
 
@@ -294,10 +384,12 @@ def class_prototypes(attributes: np.ndarray,
     rng = rngs['g']
     w1 = rng.standard_normal((attribute_dim, options['hidden_dim']))
     b1 = options['hidden_bias'] + 0.5 * rng.standard_normal(
-        options['hidden_dim'])
+        options['hidden_dim']
+    )
     w2 = rng.standard_normal((options['hidden_dim'], FEATURE_DIM))
-    offset = options['offset'] + options['offset_spread'] * \
-        rng.standard_normal(FEATURE_DIM)
+    offset = options['offset'] + options[
+        'offset_spread'
+    ] * rng.standard_normal(FEATURE_DIM)
     hidden = attributes @ w1
     hidden = (hidden - hidden.mean(0)) / (hidden.std(0) + 1e-12)
     g = np.maximum(hidden + b1, 0) @ w2
@@ -307,15 +399,19 @@ def class_prototypes(attributes: np.ndarray,
     # Shared field: each class's own innovation z_c plus shared_weight times
     # a softmax(cos / tau) mix of the innovations of its k nearest other
     # classes in attribute space, scaled to unit variance.
-    unit = attributes / (np.linalg.norm(attributes, axis=1, keepdims=True)
-                         + 1e-12)
+    unit = attributes / (
+        np.linalg.norm(attributes, axis=1, keepdims=True) + 1e-12
+    )
     similarity = unit @ unit.T
     k = min(options['shared_neighbours'], num_classes - 1)
     # Stable sort with the class itself forced last, so ties break by index.
-    ranked = np.argsort(-(similarity - 4 * np.eye(num_classes)), axis=1,
-                        kind='stable')[:, :k]
-    logits = np.take_along_axis(similarity, ranked, 1) / \
-        options['shared_temperature']
+    ranked = np.argsort(
+        -(similarity - 4 * np.eye(num_classes)), axis=1, kind='stable'
+    )[:, :k]
+    logits = (
+        np.take_along_axis(similarity, ranked, 1)
+        / options['shared_temperature']
+    )
     weights = np.exp(logits - logits.max(1, keepdims=True))
     weights /= weights.sum(1, keepdims=True)
     mix = np.eye(num_classes)
@@ -324,14 +420,21 @@ def class_prototypes(attributes: np.ndarray,
     shared = mix @ rngs['shared'].standard_normal((num_classes, FEATURE_DIM))
 
     residual = rngs['residual'].standard_normal((num_classes, FEATURE_DIM))
-    return np.maximum(offset + options['attribute_strength'] * g +
-                      options['shared_strength'] * shared +
-                      options['residual_strength'] * residual, 0)
+    return np.maximum(
+        offset
+        + options['attribute_strength'] * g
+        + options['shared_strength'] * shared
+        + options['residual_strength'] * residual,
+        0,
+    )
 
 
-def sample_features(prototypes: np.ndarray, labels: np.ndarray,
-                    rngs: Dict[str, np.random.Generator],
-                    options: Dict[str, Any]) -> np.ndarray:
+def sample_features(
+    prototypes: np.ndarray,
+    labels: np.ndarray,
+    rngs: Dict[str, np.random.Generator],
+    options: Dict[str, Any],
+) -> np.ndarray:
     r"""Draws the image features around the prototypes (see "Images" in
     docs/simulator.md).
 
@@ -340,8 +443,9 @@ def sample_features(prototypes: np.ndarray, labels: np.ndarray,
         transpose is the Fortran-ordered 2048 x N array MATLAB stores).
     """
     rank = options['noise_rank']
-    basis = (rngs['basis'].standard_normal((rank, FEATURE_DIM)) /
-             np.sqrt(rank)).astype(np.float32)
+    basis = (
+        rngs['basis'].standard_normal((rank, FEATURE_DIM)) / np.sqrt(rank)
+    ).astype(np.float32)
     # ReLU commutes with a positive scale: apply it to every term.
     scale = options['scale']
     prototypes = (scale * prototypes).astype(np.float32)
@@ -349,14 +453,16 @@ def sample_features(prototypes: np.ndarray, labels: np.ndarray,
     isotropic = np.float32(scale * options['isotropic_noise'])
     features = np.empty((labels.size, FEATURE_DIM), dtype=np.float32)
     for start in range(0, labels.size, _CHUNK):
-        chunk = features[start:start + _CHUNK]
-        rngs['isotropic'].standard_normal(chunk.shape, dtype=np.float32,
-                                          out=chunk)
+        chunk = features[start : start + _CHUNK]
+        rngs['isotropic'].standard_normal(
+            chunk.shape, dtype=np.float32, out=chunk
+        )
         chunk *= isotropic
         coefficients = rngs['lowrank'].standard_normal(
-            (chunk.shape[0], rank), dtype=np.float32)
+            (chunk.shape[0], rank), dtype=np.float32
+        )
         chunk += (lowrank * coefficients) @ basis
-        chunk += prototypes[labels[start:start + _CHUNK]]
+        chunk += prototypes[labels[start : start + _CHUNK]]
         np.maximum(chunk, 0, out=chunk)
     return features
 
@@ -378,8 +484,9 @@ def check_options(opts: Dict[str, Any]) -> None:
         # Whole floats pass (--set KEY=VALUE options arrive as floats) and
         # become ints: they are used as sizes.
         if int(opts[key]) != opts[key] or opts[key] < 1:
-            raise ValueError(f"'{key}' must be a positive integer "
-                             f"(got {opts[key]})")
+            raise ValueError(
+                f"'{key}' must be a positive integer (got {opts[key]})"
+            )
         opts[key] = int(opts[key])
     for key in ('shared_temperature', 'scale'):
         # scale = 0 would make every feature zero.
@@ -414,13 +521,26 @@ def _image_files(names: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return files
 
 
-def _write_features(path: Path, features: np.ndarray, labels: np.ndarray,
-                    image_files: np.ndarray, compress: bool) -> None:
+def _write_features(
+    path: Path,
+    features: np.ndarray,
+    labels: np.ndarray,
+    image_files: np.ndarray,
+    compress: bool,
+) -> None:
     from scipy.io import savemat
 
     # An interrupted run never leaves a truncated res101.mat behind.
-    replace_atomically(path, lambda tmp: savemat(str(tmp), {
-        'features': features.T,  # Fortran-ordered 2048 x N: written as is
-        'labels': (labels + 1).astype(np.float64)[:, None],
-        'image_files': image_files,
-    }, do_compression=compress, format='5'))
+    replace_atomically(
+        path,
+        lambda tmp: savemat(
+            str(tmp),
+            {
+                'features': features.T,  # Fortran-ordered 2048 x N: written as is
+                'labels': (labels + 1).astype(np.float64)[:, None],
+                'image_files': image_files,
+            },
+            do_compression=compress,
+            format='5',
+        ),
+    )

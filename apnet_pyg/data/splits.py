@@ -8,6 +8,7 @@ images of the training classes that training never sees.
 class's images for that, the way the benchmark holds out :obj:`test_seen`
 images of every seen class.
 """
+
 from typing import NamedTuple
 
 import torch
@@ -30,6 +31,7 @@ class ValidationSplit(NamedTuple):
         unseen_val_images (Tensor): The :obj:`trainval` images of
             :obj:`val_classes`.
     """
+
     train_classes: Tensor
     val_classes: Tensor
     train_images: Tensor
@@ -44,8 +46,9 @@ def _check_fraction(fraction, name: str) -> float:
     return fraction
 
 
-def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
-                       generator: torch.Generator):
+def hold_out_per_class(
+    images: Tensor, labels: Tensor, fraction: float, generator: torch.Generator
+):
     r"""Splits :obj:`images` (indices into :obj:`labels`) into kept and
     held-out images, holding out :math:`\mathrm{round}(f \cdot n_c)` random
     images of each class with :math:`n_c` images, at least one when
@@ -56,14 +59,19 @@ def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
     """
     _check_fraction(fraction, 'fraction')
     if not isinstance(generator, torch.Generator):
-        raise ValueError(f"'generator' must be a torch.Generator (got "
-                         f"{type(generator).__name__})")
+        raise ValueError(
+            f"'generator' must be a torch.Generator (got "
+            f'{type(generator).__name__})'
+        )
     images = as_index_tensor(images, 'images')
     labels = as_index_tensor(labels, 'labels')
-    if images.numel() > 0 and (int(images.min()) < 0 or
-                               int(images.max()) >= labels.numel()):
-        raise ValueError(f"'images' must hold indices into 'labels', in "
-                         f"[0, {labels.numel()})")
+    if images.numel() > 0 and (
+        int(images.min()) < 0 or int(images.max()) >= labels.numel()
+    ):
+        raise ValueError(
+            f"'images' must hold indices into 'labels', in "
+            f'[0, {labels.numel()})'
+        )
     if images.unique().numel() != images.numel():
         # A repeated image could land on both sides of the split.
         raise ValueError("'images' contains duplicate image indices")
@@ -85,8 +93,9 @@ def hold_out_per_class(images: Tensor, labels: Tensor, fraction: float,
     return shuffled[~held].sort().values, shuffled[held].sort().values
 
 
-def seen_validation_split(data: ZSLDataset, fraction: float = 0.2,
-                          seed: int = 0) -> ValidationSplit:
+def seen_validation_split(
+    data: ZSLDataset, fraction: float = 0.2, seed: int = 0
+) -> ValidationSplit:
     r"""The validation task of :obj:`data`: train on the :obj:`trainval`
     images of :obj:`trainclasses1` minus a held-out share
     :obj:`fraction` of each class's images (the seen validation images,
@@ -94,24 +103,35 @@ def seen_validation_split(data: ZSLDataset, fraction: float = 0.2,
     :obj:`valclasses1` (the unseen validation images). Test images are
     never touched."""
     if not isinstance(data, ZSLDataset):
-        raise ValueError(f"'data' must be a ZSLDataset (got "
-                         f"{type(data).__name__})")
+        raise ValueError(
+            f"'data' must be a ZSLDataset (got {type(data).__name__})"
+        )
     _check_fraction(fraction, 'fraction')
     check_int(seed, 'seed', minimum=0)
-    if seed >= 2 ** 64:  # torch.Generator's seeds: [0, 2^64 - 1].
+    if seed >= 2**64:  # torch.Generator's seeds: [0, 2^64 - 1].
         raise ValueError(f"'seed' must be below 2^64 (got {seed})")
     if data.labels is None:
-        raise ValueError(f"Dataset '{data.name}' was loaded without "
-                         f"features/labels (load_features=False)")
+        raise ValueError(
+            f"Dataset '{data.name}' was loaded without "
+            f'features/labels (load_features=False)'
+        )
     if data.train_classes is None or data.val_classes is None:
         raise ValueError(
             f"Validation needs the benchmark's validation classes "
-            f"(trainclasses1.txt, valclasses1.txt) next to att_splits.mat "
-            f"for '{data.name}'")
+            f'(trainclasses1.txt, valclasses1.txt) next to att_splits.mat '
+            f"for '{data.name}'"
+        )
     generator = torch.Generator().manual_seed(seed)
     train_images, seen_val_images = hold_out_per_class(
-        data.images_of(data.train_classes, 'trainval'), data.labels,
-        fraction, generator)
-    return ValidationSplit(data.train_classes, data.val_classes,
-                           train_images, seen_val_images,
-                           data.images_of(data.val_classes, 'trainval'))
+        data.images_of(data.train_classes, 'trainval'),
+        data.labels,
+        fraction,
+        generator,
+    )
+    return ValidationSplit(
+        data.train_classes,
+        data.val_classes,
+        train_images,
+        seen_val_images,
+        data.images_of(data.val_classes, 'trainval'),
+    )

@@ -23,6 +23,7 @@ a :class:`ValueError` (or :class:`FileNotFoundError`) naming the file and the
 problem, because a silently shifted label or leaked unseen class would make
 any accuracy meaningless.
 """
+
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,18 @@ import torch
 from torch import Tensor
 
 from apnet_pyg.data.xlsa17_files import (
-    FEATURES_FILE, SPLIT_KEYS, SPLITS_FILE, _check_labels_match_splits,
-    _read_attributes, _read_class_names, _read_class_roles, _read_features,
-    _read_mat, _read_simulation_sidecar, _read_split_indices)
+    FEATURES_FILE,
+    SPLIT_KEYS,
+    SPLITS_FILE,
+    _check_labels_match_splits,
+    _read_attributes,
+    _read_class_names,
+    _read_class_roles,
+    _read_features,
+    _read_mat,
+    _read_simulation_sidecar,
+    _read_split_indices,
+)
 from apnet_pyg.utils import as_index_tensor, check_bool
 
 DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
@@ -93,6 +103,7 @@ class ZSLDataset:
         simulation (dict, optional): The sidecar's content (seed, options,
             simulator version).
     """
+
     name: str
     class_names: List[str]
     attributes: Tensor
@@ -127,8 +138,10 @@ class ZSLDataset:
         :obj:`'trainval'`, :obj:`'test_seen'`, :obj:`'test_unseen'`,
         :obj:`'train'`, :obj:`'val'`."""
         if split not in SPLIT_KEYS:
-            raise ValueError(f"Unknown split {split!r} for 'split' "
-                             f"(expected one of {', '.join(SPLIT_KEYS)})")
+            raise ValueError(
+                f"Unknown split {split!r} for 'split' "
+                f'(expected one of {", ".join(SPLIT_KEYS)})'
+            )
         index = getattr(self, f'{split}_loc')
         if index is None:
             raise ValueError(f"Dataset '{self.name}' has no '{split}_loc'")
@@ -143,6 +156,7 @@ class ZSLDataset:
         A run records it, so that resuming or evaluating it on other data
         (another simulation, another folder) is refused rather than mixed.
         """
+
         def crc(value: Union[Tensor, bytes, None]) -> Optional[str]:
             if value is None:
                 return None
@@ -162,16 +176,25 @@ class ZSLDataset:
             'labels': crc(self.labels),
             # One checksum per list: an image or class moved from one list
             # to the next changes them.
-            'splits': {split: crc(getattr(self, f'{split}_loc'))
-                       for split in ('trainval', 'test_seen', 'test_unseen',
-                                     'train', 'val')},
-            'class_splits': {split: crc(getattr(self, f'{split}_classes'))
-                             for split in ('seen', 'unseen', 'train',
-                                           'val')},
+            'splits': {
+                split: crc(getattr(self, f'{split}_loc'))
+                for split in (
+                    'trainval',
+                    'test_seen',
+                    'test_unseen',
+                    'train',
+                    'val',
+                )
+            },
+            'class_splits': {
+                split: crc(getattr(self, f'{split}_classes'))
+                for split in ('seen', 'unseen', 'train', 'val')
+            },
         }
 
-    def images_of(self, classes: Union[Tensor, Sequence[int]],
-                  split: str = 'trainval') -> Tensor:
+    def images_of(
+        self, classes: Union[Tensor, Sequence[int]], split: str = 'trainval'
+    ) -> Tensor:
         r"""Returns the indices of the images of :obj:`split` whose label is
         one of :obj:`classes` (e.g. the training images of
         :obj:`train_classes` within :obj:`'trainval'`), in split order.
@@ -185,32 +208,42 @@ class ZSLDataset:
             Tensor: Image indices, int64.
         """
         if self.labels is None:
-            raise ValueError(f"Dataset '{self.name}' was loaded without "
-                             f"features/labels (load_features=False)")
+            raise ValueError(
+                f"Dataset '{self.name}' was loaded without "
+                f'features/labels (load_features=False)'
+            )
         index = self.loc(split)
         classes = as_index_tensor(classes, 'classes')
         outside = (classes < 0) | (classes >= self.num_classes)
         if bool(outside.any()):
-            raise ValueError(f"'classes' must be class indices in "
-                             f"[0, {self.num_classes - 1}] (got "
-                             f"{int(classes[outside][0])})")
+            raise ValueError(
+                f"'classes' must be class indices in "
+                f'[0, {self.num_classes - 1}] (got '
+                f'{int(classes[outside][0])})'
+            )
         keep = torch.isin(self.labels[index], classes)
         return index[keep]
 
     def __repr__(self) -> str:
-        images = ('no images' if self.labels is None else
-                  f'images={self.num_images}')
+        images = (
+            'no images' if self.labels is None else f'images={self.num_images}'
+        )
         tag = ', simulated' if self.simulated else ''
-        return (f'{self.__class__.__name__}({self.name}, '
-                f'classes={self.num_classes} '
-                f'({self.seen_classes.numel()} seen, '
-                f'{self.unseen_classes.numel()} unseen), '
-                f'attributes={self.attribute_dim}, {images}{tag})')
+        return (
+            f'{self.__class__.__name__}({self.name}, '
+            f'classes={self.num_classes} '
+            f'({self.seen_classes.numel()} seen, '
+            f'{self.unseen_classes.numel()} unseen), '
+            f'attributes={self.attribute_dim}, {images}{tag})'
+        )
 
 
-def load_xlsa17(root: Optional[PathLike], dataset: str,
-                attributes: str = 'att',
-                load_features: bool = True) -> ZSLDataset:
+def load_xlsa17(
+    root: Optional[PathLike],
+    dataset: str,
+    attributes: str = 'att',
+    load_features: bool = True,
+) -> ZSLDataset:
     r"""Reads one dataset of the xlsa17 benchmark in its original layout.
 
     Args:
@@ -239,21 +272,24 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
           labels: :obj:`[N]`.
     """
     if attributes not in ATTRIBUTE_KINDS:
-        raise ValueError(f"'attributes' must be one of "
-                         f"{', '.join(ATTRIBUTE_KINDS)} (got '{attributes}')")
+        raise ValueError(
+            f"'attributes' must be one of "
+            f"{', '.join(ATTRIBUTE_KINDS)} (got '{attributes}')"
+        )
     check_dataset_name(dataset)
     check_bool(load_features, 'load_features')
     if root is None:
         if load_features:
             raise FileNotFoundError(
-                f"The package ships only the class side of xlsa17 "
+                f'The package ships only the class side of xlsa17 '
                 f"(att_splits.mat and class lists); '{FEATURES_FILE}' is not "
-                f"shipped. Pass load_features=False for the class side, "
-                f"simulate the image side with "
+                f'shipped. Pass load_features=False for the class side, '
+                f'simulate the image side with '
                 f"apnet_pyg.data.simulate_xlsa17('{dataset}', out_dir) (or "
                 f"'apnet-zsl simulate') and load from out_dir, or download "
-                f"the benchmark (xlsa17.zip from Xian et al.) and pass its "
-                f"folder as 'root'.")
+                f'the benchmark (xlsa17.zip from Xian et al.) and pass its '
+                f"folder as 'root'."
+            )
         root = packaged_root()
     folder = dataset_dir(root, dataset)
     splits_path = folder / SPLITS_FILE
@@ -263,25 +299,30 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
     att = _read_attributes(splits, attributes, len(class_names), splits_path)
     features = labels = None
     if load_features:
-        features, labels = _read_features(folder / FEATURES_FILE,
-                                          len(class_names))
-    locs = _read_split_indices(splits, splits_path,
-                               None if labels is None else labels.shape[0])
+        features, labels = _read_features(
+            folder / FEATURES_FILE, len(class_names)
+        )
+    locs = _read_split_indices(
+        splits, splits_path, None if labels is None else labels.shape[0]
+    )
     classes = _read_class_roles(folder, class_names, labels, locs)
     if labels is not None:
-        _check_labels_match_splits(folder, class_names, labels, locs,
-                                   classes)
+        _check_labels_match_splits(folder, class_names, labels, locs, classes)
     simulation = _read_simulation_sidecar(folder)
 
     def tensor(array: Optional[np.ndarray]) -> Optional[Tensor]:
-        return None if array is None else torch.from_numpy(
-            np.ascontiguousarray(array, dtype=np.int64))
+        return (
+            None
+            if array is None
+            else torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        )
 
     return ZSLDataset(
         name=folder.name,
         class_names=class_names,
-        attributes=torch.from_numpy(np.ascontiguousarray(
-            att.T, dtype=np.float32)),
+        attributes=torch.from_numpy(
+            np.ascontiguousarray(att.T, dtype=np.float32)
+        ),
         features=None if features is None else torch.from_numpy(features),
         labels=tensor(labels),
         trainval_loc=tensor(locs['trainval']),
@@ -291,10 +332,12 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
         val_loc=tensor(locs['val']),
         seen_classes=tensor(np.sort(classes['seen'])),
         unseen_classes=tensor(np.sort(classes['unseen'])),
-        train_classes=tensor(None if classes['train'] is None else
-                             np.sort(classes['train'])),
-        val_classes=tensor(None if classes['val'] is None else
-                           np.sort(classes['val'])),
+        train_classes=tensor(
+            None if classes['train'] is None else np.sort(classes['train'])
+        ),
+        val_classes=tensor(
+            None if classes['val'] is None else np.sort(classes['val'])
+        ),
         simulated=simulation is not None,
         simulation=simulation,
     )
@@ -303,10 +346,17 @@ def load_xlsa17(root: Optional[PathLike], dataset: str,
 def check_dataset_name(dataset: Any) -> None:
     r"""Raises unless :obj:`dataset` is a folder name (not empty, not a
     path: :obj:`<root>/<dataset>` must stay inside :obj:`root`)."""
-    if not isinstance(dataset, str) or not dataset or \
-            dataset in ('.', '..') or '/' in dataset or '\\' in dataset:
-        raise ValueError(f"'dataset' must be a dataset folder name such as "
-                         f"'AWA2' (got {dataset!r})")
+    if (
+        not isinstance(dataset, str)
+        or not dataset
+        or dataset in ('.', '..')
+        or '/' in dataset
+        or '\\' in dataset
+    ):
+        raise ValueError(
+            f"'dataset' must be a dataset folder name such as "
+            f"'AWA2' (got {dataset!r})"
+        )
 
 
 def dataset_dir(root: PathLike, dataset: str) -> Path:
@@ -314,23 +364,32 @@ def dataset_dir(root: PathLike, dataset: str) -> Path:
     check_dataset_name(dataset)
     root = Path(root)
     if root.exists() and not root.is_dir():
-        raise NotADirectoryError(f"The data root '{root}' is a file: pass "
-                                 f"the folder holding <DATASET>/")
+        raise NotADirectoryError(
+            f"The data root '{root}' is a file: pass "
+            f'the folder holding <DATASET>/'
+        )
     for name in (dataset, dataset.upper()):
         if (root / name).is_dir():
             return root / name
-    found = sorted(p.name for p in root.iterdir() if p.is_dir()) \
-        if root.is_dir() else []
-    raise FileNotFoundError(f"No dataset folder '{dataset}' in '{root}' "
-                            f"(found: {found or 'nothing'})")
+    found = (
+        sorted(p.name for p in root.iterdir() if p.is_dir())
+        if root.is_dir()
+        else []
+    )
+    raise FileNotFoundError(
+        f"No dataset folder '{dataset}' in '{root}' "
+        f'(found: {found or "nothing"})'
+    )
 
 
-def load_attributes(root: Optional[PathLike], dataset: str,
-                    attributes: str) -> Tensor:
+def load_attributes(
+    root: Optional[PathLike], dataset: str, attributes: str
+) -> Tensor:
     r"""The class attributes :math:`(C, A)` of one kind (see
     :data:`ATTRIBUTE_KINDS`) of a dataset, read from its
     :obj:`att_splits.mat` alone: to give a loaded :class:`ZSLDataset`
     another kind without reading its image features again
     (:obj:`dataclasses.replace(data, attributes=...)`)."""
-    return load_xlsa17(root, dataset, attributes=attributes,
-                       load_features=False).attributes
+    return load_xlsa17(
+        root, dataset, attributes=attributes, load_features=False
+    ).attributes

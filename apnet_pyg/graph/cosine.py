@@ -1,5 +1,6 @@
 r"""Graphs from cosine similarity, in chunks: never an :math:`N \times N`
 matrix at large :math:`N`."""
+
 import math
 from typing import Iterator, List, Optional, Tuple
 
@@ -30,18 +31,22 @@ _BLOCK_ELEMENTS = 1 << 24
 
 
 def _graph_ranges(
-        batch: Optional[Tensor],
-        num_nodes: int) -> Tuple[List[Tuple[int, int]], Optional[Tensor]]:
+    batch: Optional[Tensor], num_nodes: int
+) -> Tuple[List[Tuple[int, int]], Optional[Tensor]]:
     r"""Contiguous node ranges of the graphs in :obj:`batch`, and the
     permutation that makes :obj:`batch` sorted (:obj:`None` if it is)."""
     if batch is None:
         return [(0, num_nodes)], None
     if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise ValueError(f"'batch' must have shape [{num_nodes}] (one graph "
-                         f"index per row of 'x'; got {tuple(batch.shape)})")
+        raise ValueError(
+            f"'batch' must have shape [{num_nodes}] (one graph "
+            f"index per row of 'x'; got {tuple(batch.shape)})"
+        )
     if batch.is_floating_point() or batch.dtype == torch.bool:
-        raise ValueError(f"'batch' must hold integer graph indices "
-                         f"(got dtype {batch.dtype})")
+        raise ValueError(
+            f"'batch' must hold integer graph indices "
+            f'(got dtype {batch.dtype})'
+        )
     if num_nodes > 0 and int(batch.min()) < 0:
         raise ValueError("'batch' holds negative graph indices")
     perm = None
@@ -89,8 +94,7 @@ def cosine_threshold_adjacency(x: Tensor, threshold: float) -> Tensor:
     threshold = check_threshold(threshold)
     check_features(x, 'x')
     h = _unit_rows(x)
-    upper = (h @ h.t() >= _threshold_cut(threshold, h.dtype)).triu(
-        diagonal=1)
+    upper = (h @ h.t() >= _threshold_cut(threshold, h.dtype)).triu(diagonal=1)
     return upper | upper.t()
 
 
@@ -108,21 +112,28 @@ def check_k(k) -> int:
 
 def check_flow(flow) -> str:
     if flow not in ('source_to_target', 'target_to_source'):
-        raise ValueError(f"'flow' must be 'source_to_target' or "
-                         f"'target_to_source' (got {flow!r})")
+        raise ValueError(
+            f"'flow' must be 'source_to_target' or "
+            f"'target_to_source' (got {flow!r})"
+        )
     return flow
 
 
-def _row_blocks(start: int, end: int, columns: int,
-                chunk_size: Optional[int]) -> Iterator[Tuple[int, int]]:
+def _row_blocks(
+    start: int, end: int, columns: int, chunk_size: Optional[int]
+) -> Iterator[Tuple[int, int]]:
     rows = chunk_size or max(1, _BLOCK_ELEMENTS // max(columns, 1))
     for block_start in range(start, end, rows):
         yield block_start, min(block_start + rows, end)
 
 
-def _sorted_edge_index(source: List[Tensor], target: List[Tensor],
-                       perm: Optional[Tensor], num_nodes: int,
-                       device: torch.device) -> Tensor:
+def _sorted_edge_index(
+    source: List[Tensor],
+    target: List[Tensor],
+    perm: Optional[Tensor],
+    num_nodes: int,
+    device: torch.device,
+) -> Tensor:
     r"""The :obj:`edge_index` of the edges found block by block, in the
     caller's node order (undoing :obj:`perm`), sorted by source, then
     target."""
@@ -188,8 +199,9 @@ def cosine_threshold_graph(
 
     source, target = [], []
     for start, end in ranges:
-        for row_start, row_end in _row_blocks(start, end, end - start,
-                                              chunk_size):
+        for row_start, row_end in _row_blocks(
+            start, end, end - start, chunk_size
+        ):
             # Upper triangle only: pair (i, j), i < j, is decided once.
             edges = h[row_start:row_end] @ h[row_start:end].t() >= cut
             edges.triu_(diagonal=1)
@@ -261,8 +273,9 @@ def cosine_knn_graph(
             zero_rows = perm[zero_rows]
         raise ValueError(
             f"'x' has {zero_rows.numel()} all-zero rows (e.g. row "
-            f"{int(zero_rows.min())}): a zero vector has no cosine nearest "
-            f"neighbours; drop those nodes or give them non-zero features")
+            f'{int(zero_rows.min())}): a zero vector has no cosine nearest '
+            f'neighbours; drop those nodes or give them non-zero features'
+        )
     num_nodes = h.size(0)
 
     neighbour, node = [], []
@@ -271,8 +284,9 @@ def cosine_knn_graph(
         num_neighbours = min(k, num_candidates)
         if num_neighbours <= 0:
             continue
-        for row_start, row_end in _row_blocks(start, end, end - start,
-                                              chunk_size):
+        for row_start, row_end in _row_blocks(
+            start, end, end - start, chunk_size
+        ):
             block = h[row_start:row_end] @ h[start:end].t()
             if not loop:
                 rows = torch.arange(row_end - row_start, device=h.device)

@@ -1,5 +1,4 @@
 from torch import Tensor
-
 from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
@@ -32,8 +31,13 @@ class CosineThresholdGraph(BaseTransform):
         attr (str, optional): The node attribute compared. (default:
             :obj:`"x"`)
     """
-    def __init__(self, threshold: float = COS_40_DEGREES, loop: bool = False,
-                 attr: str = 'x') -> None:
+
+    def __init__(
+        self,
+        threshold: float = COS_40_DEGREES,
+        loop: bool = False,
+        attr: str = 'x',
+    ) -> None:
         # Checked here, not on the first graph of a dataset.
         self.threshold = check_threshold(threshold)
         self.loop = check_bool(loop, 'loop')
@@ -41,8 +45,11 @@ class CosineThresholdGraph(BaseTransform):
 
     def forward(self, data: Data) -> Data:
         data.edge_index = cosine_threshold_graph(
-            _node_attribute(data, self.attr), self.threshold,
-            data.batch if 'batch' in data else None, self.loop)
+            _node_attribute(data, self.attr),
+            self.threshold,
+            data.batch if 'batch' in data else None,
+            self.loop,
+        )
         # The old graph's edge features and weights belong to other edges.
         data.edge_attr = data.edge_weight = None
         return data
@@ -74,20 +81,31 @@ class CosineKNNGraph(BaseTransform):
         attr (str, optional): The node attribute compared. (default:
             :obj:`"x"`)
     """
-    def __init__(self, k: int = 6, loop: bool = False,
-                 force_undirected: bool = False,
-                 flow: str = 'source_to_target', attr: str = 'x') -> None:
+
+    def __init__(
+        self,
+        k: int = 6,
+        loop: bool = False,
+        force_undirected: bool = False,
+        flow: str = 'source_to_target',
+        attr: str = 'x',
+    ) -> None:
         self.k = check_k(k)
         self.loop = check_bool(loop, 'loop')
-        self.force_undirected = check_bool(force_undirected,
-                                           'force_undirected')
+        self.force_undirected = check_bool(
+            force_undirected, 'force_undirected'
+        )
         self.flow = check_flow(flow)
         self.attr = _check_attr(attr)
 
     def forward(self, data: Data) -> Data:
         edge_index = cosine_knn_graph(
-            _node_attribute(data, self.attr), self.k,
-            data.batch if 'batch' in data else None, self.loop, self.flow)
+            _node_attribute(data, self.attr),
+            self.k,
+            data.batch if 'batch' in data else None,
+            self.loop,
+            self.flow,
+        )
         if self.force_undirected:
             edge_index = to_undirected(edge_index, num_nodes=data.num_nodes)
         data.edge_index = edge_index
@@ -101,14 +119,17 @@ class CosineKNNGraph(BaseTransform):
 
 def _check_attr(attr) -> str:
     if not isinstance(attr, str) or not attr:
-        raise ValueError(f"'attr' must be the name of a node attribute "
-                         f"(got {attr!r})")
+        raise ValueError(
+            f"'attr' must be the name of a node attribute (got {attr!r})"
+        )
     return attr
 
 
 def _node_attribute(data: Data, attr: str) -> Tensor:
     value = getattr(data, attr, None)
     if value is None:
-        raise ValueError(f"The data object has no node attribute '{attr}' "
-                         f"to build the graph from")
+        raise ValueError(
+            f"The data object has no node attribute '{attr}' "
+            f'to build the graph from'
+        )
     return value

@@ -9,6 +9,7 @@ that
 class graph (:func:`wordnet_graph`) and, as a large test graph, the whole
 noun hierarchy (:func:`wordnet_noun_graph`).
 """
+
 import numbers
 import os
 import os.path as osp
@@ -31,7 +32,8 @@ from apnet_pyg.utils import replace_atomically
 #: The 26 noun lexicographer files, in order: the labels ``y`` of
 #: :func:`wordnet_noun_graph` index into this tuple.
 NOUN_LEXNAMES: Tuple[str, ...] = tuple(
-    name for _, name, category in WORDNET30_LEXNAMES if category == 1)
+    name for _, name, category in WORDNET30_LEXNAMES if category == 1
+)
 
 # Bump when the content or layout of the cached noun graph changes.
 _NOUN_GRAPH_VERSION = 1
@@ -97,13 +99,17 @@ def _noun_synset_from_spec(wordnet, spec: str):
 
 def _as_class_list(classes: Sequence[str]) -> List[str]:
     if isinstance(classes, (str, bytes)):
-        raise ValueError("'classes' must be a sequence of class names, "
-                         f"got the single string {classes!r}")
+        raise ValueError(
+            "'classes' must be a sequence of class names, "
+            f'got the single string {classes!r}'
+        )
     classes = list(classes)
     bad = [c for c in classes if not isinstance(c, str)]
     if bad:
-        raise ValueError(f"'classes' must contain strings only, got "
-                         f"{', '.join(repr(c) for c in bad[:5])}")
+        raise ValueError(
+            f"'classes' must contain strings only, got "
+            f'{", ".join(repr(c) for c in bad[:5])}'
+        )
     return classes
 
 
@@ -111,21 +117,32 @@ def _as_mapping(mapping: Optional[ClassMapping]) -> Dict[str, str]:
     if mapping is None:
         return {}
     if not isinstance(mapping, Mapping):
-        hint = (" (for an xlsa17 dataset: apnet_pyg.data.wordnet_mappings."
-                "dataset_wordnet_mapping(name))"
-                if isinstance(mapping, str) else '')
-        raise ValueError(f"'mapping' must be a dict from class name to "
-                         f"synset, got {type(mapping).__name__}{hint}")
-    bad = [(k, v) for k, v in mapping.items()
-           if not isinstance(k, str) or not isinstance(v, str)]
+        hint = (
+            ' (for an xlsa17 dataset: apnet_pyg.data.wordnet_mappings.'
+            'dataset_wordnet_mapping(name))'
+            if isinstance(mapping, str)
+            else ''
+        )
+        raise ValueError(
+            f"'mapping' must be a dict from class name to "
+            f'synset, got {type(mapping).__name__}{hint}'
+        )
+    bad = [
+        (k, v)
+        for k, v in mapping.items()
+        if not isinstance(k, str) or not isinstance(v, str)
+    ]
     if bad:
-        raise ValueError(f"'mapping' must map strings to strings, got "
-                         f"{', '.join(f'{k!r}: {v!r}' for k, v in bad[:5])}")
+        raise ValueError(
+            f"'mapping' must map strings to strings, got "
+            f'{", ".join(f"{k!r}: {v!r}" for k, v in bad[:5])}'
+        )
     return dict(mapping)
 
 
-def resolve_synsets(classes: Sequence[str],
-                    mapping: Optional[ClassMapping] = None) -> list:
+def resolve_synsets(
+    classes: Sequence[str], mapping: Optional[ClassMapping] = None
+) -> list:
     r"""Maps class names to WordNet 3.0 noun synsets.
 
     Each class may be
@@ -172,7 +189,7 @@ def resolve_synsets(classes: Sequence[str],
         try:
             synsets.append(_noun_synset_from_spec(wordnet, spec))
         except _Unresolved as e:
-            via = f" (mapped to {spec!r})" if name in mapping else ''
+            via = f' (mapped to {spec!r})' if name in mapping else ''
             failures.append(f'{name!r}{via}: {e}')
     if failures:
         shown = 10  # One line, readable even for SUN's 717 classes.
@@ -180,12 +197,13 @@ def resolve_synsets(classes: Sequence[str],
         if len(failures) > shown:
             listed += f'; and {len(failures) - shown} more'
         raise ValueError(
-            f"Could not map {len(failures)} of {len(classes)} classes of "
+            f'Could not map {len(failures)} of {len(classes)} classes of '
             f"'classes' to a WordNet noun synset: {listed}. Pass "
             f"'mapping={{class name: synset}}' with synset names like "
             f"'zebra.n.01' or wnids like 'n02391049' for these classes (the "
             f"xlsa17 datasets' mappings: apnet_pyg.data.wordnet_mappings."
-            f"dataset_wordnet_mapping).")
+            f'dataset_wordnet_mapping).'
+        )
     return synsets
 
 
@@ -261,37 +279,49 @@ def wordnet_graph(
         (:obj:`torch.float`).
     """
     if max_hops is not None:
-        if (isinstance(max_hops, bool)
-                or not isinstance(max_hops, numbers.Integral)
-                or max_hops < 1):
-            raise ValueError(f"'max_hops' must be a positive integer or "
-                             f"None, got {max_hops!r}")
+        if (
+            isinstance(max_hops, bool)
+            or not isinstance(max_hops, numbers.Integral)
+            or max_hops < 1
+        ):
+            raise ValueError(
+                f"'max_hops' must be a positive integer or "
+                f'None, got {max_hops!r}'
+            )
         max_hops = int(max_hops)
     classes = _as_class_list(classes)
     duplicates = sorted({c for c in classes if classes.count(c) > 1})
     if duplicates:
-        raise ValueError(f"'classes' contains duplicate names: "
-                         f"{', '.join(map(repr, duplicates))}")
+        raise ValueError(
+            f"'classes' contains duplicate names: "
+            f'{", ".join(map(repr, duplicates))}'
+        )
 
     synsets = resolve_synsets(classes, mapping)
 
     by_synset = defaultdict(list)
     for name, synset in zip(classes, synsets):
         by_synset[synset].append(name)
-    collisions = [(synset, names) for synset, names in by_synset.items()
-                  if len(names) > 1]
+    collisions = [
+        (synset, names)
+        for synset, names in by_synset.items()
+        if len(names) > 1
+    ]
     if collisions:
         shown = 10  # SUN has ~100 such groups; keep the warning readable.
-        text = '; '.join(f"{', '.join(map(repr, names))} -> "
-                         f"'{synset.name()}'"
-                         for synset, names in collisions[:shown])
+        text = '; '.join(
+            f"{', '.join(map(repr, names))} -> '{synset.name()}'"
+            for synset, names in collisions[:shown]
+        )
         if len(collisions) > shown:
             text += f'; and {len(collisions) - shown} more groups'
         num_classes = sum(len(names) for _, names in collisions)
         warnings.warn(
-            f"{num_classes} distinct classes map to a WordNet synset shared "
-            f"with another class (distance 0, joined with weight 1): "
-            f"{text}. Pass 'mapping' to separate them.", stacklevel=2)
+            f'{num_classes} distinct classes map to a WordNet synset shared '
+            f'with another class (distance 0, joined with weight 1): '
+            f"{text}. Pass 'mapping' to separate them.",
+            stacklevel=2,
+        )
 
     dist = _pairwise_distances(synsets)
     keep = np.isfinite(dist)
@@ -331,8 +361,9 @@ def _build_noun_graph() -> dict:
     }
 
 
-def wordnet_noun_graph(cache_dir: Optional[str] = None,
-                       force_rebuild: bool = False):
+def wordnet_noun_graph(
+    cache_dir: Optional[str] = None, force_rebuild: bool = False
+):
     r"""Returns the whole WordNet 3.0 noun hierarchy as a
     :class:`torch_geometric.data.Data` graph.
 
@@ -373,8 +404,10 @@ def wordnet_noun_graph(cache_dir: Optional[str] = None,
             content = torch.load(path, weights_only=True)
         except Exception:  # A truncated or foreign file: rebuild it.
             content = None
-        if (not isinstance(content, dict)
-                or content.get('version') != _NOUN_GRAPH_VERSION):
+        if (
+            not isinstance(content, dict)
+            or content.get('version') != _NOUN_GRAPH_VERSION
+        ):
             content = None
     if content is None:
         content = _build_noun_graph()

@@ -18,6 +18,7 @@ without ever downloading anything. It looks in two places:
 The cache directory is the environment variable ``APNET_PYG_CACHE`` if set,
 else ``~/.cache/apnet_pyg``.
 """
+
 import os
 import os.path as osp
 import shutil
@@ -88,9 +89,18 @@ WORDNET30_LEXNAMES: Tuple[Tuple[int, str, int], ...] = (
 # Files nltk's reader opens while it is constructed (besides ``lexnames``);
 # without any of them it cannot work at all.
 _REQUIRED_FILES = (
-    'data.noun', 'data.verb', 'data.adj', 'data.adv',
-    'index.noun', 'index.verb', 'index.adj', 'index.adv',
-    'noun.exc', 'verb.exc', 'adj.exc', 'adv.exc',
+    'data.noun',
+    'data.verb',
+    'data.adj',
+    'data.adv',
+    'index.noun',
+    'index.verb',
+    'index.adj',
+    'index.adv',
+    'noun.exc',
+    'verb.exc',
+    'adj.exc',
+    'adv.exc',
 )
 # Files nltk only opens for some functions (sense keys, lemma counts):
 # copied when present.
@@ -99,7 +109,8 @@ _OPTIONAL_FILES = ('index.sense', 'cntlist.rev', 'cntlist')
 _INSTALL_HINT = (
     "Install it with 'apt-get install wordnet-base wordnet-sense-index' "
     "(Debian/Ubuntu), or with 'python -m nltk.downloader wordnet' on a "
-    "machine with internet access.")
+    'machine with internet access.'
+)
 
 
 class WordNetNotFoundError(FileNotFoundError):
@@ -118,23 +129,30 @@ def default_cache_dir() -> str:
 def lexnames_text() -> str:
     r"""Returns the content of WordNet 3.0's ``lexnames`` file: 45 lines
     ``NN<tab>name<tab>syntactic_category``."""
-    return ''.join(f'{num:02d}\t{name}\t{category}\n'
-                   for num, name, category in WORDNET30_LEXNAMES)
+    return ''.join(
+        f'{num:02d}\t{name}\t{category}\n'
+        for num, name, category in WORDNET30_LEXNAMES
+    )
 
 
 def _missing_files(wordnet_dir: str) -> List[str]:
-    return [name for name in _REQUIRED_FILES
-            if not osp.isfile(osp.join(wordnet_dir, name))]
+    return [
+        name
+        for name in _REQUIRED_FILES
+        if not osp.isfile(osp.join(wordnet_dir, name))
+    ]
 
 
 def _is_prepared(corpus_dir: str) -> bool:
     # nltk's reader also needs `lexnames`, which Debian does not ship.
-    return not _missing_files(corpus_dir) and \
-        osp.isfile(osp.join(corpus_dir, 'lexnames'))
+    return not _missing_files(corpus_dir) and osp.isfile(
+        osp.join(corpus_dir, 'lexnames')
+    )
 
 
-def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
-                           cache_dir: Optional[str] = None) -> str:
+def prepare_debian_wordnet(
+    wordnet_dir: str = DEBIAN_WORDNET_DIR, cache_dir: Optional[str] = None
+) -> str:
     r"""Prepares the Debian copy of WordNet 3.0 for :mod:`nltk` and returns
     the prepared corpus directory ``<cache_dir>/nltk_data/corpora/wordnet``.
 
@@ -167,7 +185,8 @@ def prepare_debian_wordnet(wordnet_dir: str = DEBIAN_WORDNET_DIR,
     if missing:
         raise WordNetNotFoundError(
             f"WordNet 3.0 was not found: '{wordnet_dir}' lacks "
-            f"{', '.join(missing)}. {_INSTALL_HINT}")
+            f'{", ".join(missing)}. {_INSTALL_HINT}'
+        )
 
     os.makedirs(corpora_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix='.wordnet-', dir=corpora_dir)
@@ -230,14 +249,17 @@ def _import_nltk():
     try:
         import nltk
     except ImportError:
-        raise ImportError("WordNet is read through nltk, which is not "
-                          "installed: pip install nltk") from None
+        raise ImportError(
+            'WordNet is read through nltk, which is not '
+            'installed: pip install nltk'
+        ) from None
     return nltk
 
 
 def _make_reader(root) -> 'WordNetCorpusReader':
     _import_nltk()
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
     with warnings.catch_warnings():
         # Without the Open Multilingual WordNet nltk warns that multilingual
         # functions are unavailable; English WordNet is all we need.
@@ -246,8 +268,9 @@ def _make_reader(root) -> 'WordNetCorpusReader':
 
 
 @lru_cache(maxsize=None)
-def _load_wordnet(wordnet_dir: str, cache_dir: str,
-                  search_nltk_data: bool) -> 'WordNetCorpusReader':
+def _load_wordnet(
+    wordnet_dir: str, cache_dir: str, search_nltk_data: bool
+) -> 'WordNetCorpusReader':
     if search_nltk_data:
         root = _find_nltk_wordnet()
         if root is not None:
@@ -257,8 +280,8 @@ def _load_wordnet(wordnet_dir: str, cache_dir: str,
     except WordNetNotFoundError as e:
         if search_nltk_data:  # Say that both places were searched.
             raise WordNetNotFoundError(
-                f"{e} (nltk's data path holds no 'corpora/wordnet' "
-                f"either.)") from None
+                f"{e} (nltk's data path holds no 'corpora/wordnet' either.)"
+            ) from None
         raise
     _allow_nltk_data_dir(osp.join(cache_dir, 'nltk_data'))
     return _make_reader(root)
@@ -294,6 +317,8 @@ def load_wordnet(
             says what to install.
     """
     cache_dir = default_cache_dir() if cache_dir is None else str(cache_dir)
-    return _load_wordnet(osp.abspath(str(wordnet_dir)),
-                         osp.abspath(osp.expanduser(cache_dir)),
-                         bool(search_nltk_data))
+    return _load_wordnet(
+        osp.abspath(str(wordnet_dir)),
+        osp.abspath(osp.expanduser(cache_dir)),
+        bool(search_nltk_data),
+    )

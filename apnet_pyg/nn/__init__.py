@@ -1,4 +1,5 @@
 r"""Operators and model parts."""
+
 from .conv import APNetConv
 from .dense import DenseAPNetConv
 from .models import APNet, CentroidEncoder, RelationHead, kmeans

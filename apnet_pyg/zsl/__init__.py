@@ -1,6 +1,9 @@
 r"""The APNet zero-shot learning pipeline: configurations, training,
 evaluation, the ESZSL and SAE baselines, the comparison with published
 figures and the :obj:`apnet-zsl` command line."""
+
+from apnet_pyg.zsl.class_graph import wordnet_class_prior
+from apnet_pyg.zsl.compare import compare_runs
 from apnet_pyg.zsl.config import (
     FAST,
     PAPER,
@@ -8,8 +11,6 @@ from apnet_pyg.zsl.config import (
     VARIANTS,
     TrainConfig,
 )
-from apnet_pyg.zsl.class_graph import wordnet_class_prior
-from apnet_pyg.zsl.compare import compare_runs
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,
     best_calibration,
@@ -20,9 +21,9 @@ from apnet_pyg.zsl.evaluate import (
     zsl_accuracy,
     zsl_per_class,
 )
+from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
 from apnet_pyg.zsl.reports import format_comparison
-from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.rundir import load_model
 from apnet_pyg.zsl.train import run, select_on_validation, train_model
 

@@ -26,6 +26,7 @@ methods compare on the simulator's generative model, the published ones
 are on the real features. One dataset's runs must all be simulated or all
 real.
 """
+
 import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
@@ -33,16 +34,22 @@ from typing import Any, Dict, Optional, Sequence, Union
 from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.metrics import METRICS, ROWS
-from apnet_pyg.zsl.reports import (APNET_ROWS, CALIBRATED_FIGURES,
-                                   CALIBRATED_SUFFIX, RAW_FIGURES,
-                                   TEST_SELECTED)
+from apnet_pyg.zsl.reports import (
+    APNET_ROWS,
+    CALIBRATED_FIGURES,
+    CALIBRATED_SUFFIX,
+    RAW_FIGURES,
+    TEST_SELECTED,
+)
 from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
 from apnet_pyg.zsl.train import validation_task
 
-def compare_runs(run_dirs: Sequence[Union[str, Path]],
-                 fit_missing_baselines: bool = False,
-                 root: Optional[Union[str, Path]] = None,
-                 ) -> Dict[str, Dict[str, Any]]:
+
+def compare_runs(
+    run_dirs: Sequence[Union[str, Path]],
+    fit_missing_baselines: bool = False,
+    root: Optional[Union[str, Path]] = None,
+) -> Dict[str, Dict[str, Any]]:
     r"""The runs of :obj:`run_dirs` grouped by dataset, in order of first
     appearance: for each, :obj:`simulated` and :obj:`runs` (one summary per
     run: its directory, seeds and the figures of every method it has, by
@@ -67,9 +74,11 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
     for run_dir in run_dirs:
         key = Path(run_dir).resolve()
         if key in seen_dirs:
-            raise ValueError(f"'run_dirs' (--runs) names the run "
-                             f"'{run_dir}' twice: each run counts once in "
-                             f"the means")
+            raise ValueError(
+                f"'run_dirs' (--runs) names the run "
+                f"'{run_dir}' twice: each run counts once in "
+                f'the means'
+            )
         seen_dirs.add(key)
         saved = read_run_metrics(run_dir)
         record = json.dumps(saved, sort_keys=True)
@@ -77,8 +86,9 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
             raise ValueError(
                 f"'run_dirs' (--runs): '{run_dir}' is a copy of the run "
                 f"'{seen_records[record]}' (the same metrics.json, timings "
-                f"included): each run counts once in the means, so name "
-                f"one of them")
+                f'included): each run counts once in the means, so name '
+                f'one of them'
+            )
         seen_records[record] = run_dir
         fitted = fit_missing_baselines and not saved.get('baselines')
         if fitted:
@@ -88,58 +98,84 @@ def compare_runs(run_dirs: Sequence[Union[str, Path]],
                 # Name the run: several may be read.
                 raise type(error)(
                     f"the data of the run '{run_dir}' (for its baselines): "
-                    f"{error}") from None
+                    f'{error}'
+                ) from None
             # Calibrated on the run's own validation task.
-            saved = {**saved, 'baselines': fit_baselines(
-                data, root or saved['data_root'], validation_task(
-                    data, TrainConfig.from_dict(saved['config'])))}
+            saved = {
+                **saved,
+                'baselines': fit_baselines(
+                    data,
+                    root or saved['data_root'],
+                    validation_task(
+                        data, TrainConfig.from_dict(saved['config'])
+                    ),
+                ),
+            }
         summary = _summary(str(run_dir), saved)
         summary['baselines_fitted'] = fitted
-        group = groups.setdefault(summary['dataset'], {
-            'simulated': summary['simulated'], 'runs': []})
+        group = groups.setdefault(
+            summary['dataset'], {'simulated': summary['simulated'], 'runs': []}
+        )
         if group['simulated'] != summary['simulated']:
             first = group['runs'][0]['run']
             raise ValueError(
                 f"'run_dirs' (--runs) mixes simulated and real features for "
                 f"{summary['dataset']} ('{first}' and '{run_dir}'): compare "
-                f"them separately")
+                f'them separately'
+            )
         group['runs'].append(summary)
     return groups
 
 
-def _figures(saved: Dict[str, Any],
-             sources: Dict[str, str]) -> Dict[str, Optional[float]]:
-    return {key: saved.get(sources[key]) if key in sources else None
-            for key in METRICS}
+def _figures(
+    saved: Dict[str, Any], sources: Dict[str, str]
+) -> Dict[str, Optional[float]]:
+    return {
+        key: saved.get(sources[key]) if key in sources else None
+        for key in METRICS
+    }
 
 
 def _summary(run_dir: str, saved: Dict[str, Any]) -> Dict[str, Any]:
-    figures = {name: _figures(saved, sources)
-               for name, sources in APNET_ROWS.items()}
+    figures = {
+        name: _figures(saved, sources) for name, sources in APNET_ROWS.items()
+    }
     if saved.get('test_selected'):  # --report-test-selected
-        figures[TEST_SELECTED] = {key: saved['test_selected'].get(key)
-                                  for key in METRICS}
+        figures[TEST_SELECTED] = {
+            key: saved['test_selected'].get(key) for key in METRICS
+        }
     validation = {}  # method: validation ZSL accuracy, where recorded
     selection = saved.get('model_selection')
     if isinstance(selection, dict):
         validation['APNet'] = selection['zsl'].get(ROWS['zsl'])
     for name, baseline in (saved.get('baselines') or {}).items():
         figures[name] = _figures(baseline, RAW_FIGURES)
-        figures[name + CALIBRATED_SUFFIX] = _figures(baseline,
-                                                     CALIBRATED_FIGURES)
+        figures[name + CALIBRATED_SUFFIX] = _figures(
+            baseline, CALIBRATED_FIGURES
+        )
         validation[name] = baseline.get(VALIDATION_ACCURACY)
     simulation = saved.get('simulation') or {}
     # The configuration as TrainConfig reads it: every option, checked.
     config = TrainConfig.from_dict(saved['config']).to_dict()
     # What the data is besides its seed: the simulator's version and
     # options, or the real features' fingerprint.
-    data = ({'version': simulation.get('version'),
-             **(simulation.get('options') or {})}
-            if saved.get('simulated') else saved.get('data') or {})
-    return {'run': run_dir, 'dataset': saved['dataset'],
-            'simulated': bool(saved.get('simulated')),
-            'seed': config['seed'],
-            'selection': saved.get('selection', 'validation'),
-            'data_seed': simulation.get('seed'), 'data': data,
-            'config': config, 'figures': figures,
-            'validation': validation}
+    data = (
+        {
+            'version': simulation.get('version'),
+            **(simulation.get('options') or {}),
+        }
+        if saved.get('simulated')
+        else saved.get('data') or {}
+    )
+    return {
+        'run': run_dir,
+        'dataset': saved['dataset'],
+        'simulated': bool(saved.get('simulated')),
+        'seed': config['seed'],
+        'selection': saved.get('selection', 'validation'),
+        'data_seed': simulation.get('seed'),
+        'data': data,
+        'config': config,
+        'figures': figures,
+        'validation': validation,
+    }

@@ -15,6 +15,7 @@ named value of an option.
 * :data:`RECIPES` name training schedules: :obj:`"paper"` (360 epochs) and
   :obj:`"fast"` (the offline demo: 20 epochs of 200 episodes).
 """
+
 import dataclasses
 import math
 import numbers
@@ -35,8 +36,7 @@ INITIALIZATIONS = ('standardized', 'pytorch')
 
 
 def _option(default, help: str, choices=None):
-    return field(default=default,
-                 metadata={'help': help, 'choices': choices})
+    return field(default=default, metadata={'help': help, 'choices': choices})
 
 
 #: The largest seed a configuration takes.
@@ -48,143 +48,201 @@ class TrainConfig:
     r"""Everything that determines a training run (saved with every run).
     Each field's :obj:`metadata['help']` says what it is and where its
     default comes from; the command line's flags are derived from them."""
+
     # Model.
     graph: str = _option(
-        'learned', "class graph: 'learned' (cosine >= threshold between the "
+        'learned',
+        "class graph: 'learned' (cosine >= threshold between the "
         "projected class vectors; the paper), 'wordnet' (WordNet, weights "
         "1/hops; the paper's alternative) or 'none' (no propagation)",
-        GRAPHS)
+        GRAPHS,
+    )
     num_centroids: int = _option(
-        3, 'centroid experts of the class encoder (the paper: 3 for AWA)')
+        3, 'centroid experts of the class encoder (the paper: 3 for AWA)'
+    )
     class_channels: int = _option(
-        2048, 'size of the class vectors (the authors\' code: 2048)')
+        2048, "size of the class vectors (the authors' code: 2048)"
+    )
     hidden_channels: int = _option(
-        2048, 'hidden size of the relation head (the authors\' code: 2048)')
+        2048, "hidden size of the relation head (the authors' code: 2048)"
+    )
     proj_channels: int = _option(
-        256, 'size of the projection f in which class cosines are measured '
-        '(the authors\' code: 256)')
+        256,
+        'size of the projection f in which class cosines are measured '
+        "(the authors' code: 256)",
+    )
     threshold: float = _option(
-        COS_40_DEGREES, 'edge threshold of the learned graph (the paper: '
-        'cos 40 degrees)')
+        COS_40_DEGREES,
+        'edge threshold of the learned graph (the paper: cos 40 degrees)',
+    )
     propagation_temperature: float = _option(
-        10.0, 'gamma_1, the temperature of the propagation softmax (the '
-        'paper: 10)')
+        10.0,
+        'gamma_1, the temperature of the propagation softmax (the paper: 10)',
+    )
     num_steps: int = _option(1, 'propagation steps (the paper: 1)')
     score: str = _option(
-        'sigmoid', "the relation head's score: 'sigmoid', bounded in (0, 1) "
+        'sigmoid',
+        "the relation head's score: 'sigmoid', bounded in (0, 1) "
         "(the paper: 'sigma ... implemented using Sigmoid to map the result "
         "between 0 and 1'), or 'linear', unbounded (the authors' code)",
-        SCORES)
+        SCORES,
+    )
     interaction: str = _option(
-        'additive', "how the relation head joins a class vector and a "
+        'additive',
+        'how the relation head joins a class vector and a '
         "sample: 'additive', w^T ReLU(W1 x_y + W2 v + b1) (the paper), or "
         "'multiplicative', w^T (W1 x_y * ReLU(W2 v + b1)), a bilinear form "
-        "with no per-class offset", INTERACTIONS)
+        'with no per-class offset',
+        INTERACTIONS,
+    )
     logit_scale: float = _option(
-        30.0, 'gamma_2, the logits are gamma_2 times the scores (the paper: '
-        '30; the authors\' code divides by T = 100, i.e. 0.01)')
+        30.0,
+        'gamma_2, the logits are gamma_2 times the scores (the paper: '
+        "30; the authors' code divides by T = 100, i.e. 0.01)",
+    )
     initialization: str = _option(
-        'standardized', "'standardized': the encoder's experts scaled to "
-        "unit pre-activation spread over the training classes and the "
+        'standardized',
+        "'standardized': the encoder's experts scaled to "
+        'unit pre-activation spread over the training classes and the '
         "head's output layer zeroed (needed to train the paper's sigmoid "
         "score on the authors' percentage attributes, which saturate it "
         "at PyTorch's default initialisation); 'pytorch': PyTorch's default "
         "initialisation of every layer (the authors' code) but the "
-        "projection f, Glorot in both. The paper says nothing of it",
-        INITIALIZATIONS)
+        'projection f, Glorot in both. The paper says nothing of it',
+        INITIALIZATIONS,
+    )
     attributes: str = _option(
-        'percent', "class attributes the model reads: 'percent' "
+        'percent',
+        "class attributes the model reads: 'percent' "
         "(original_att on a 0-100 scale, SUN's and APY's fractions x 100: "
         "the authors' code), 'original_att' (raw) or 'att' (L2-normalised, "
-        "the benchmark's; v0.1)", ATTRIBUTE_KINDS)
+        "the benchmark's; v0.1)",
+        ATTRIBUTE_KINDS,
+    )
 
     # Optimisation.
     training: str = _option(
-        'episodic', "'episodic' (N-way K-shot tasks; the paper) or "
+        'episodic',
+        "'episodic' (N-way K-shot tasks; the paper) or "
         "'minibatch' (every image against all training classes; the "
-        "paper's ablation)", TRAININGS)
+        "paper's ablation)",
+        TRAININGS,
+    )
     n_way: int = _option(30, 'classes per episode, N (the paper: 30)')
-    k_shot: int = _option(1, 'images per class per episode, K (the paper: '
-                          '1)')
+    k_shot: int = _option(1, 'images per class per episode, K (the paper: 1)')
     lr: float = _option(2e-5, 'Adam learning rate (the paper: 2e-5)')
-    weight_decay: float = _option(1e-4, 'Adam weight decay (the paper: '
-                                  '1e-4)')
+    weight_decay: float = _option(1e-4, 'Adam weight decay (the paper: 1e-4)')
     epochs: int = _option(360, 'epochs (the paper: 360)')
     lr_decay_epoch: Optional[int] = _option(
-        240, "epoch after which the learning rate is multiplied by lr_decay "
-        "(the paper: 240; 'none': never)")
-    lr_decay: float = _option(0.1, 'learning-rate decay factor (the paper: '
-                              '0.1)')
+        240,
+        'epoch after which the learning rate is multiplied by lr_decay '
+        "(the paper: 240; 'none': never)",
+    )
+    lr_decay: float = _option(
+        0.1, 'learning-rate decay factor (the paper: 0.1)'
+    )
     epoch_length: str = _option(
-        'paper', "episodes per epoch: 'paper', |X_train| / (N K), or "
+        'paper',
+        "episodes per epoch: 'paper', |X_train| / (N K), or "
         "'authors', ((|X_train| / (N K)) // 100 + 1) * 100 (the authors' "
-        "code)", EPOCH_LENGTHS)
+        'code)',
+        EPOCH_LENGTHS,
+    )
     iterations_per_epoch: Optional[int] = _option(
-        None, 'episodes (or mini-batches) per epoch; overrides '
-        'epoch_length')
-    seed: int = _option(0, 'random seed of the model, k-means, sampler '
-                        'and seen-validation split, 0 to 2^32 - 1')
+        None, 'episodes (or mini-batches) per epoch; overrides epoch_length'
+    )
+    seed: int = _option(
+        0,
+        'random seed of the model, k-means, sampler '
+        'and seen-validation split, 0 to 2^32 - 1',
+    )
 
     # Model selection and evaluation.
     model_selection: str = _option(
-        'validation', "'validation': train on trainclasses1 (minus a held-"
-        "out share of its images), choose the epochs (and the GZSL "
-        "calibration) on valclasses1 and the held-out images, retrain on "
+        'validation',
+        "'validation': train on trainclasses1 (minus a held-"
+        'out share of its images), choose the epochs (and the GZSL '
+        'calibration) on valclasses1 and the held-out images, retrain on '
         "all seen classes; 'none': train for 'epochs' on all seen classes",
-        MODEL_SELECTIONS)
+        MODEL_SELECTIONS,
+    )
     seen_val_fraction: float = _option(
-        0.2, 'share of each trainclasses1 class\'s images held out as '
-        'seen-class validation for GZSL selection (the benchmark\'s own '
-        'trainval : test_seen ratio is about 80 : 20)')
+        0.2,
+        "share of each trainclasses1 class's images held out as "
+        "seen-class validation for GZSL selection (the benchmark's own "
+        'trainval : test_seen ratio is about 80 : 20)',
+    )
     report_test_selected: bool = _option(
-        False, "also report the authors' protocol, the epoch of best TEST "
+        False,
+        "also report the authors' protocol, the epoch of best TEST "
         "H, labelled 'test-set selected (optimistic)'; never used for any "
-        "choice")
+        'choice',
+    )
 
     def __post_init__(self):
         for option in dataclasses.fields(self):
-            _check_type(option.name, getattr(self, option.name),
-                        _FIELD_TYPES[option.name])
+            _check_type(
+                option.name,
+                getattr(self, option.name),
+                _FIELD_TYPES[option.name],
+            )
             choices = option.metadata.get('choices')
             value = getattr(self, option.name)
             if choices is not None and value not in choices:
-                raise ValueError(f"'{option.name}' must be one of "
-                                 f"{', '.join(choices)} (got '{value}')")
-        for name in ('epochs', 'n_way', 'k_shot', 'num_centroids',
-                     'class_channels', 'hidden_channels', 'proj_channels',
-                     'num_steps'):
+                raise ValueError(
+                    f"'{option.name}' must be one of "
+                    f"{', '.join(choices)} (got '{value}')"
+                )
+        for name in (
+            'epochs',
+            'n_way',
+            'k_shot',
+            'num_centroids',
+            'class_channels',
+            'hidden_channels',
+            'proj_channels',
+            'num_steps',
+        ):
             if getattr(self, name) < 1:
-                raise ValueError(f"'{name}' must be positive "
-                                 f"(got {getattr(self, name)})")
+                raise ValueError(
+                    f"'{name}' must be positive (got {getattr(self, name)})"
+                )
         # The sampler seeds itself with seed + 1: bounded well inside
         # torch.manual_seed's range.
         if not 0 <= self.seed <= MAX_SEED:
-            raise ValueError(f"'seed' must lie in [0, 2^32 - 1] "
-                             f"(got {self.seed})")
+            raise ValueError(
+                f"'seed' must lie in [0, 2^32 - 1] (got {self.seed})"
+            )
         if self.n_way < 2:
             raise ValueError(f"'n_way' must be at least 2 (got {self.n_way})")
         for name in ('iterations_per_epoch', 'lr_decay_epoch'):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"'{name}' must be positive or None "
-                                 f"(got {value})")
+                raise ValueError(
+                    f"'{name}' must be positive or None (got {value})"
+                )
         if not 0.0 < self.seen_val_fraction < 1.0:
-            raise ValueError(f"'seen_val_fraction' must lie in (0, 1) "
-                             f"(got {self.seen_val_fraction})")
+            raise ValueError(
+                f"'seen_val_fraction' must lie in (0, 1) "
+                f'(got {self.seen_val_fraction})'
+            )
         check_logit_scale(self.logit_scale)
         # Checked here, before any data is read (Adam and the model would
         # refuse them only once training starts, or not at all).
         for name in ('lr', 'lr_decay'):
             if not getattr(self, name) > 0:
-                raise ValueError(f"'{name}' must be positive "
-                                 f"(got {getattr(self, name)})")
+                raise ValueError(
+                    f"'{name}' must be positive (got {getattr(self, name)})"
+                )
         if self.weight_decay < 0:
-            raise ValueError(f"'weight_decay' must be at least 0 "
-                             f"(got {self.weight_decay})")
+            raise ValueError(
+                f"'weight_decay' must be at least 0 (got {self.weight_decay})"
+            )
         # The library's own checks, here before any data is read.
         check_threshold(self.threshold)
-        check_temperature(self.propagation_temperature,
-                          'propagation_temperature')
+        check_temperature(
+            self.propagation_temperature, 'propagation_temperature'
+        )
 
     def replace(self, **changes) -> 'TrainConfig':
         return dataclasses.replace(self, **changes)
@@ -197,8 +255,10 @@ class TrainConfig:
         known = {option.name for option in dataclasses.fields(cls)}
         unknown = set(values) - known
         if unknown:
-            raise ValueError(f"Unknown configuration keys: "
-                             f"{', '.join(map(repr, sorted(unknown)))}")
+            raise ValueError(
+                f'Unknown configuration keys: '
+                f'{", ".join(map(repr, sorted(unknown)))}'
+            )
         return cls(**values)
 
     def episodes_per_epoch(self, num_train_images: int) -> int:
@@ -241,9 +301,11 @@ def parse_option_value(name: str, text: str, flag: str, item: str) -> Any:
     except ValueError:
         # Text options never fail; the rest are the optional integers.
         what = {int: 'an integer', float: 'a number'}.get(
-            parse, "an integer or 'none'")
-        raise ValueError(f"{flag} '{item}': '{text}' is not {what} (the "
-                         f"type of '{name}')") from None
+            parse, "an integer or 'none'"
+        )
+        raise ValueError(
+            f"{flag} '{item}': '{text}' is not {what} (the type of '{name}')"
+        ) from None
 
 
 def _check_type(name: str, value: Any, kind: Any) -> None:
@@ -253,30 +315,50 @@ def _check_type(name: str, value: Any, kind: Any) -> None:
     if optional and value is None:
         return
     if kind in (int, Optional[int]):
-        ok = isinstance(value, numbers.Integral) and \
-            not isinstance(value, bool)
+        ok = isinstance(value, numbers.Integral) and not isinstance(
+            value, bool
+        )
         what = 'an integer or None' if optional else 'an integer'
     elif kind is float:
-        ok = isinstance(value, numbers.Real) and \
-            not isinstance(value, bool) and math.isfinite(value)
+        ok = (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        )
         what = 'a finite number'
     elif kind is bool:
         ok, what = isinstance(value, bool), 'True or False'
     else:
         ok, what = isinstance(value, str), 'a string'
     if not ok:
-        raise ValueError(f"'{name}' must be {what} (got "
-                         f"{type(value).__name__} {value!r})")
+        raise ValueError(
+            f"'{name}' must be {what} (got {type(value).__name__} {value!r})"
+        )
 
 
 #: The model as read from each source (see the module docstring).
 VARIANTS: Dict[str, Dict[str, Any]] = {
-    'paper': dict(score='sigmoid', logit_scale=30.0, attributes='percent',
-                  epoch_length='paper', initialization='standardized'),
-    'authors': dict(score='linear', logit_scale=0.01, attributes='percent',
-                    epoch_length='authors', initialization='pytorch'),
-    'v0.1': dict(score='linear', logit_scale=30.0, attributes='att',
-                 epoch_length='paper', initialization='pytorch'),
+    'paper': dict(
+        score='sigmoid',
+        logit_scale=30.0,
+        attributes='percent',
+        epoch_length='paper',
+        initialization='standardized',
+    ),
+    'authors': dict(
+        score='linear',
+        logit_scale=0.01,
+        attributes='percent',
+        epoch_length='authors',
+        initialization='pytorch',
+    ),
+    'v0.1': dict(
+        score='linear',
+        logit_scale=30.0,
+        attributes='att',
+        epoch_length='paper',
+        initialization='pytorch',
+    ),
 }
 
 #: The paper's recipe: Adam, learning rate 2e-5, weight decay 1e-4, 360

@@ -27,6 +27,7 @@ scores about :math:`-\sum_j \alpha_{cj}`, and an unseen class whose
 coefficients sum to less than a seen class's (about 1) starts ahead of the
 seen classes; with :math:`\{0, 1\}` targets nobody starts ahead.
 """
+
 from typing import Any, Iterable, Iterator, Sequence, Tuple
 
 import torch
@@ -35,9 +36,15 @@ from torch import Tensor
 from apnet_pyg.utils import as_index_tensor, check_finite, check_number
 
 
-def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
-              classes: Tensor, gamma: float = 1.0, lam: float = 1.0,
-              signed_targets: bool = False) -> Tensor:
+def fit_eszsl(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    classes: Tensor,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    signed_targets: bool = False,
+) -> Tensor:
     r"""Fits the ESZSL map :math:`\mathbf{V}` in closed form.
 
     Args:
@@ -59,10 +66,12 @@ def fit_eszsl(features: Tensor, labels: Tensor, attributes: Tensor,
         Tensor: :math:`\mathbf{V}`, shape :obj:`[d, a]`, dtype of
         :obj:`features`.
     """
-    system = _FeatureSide(features, labels, attributes, classes,
-                          signed_targets)
-    return system.solve(attributes, check_ridge(gamma, 'gamma'),
-                        check_ridge(lam, 'lam')).to(features.dtype)
+    system = _FeatureSide(
+        features, labels, attributes, classes, signed_targets
+    )
+    return system.solve(
+        attributes, check_ridge(gamma, 'gamma'), check_ridge(lam, 'lam')
+    ).to(features.dtype)
 
 
 class _FeatureSide:
@@ -71,12 +80,18 @@ class _FeatureSide:
     :math:`\mathbf{X}\mathbf{X}^{\top}` (:func:`gram_eigh`) and
     :math:`\mathbf{X}\mathbf{Y}`, so that a grid of :math:`(\gamma,
     \lambda)` costs one decomposition."""
-    def __init__(self, features: Tensor, labels: Tensor, attributes: Tensor,
-                 classes: Tensor, signed_targets: bool):
+
+    def __init__(
+        self,
+        features: Tensor,
+        labels: Tensor,
+        attributes: Tensor,
+        classes: Tensor,
+        signed_targets: bool,
+    ):
         # float64: X X^T + gamma I is badly conditioned for small gamma.
         x = features.double()
-        self.classes, class_sum, _ = class_sums(x, labels, attributes,
-                                                classes)
+        self.classes, class_sum, _ = class_sums(x, labels, attributes, classes)
         self.eigenvalues, self.eigenvectors = gram_eigh(x)
         # X Y without forming Y: per-class feature sums (minus the rest if
         # the targets are +-1).
@@ -89,8 +104,9 @@ class _FeatureSide:
         r""":math:`(\mathbf{X}\mathbf{X}^{\top} + \gamma \mathbf{I})^{-1}
         \mathbf{X}\mathbf{Y}` (:math:`\mathbf{X}\mathbf{Y}` lies in the
         span of the eigenvectors :func:`gram_eigh` keeps)."""
-        return self.eigenvectors @ (self.rotated_xy /
-                                    (self.eigenvalues[:, None] + gamma))
+        return self.eigenvectors @ (
+            self.rotated_xy / (self.eigenvalues[:, None] + gamma)
+        )
 
     def solve(self, attributes: Tensor, gamma: float, lam: float) -> Tensor:
         return self.left(gamma) @ attribute_map(attributes, self.classes, lam)
@@ -147,8 +163,9 @@ def gram_eigh(x: Tensor) -> Tuple[Tensor, Tensor]:
     return eigenvalues, x.t() @ dual[:, keep] / eigenvalues.sqrt()
 
 
-def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
-               classes: Tensor) -> Tuple[Any, float]:
+def first_best(
+    predictions: Iterable[Tuple[Any, Tensor]], target: Tensor, classes: Tensor
+) -> Tuple[Any, float]:
     r"""Model selection of the closed-form baselines: the key of the first
     candidate, in the order given, whose predictions reach the highest
     per-class accuracy on :obj:`target` among :obj:`classes`, and that
@@ -160,6 +177,7 @@ def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
         classes (Tensor): The validation classes.
     """
     from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
+
     keys, accuracies = [], []
     for key, prediction in predictions:
         keys.append(key)
@@ -168,8 +186,9 @@ def first_best(predictions: Iterable[Tuple[Any, Tensor]], target: Tensor,
     return keys[best], 100.0 * accuracies[best]
 
 
-def class_sums(features: Tensor, labels: Tensor, attributes: Tensor,
-               classes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+def class_sums(
+    features: Tensor, labels: Tensor, attributes: Tensor, classes: Tensor
+) -> Tuple[Tensor, Tensor, Tensor]:
     r"""Per-class sums and counts of the rows of :obj:`features`, the
     label side of the closed-form baselines (ESZSL's
     :math:`\mathbf{X}\mathbf{Y}`, SAE's :math:`\mathbf{S}\mathbf{X}^{\top}`).
@@ -187,28 +206,33 @@ def class_sums(features: Tensor, labels: Tensor, attributes: Tensor,
         sums :obj:`[z, d]` (dtype of :obj:`features`) and the counts
         :obj:`[z]`, in :obj:`classes` order.
     """
-    if features.dim() != 2 or labels.dim() != 1 or \
-            labels.numel() != features.size(0):
-        raise ValueError(f"'features' must be [n, d] and 'labels' [n] "
-                         f"(got {tuple(features.shape)} and "
-                         f"{tuple(labels.shape)})")
+    if (
+        features.dim() != 2
+        or labels.dim() != 1
+        or labels.numel() != features.size(0)
+    ):
+        raise ValueError(
+            f"'features' must be [n, d] and 'labels' [n] "
+            f'(got {tuple(features.shape)} and '
+            f'{tuple(labels.shape)})'
+        )
     # A NaN would otherwise surface as a failed eigendecomposition.
     check_finite(features, 'features')
     classes = check_classes(classes, attributes)
     labels = check_classes(labels, attributes, 'labels', allow_empty=True)
-    position = torch.full((attributes.size(0), ), -1, dtype=torch.long)
+    position = torch.full((attributes.size(0),), -1, dtype=torch.long)
     position[classes] = torch.arange(classes.numel())
     slot = position[labels]
     if bool((slot < 0).any()):
-        raise ValueError("'labels' contains classes that are not in "
-                         "'classes'")
+        raise ValueError("'labels' contains classes that are not in 'classes'")
     sums = features.new_zeros(classes.numel(), features.size(1))
     sums.index_add_(0, slot, features)
     return classes, sums, torch.bincount(slot, minlength=classes.numel())
 
 
-def eszsl_scores(v: Tensor, features: Tensor, attributes: Tensor,
-                 classes: Tensor) -> Tensor:
+def eszsl_scores(
+    v: Tensor, features: Tensor, attributes: Tensor, classes: Tensor
+) -> Tensor:
     r"""Returns the compatibility :math:`\mathbf{x}^{\top} \mathbf{V}
     \mathbf{s}_c` of every image with every candidate class.
 
@@ -218,12 +242,16 @@ def eszsl_scores(v: Tensor, features: Tensor, attributes: Tensor,
     """
     check_map_shapes(v, 'v', features, attributes)
     classes = check_classes(classes, attributes)
-    return features @ v.to(features.dtype) @ \
-        attributes[classes].to(features.dtype).t()
+    return (
+        features
+        @ v.to(features.dtype)
+        @ attributes[classes].to(features.dtype).t()
+    )
 
 
-def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
-                  classes: Tensor) -> Tensor:
+def predict_eszsl(
+    v: Tensor, features: Tensor, attributes: Tensor, classes: Tensor
+) -> Tensor:
     r"""Predicts, for each image, the candidate class of highest
     compatibility (:obj:`classes` = unseen classes for ZSL, all classes for
     generalised ZSL).
@@ -236,35 +264,54 @@ def predict_eszsl(v: Tensor, features: Tensor, attributes: Tensor,
     return classes[eszsl_scores(v, features, attributes, classes).argmax(1)]
 
 
-def eszsl_grid_predictions(features: Tensor, labels: Tensor,
-                           attributes: Tensor, train_classes: Tensor,
-                           train_images: Tensor, val_classes: Tensor,
-                           val_images: Tensor, grid: Sequence[float],
-                           signed_targets: bool = False
-                           ) -> Iterator[Tuple[Tuple[float, float], Tensor]]:
+def eszsl_grid_predictions(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    train_classes: Tensor,
+    train_images: Tensor,
+    val_classes: Tensor,
+    val_images: Tensor,
+    grid: Sequence[float],
+    signed_targets: bool = False,
+) -> Iterator[Tuple[Tuple[float, float], Tensor]]:
     r"""For every :math:`(\gamma, \lambda)` of :obj:`grid` x :obj:`grid`
     (in that order), ESZSL fitted on :obj:`train_images` and its
     predictions for :obj:`val_images` among :obj:`val_classes`:
     :obj:`((gamma, lam), predicted classes)` pairs, as
     :func:`first_best` reads them. The feature side is factorised once."""
     check_grid(grid)
-    side = _FeatureSide(features[train_images], labels[train_images],
-                        attributes, train_classes, signed_targets)
+    side = _FeatureSide(
+        features[train_images],
+        labels[train_images],
+        attributes,
+        train_classes,
+        signed_targets,
+    )
     for gamma in grid:
         for lam in grid:
             v = side.solve(attributes, gamma, lam).to(features.dtype)
-            yield (gamma, lam), predict_eszsl(v, features[val_images],
-                                              attributes, val_classes)
+            yield (
+                (gamma, lam),
+                predict_eszsl(
+                    v, features[val_images], attributes, val_classes
+                ),
+            )
 
 
-def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
-                        train_classes: Tensor, train_images: Tensor,
-                        val_classes: Tensor, val_images: Tensor,
-                        refit_classes: Tensor, refit_images: Tensor,
-                        grid: Sequence[float] = tuple(10.0**p
-                                                      for p in range(-3, 4)),
-                        signed_targets: bool = False
-                        ) -> Tuple[Tensor, float, float, float]:
+def fit_eszsl_validated(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    train_classes: Tensor,
+    train_images: Tensor,
+    val_classes: Tensor,
+    val_images: Tensor,
+    refit_classes: Tensor,
+    refit_images: Tensor,
+    grid: Sequence[float] = tuple(10.0**p for p in range(-3, 4)),
+    signed_targets: bool = False,
+) -> Tuple[Tensor, float, float, float]:
     r"""ESZSL with :math:`(\gamma, \lambda)` chosen on validation
     classes: fitted on :obj:`train_images` (of :obj:`train_classes`), scored
     by per-class ZSL accuracy on :obj:`val_images` among
@@ -276,12 +323,29 @@ def fit_eszsl_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         :math:`\lambda` and the validation accuracy (%) of the chosen pair.
     """
     (gamma, lam), accuracy = first_best(
-        eszsl_grid_predictions(features, labels, attributes, train_classes,
-                               train_images, val_classes, val_images, grid,
-                               signed_targets),
-        labels[val_images], val_classes)
-    v = fit_eszsl(features[refit_images], labels[refit_images], attributes,
-                  refit_classes, gamma, lam, signed_targets)
+        eszsl_grid_predictions(
+            features,
+            labels,
+            attributes,
+            train_classes,
+            train_images,
+            val_classes,
+            val_images,
+            grid,
+            signed_targets,
+        ),
+        labels[val_images],
+        val_classes,
+    )
+    v = fit_eszsl(
+        features[refit_images],
+        labels[refit_images],
+        attributes,
+        refit_classes,
+        gamma,
+        lam,
+        signed_targets,
+    )
     return v, gamma, lam, accuracy
 
 
@@ -305,12 +369,17 @@ def check_grid(grid: Sequence[float]) -> None:
         try:
             check_ridge(value, 'grid')
         except ValueError:
-            raise ValueError(f"'grid' must hold finite numbers > 0 (got "
-                             f"{value!r})") from None
+            raise ValueError(
+                f"'grid' must hold finite numbers > 0 (got {value!r})"
+            ) from None
 
 
-def check_classes(classes: Any, attributes: Tensor, name: str = 'classes',
-                  allow_empty: bool = False) -> Tensor:
+def check_classes(
+    classes: Any,
+    attributes: Tensor,
+    name: str = 'classes',
+    allow_empty: bool = False,
+) -> Tensor:
     r"""Checks that :obj:`classes` holds integer indices
     (:func:`~apnet_pyg.utils.as_index_tensor`) of rows of :obj:`attributes`
     (a negative index would silently read another class) and returns them
@@ -323,27 +392,38 @@ def check_classes(classes: Any, attributes: Tensor, name: str = 'classes',
     num_classes = attributes.size(0)
     if int(classes.min()) < 0 or int(classes.max()) >= num_classes:
         outside = classes[(classes < 0) | (classes >= num_classes)]
-        raise ValueError(f"'{name}' holds class {int(outside[0])}, outside "
-                         f"the {num_classes} classes of 'attributes' (rows "
-                         f"0 to {num_classes - 1})")
+        raise ValueError(
+            f"'{name}' holds class {int(outside[0])}, outside "
+            f"the {num_classes} classes of 'attributes' (rows "
+            f'0 to {num_classes - 1})'
+        )
     return classes
 
 
-def check_map_shapes(weight: Tensor, name: str, features: Tensor,
-                     attributes: Tensor, feature_dim: int = 0) -> None:
+def check_map_shapes(
+    weight: Tensor,
+    name: str,
+    features: Tensor,
+    attributes: Tensor,
+    feature_dim: int = 0,
+) -> None:
     r"""Checks that a fitted map :obj:`weight` of the closed forms
     (:obj:`[d, a]` for ESZSL's :math:`\mathbf{V}`, :obj:`[a, d]` for SAE's
     :math:`\mathbf{W}`: :obj:`feature_dim` is the dimension of :math:`d`)
     fits :obj:`features` :obj:`[n, d]` and :obj:`attributes`
     :obj:`[C, a]`."""
     if weight.dim() != 2 or features.dim() != 2 or attributes.dim() != 2:
-        raise ValueError(f"'{name}', 'features' and 'attributes' must be "
-                         f"2-dimensional (got {tuple(weight.shape)}, "
-                         f"{tuple(features.shape)} and "
-                         f"{tuple(attributes.shape)})")
+        raise ValueError(
+            f"'{name}', 'features' and 'attributes' must be "
+            f'2-dimensional (got {tuple(weight.shape)}, '
+            f'{tuple(features.shape)} and '
+            f'{tuple(attributes.shape)})'
+        )
     d, a = weight.size(feature_dim), weight.size(1 - feature_dim)
     if features.size(1) != d or attributes.size(1) != a:
-        raise ValueError(f"'{name}' {tuple(weight.shape)} was fitted on "
-                         f"{d}-d features and {a} attributes; got "
-                         f"{features.size(1)}-d 'features' and "
-                         f"{attributes.size(1)} 'attributes'")
+        raise ValueError(
+            f"'{name}' {tuple(weight.shape)} was fitted on "
+            f'{d}-d features and {a} attributes; got '
+            f"{features.size(1)}-d 'features' and "
+            f"{attributes.size(1)} 'attributes'"
+        )

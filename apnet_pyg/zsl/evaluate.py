@@ -18,6 +18,7 @@ A classifier is a :obj:`score_fn(image_index, classes)` returning the
 scores :math:`(n, |\text{classes}|)` of the images against the classes.
 All accuracies are in percent.
 """
+
 import math
 import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -40,11 +41,13 @@ class APNetScores:
     head (:obj:`lin_image`) are kept for the model's current weights, so a
     protocol that scores the same images against several class sets (ZSL
     and GZSL) projects them once. Scores are returned on the CPU."""
-    def __init__(self, model: APNet, data: ZSLDataset,
-                 batch_size: int = 4096):
+
+    def __init__(self, model: APNet, data: ZSLDataset, batch_size: int = 4096):
         if data.features is None:
-            raise ValueError("Evaluation needs image features: load the "
-                             "dataset with load_features=True")
+            raise ValueError(
+                'Evaluation needs image features: load the '
+                'dataset with load_features=True'
+            )
         self.model, self.data, self.batch_size = model, data, batch_size
         self._known = torch.zeros(0, dtype=torch.long)  # sorted image ids
         self._projected = None  # their projections, in that order
@@ -54,14 +57,20 @@ class APNetScores:
         device = next(self.model.parameters()).device
         missing = image_index[~torch.isin(image_index, self._known)].unique()
         if missing.numel() > 0:
-            new = torch.cat([
-                self.model.head.lin_image(
-                    self.data.features[index].to(device))
-                for index in missing.split(self.batch_size)
-            ])
+            new = torch.cat(
+                [
+                    self.model.head.lin_image(
+                        self.data.features[index].to(device)
+                    )
+                    for index in missing.split(self.batch_size)
+                ]
+            )
             known = torch.cat([self._known, missing])
-            projected = new if self._projected is None else torch.cat(
-                [self._projected, new])
+            projected = (
+                new
+                if self._projected is None
+                else torch.cat([self._projected, new])
+            )
             order = torch.argsort(known)
             self._known = known[order]
             self._projected = projected[order.to(device)]
@@ -74,12 +83,14 @@ class APNetScores:
         model.eval()
         device = next(model.parameters()).device
         classes = classes.to(device)
-        vectors = model.class_vectors(self.data.attributes.to(device)[classes],
-                                      classes)
+        vectors = model.class_vectors(
+            self.data.attributes.to(device)[classes], classes
+        )
         per_class = model.head.lin_class(vectors)
         scores = [
-            model.logits(model.head.pair_scores(
-                per_class, self._project(index))).cpu()
+            model.logits(
+                model.head.pair_scores(per_class, self._project(index))
+            ).cpu()
             for index in image_index.split(self.batch_size)
         ]
         if not scores:
@@ -111,26 +122,34 @@ def _percent(prediction: Tensor, target: Tensor, classes: Tensor) -> float:
     return 100.0 * per_class_accuracy(prediction, target, classes)
 
 
-def _zsl_predictions(score_fn: ScoreFn, image_index: Tensor,
-                     classes: Tensor) -> Tensor:
+def _zsl_predictions(
+    score_fn: ScoreFn, image_index: Tensor, classes: Tensor
+) -> Tensor:
     # The class of highest score among 'classes' of every image (an argmax
     # over no class is an IndexError).
     if classes.numel() == 0:
-        raise ValueError("'classes' is empty: pass the candidate classes to "
-                         "classify the images among (at least one)")
+        raise ValueError(
+            "'classes' is empty: pass the candidate classes to "
+            'classify the images among (at least one)'
+        )
     return classes[score_fn(image_index, classes).argmax(dim=1)]
 
 
-def zsl_accuracy(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
-                 classes: Tensor) -> float:
+def zsl_accuracy(
+    score_fn: ScoreFn, labels: Tensor, image_index: Tensor, classes: Tensor
+) -> float:
     r"""Per-class mean accuracy (%) of :obj:`image_index` classified among
     :obj:`classes`."""
-    return _percent(_zsl_predictions(score_fn, image_index, classes),
-                    labels[image_index], classes)
+    return _percent(
+        _zsl_predictions(score_fn, image_index, classes),
+        labels[image_index],
+        classes,
+    )
 
 
-def zsl_per_class(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
-                  classes: Tensor) -> List[Dict[str, Any]]:
+def zsl_per_class(
+    score_fn: ScoreFn, labels: Tensor, image_index: Tensor, classes: Tensor
+) -> List[Dict[str, Any]]:
     r"""The terms of :func:`zsl_accuracy`: for every class of
     :obj:`classes` with images in :obj:`image_index`, in the order of
     :obj:`classes`, its :obj:`'class'`, number of :obj:`'images'`, their
@@ -145,13 +164,16 @@ def zsl_per_class(score_fn: ScoreFn, labels: Tensor, image_index: Tensor,
         if predicted.numel() == 0:
             continue
         wrong = predicted[predicted != c]
-        rows.append({
-            'class': c,
-            'images': predicted.numel(),
-            'accuracy': 100.0 * float((predicted == c).double().mean()),
-            'taken_by': int(torch.bincount(wrong).argmax())
-            if wrong.numel() else None,
-        })
+        rows.append(
+            {
+                'class': c,
+                'images': predicted.numel(),
+                'accuracy': 100.0 * float((predicted == c).double().mean()),
+                'taken_by': int(torch.bincount(wrong).argmax())
+                if wrong.numel()
+                else None,
+            }
+        )
     return rows
 
 
@@ -161,15 +183,26 @@ class GZSLScores:
     and :func:`best_calibration` read :math:`S`, :math:`U`, :math:`H` for
     any calibration constant. Needs at least one seen and one unseen
     class."""
-    def __init__(self, score_fn: ScoreFn, labels: Tensor,
-                 seen_images: Tensor, unseen_images: Tensor,
-                 seen_classes: Tensor, unseen_classes: Tensor):
-        for name, classes in (('seen_classes', seen_classes),
-                              ('unseen_classes', unseen_classes)):
+
+    def __init__(
+        self,
+        score_fn: ScoreFn,
+        labels: Tensor,
+        seen_images: Tensor,
+        unseen_images: Tensor,
+        seen_classes: Tensor,
+        unseen_classes: Tensor,
+    ):
+        for name, classes in (
+            ('seen_classes', seen_classes),
+            ('unseen_classes', unseen_classes),
+        ):
             if classes.numel() == 0:  # Else an IndexError below.
-                raise ValueError(f"'{name}' is empty: GZSL classifies "
-                                 f"images among the seen and the unseen "
-                                 f"classes; pass at least one of each")
+                raise ValueError(
+                    f"'{name}' is empty: GZSL classifies "
+                    f'images among the seen and the unseen '
+                    f'classes; pass at least one of each'
+                )
         self.classes = torch.cat([seen_classes, unseen_classes])
         self.seen_classes, self.unseen_classes = seen_classes, unseen_classes
         images = torch.cat([seen_images, unseen_images])
@@ -187,8 +220,11 @@ class GZSLScores:
     def predictions(self, calibration: float = 0.0) -> Tensor:
         # '>=': a tie goes to the seen class, as an argmax over the seen
         # classes followed by the unseen ones would give it.
-        return torch.where(self.margin >= calibration, self.seen_prediction,
-                           self.unseen_prediction)
+        return torch.where(
+            self.margin >= calibration,
+            self.seen_prediction,
+            self.unseen_prediction,
+        )
 
     def accuracies(self, calibration: float = 0.0) -> Dict[str, float]:
         r""":math:`S`, :math:`U` and :math:`H` (%) with :obj:`calibration`
@@ -196,8 +232,11 @@ class GZSLScores:
         prediction = self.predictions(calibration)
         seen = _percent(prediction, self.target, self.seen_classes)
         unseen = _percent(prediction, self.target, self.unseen_classes)
-        return {'seen': seen, 'unseen': unseen,
-                'h': harmonic_mean(seen, unseen)}
+        return {
+            'seen': seen,
+            'unseen': unseen,
+            'h': harmonic_mean(seen, unseen),
+        }
 
 
 def best_calibration(task: GZSLScores) -> float:
@@ -211,10 +250,12 @@ def best_calibration(task: GZSLScores) -> float:
     unbounded because a margin is infinite)."""
     margin, target = task.margin, task.target
     if bool(torch.isnan(margin).any()):
-        raise ValueError("the scores give images a NaN margin (best seen "
-                         "minus best unseen score, e.g. -inf for every "
-                         "class): a calibration needs scores that rank "
-                         "the classes")
+        raise ValueError(
+            'the scores give images a NaN margin (best seen '
+            'minus best unseen score, e.g. -inf for every '
+            'class): a calibration needs scores that rank '
+            'the classes'
+        )
     seen_label = torch.isin(target, task.seen_classes)
     seen_right = seen_label & (task.seen_prediction == target)
     unseen_right = ~seen_label & (task.unseen_prediction == target)
@@ -223,14 +264,19 @@ def best_calibration(task: GZSLScores) -> float:
     present_seen = target[seen_label].unique().numel()
     present_unseen = target[~seen_label].unique().numel()
     if present_seen == 0 or present_unseen == 0:
-        raise ValueError("'task' needs images of seen and of unseen "
-                         "classes to choose a calibration")
+        raise ValueError(
+            "'task' needs images of seen and of unseen "
+            'classes to choose a calibration'
+        )
     seen_gain = seen_right.double() / per_class / present_seen
     unseen_gain = unseen_right.double() / per_class / present_unseen
 
     order = torch.argsort(margin)
-    margin, seen_gain, unseen_gain = (margin[order], seen_gain[order],
-                                      unseen_gain[order])
+    margin, seen_gain, unseen_gain = (
+        margin[order],
+        seen_gain[order],
+        unseen_gain[order],
+    )
     # With c in (margin[k-1], margin[k]]: images 0..k-1 are predicted
     # unseen, images k.. seen (k = 0..n).
     zero = margin.new_zeros(1)
@@ -243,42 +289,62 @@ def best_calibration(task: GZSLScores) -> float:
     # An infinite margin bounds its interval at infinity: step inside from
     # the finite end (by at least 1, which a huge end does not absorb).
     low_inf, high_inf = torch.isinf(low), torch.isinf(high)
-    middle = torch.where(low_inf & ~high_inf,
-                         high - high.abs().clamp_min(1.0), middle)
-    middle = torch.where(~low_inf & high_inf,
-                         low + low.abs().clamp_min(1.0), middle)
-    middle = torch.where(low_inf & high_inf, torch.zeros_like(middle),
-                         middle)
+    middle = torch.where(
+        low_inf & ~high_inf, high - high.abs().clamp_min(1.0), middle
+    )
+    middle = torch.where(
+        ~low_inf & high_inf, low + low.abs().clamp_min(1.0), middle
+    )
+    middle = torch.where(low_inf & high_inf, torch.zeros_like(middle), middle)
     h = h.masked_fill(low >= high, -1.0)  # Empty intervals (tied margins).
     candidates = torch.nonzero(h == h.max()).view(-1)
     choice = candidates[middle[candidates].abs().argmin()]
     return float(middle[choice])
 
 
-def _protocol(score_fn: ScoreFn, labels: Tensor, seen_images: Tensor,
-              unseen_images: Tensor, seen_classes: Tensor,
-              unseen_classes: Tensor, calibration: Union[float, str, None],
-              prefix: str) -> Dict[str, float]:
-    metrics = {'zsl_acc': zsl_accuracy(score_fn, labels, unseen_images,
-                                       unseen_classes)}
-    task = GZSLScores(score_fn, labels, seen_images, unseen_images,
-                      seen_classes, unseen_classes)
+def _protocol(
+    score_fn: ScoreFn,
+    labels: Tensor,
+    seen_images: Tensor,
+    unseen_images: Tensor,
+    seen_classes: Tensor,
+    unseen_classes: Tensor,
+    calibration: Union[float, str, None],
+    prefix: str,
+) -> Dict[str, float]:
+    metrics = {
+        'zsl_acc': zsl_accuracy(
+            score_fn, labels, unseen_images, unseen_classes
+        )
+    }
+    task = GZSLScores(
+        score_fn,
+        labels,
+        seen_images,
+        unseen_images,
+        seen_classes,
+        unseen_classes,
+    )
     raw = task.accuracies()
-    metrics.update(gzsl_seen=raw['seen'], gzsl_unseen=raw['unseen'],
-                   gzsl_h=raw['h'])
+    metrics.update(
+        gzsl_seen=raw['seen'], gzsl_unseen=raw['unseen'], gzsl_h=raw['h']
+    )
     if calibration == 'best':
         calibration = best_calibration(task)
     if calibration is not None:
         calibrated = task.accuracies(calibration)
-        metrics.update(calibration=calibration,
-                       gzsl_cal_seen=calibrated['seen'],
-                       gzsl_cal_unseen=calibrated['unseen'],
-                       gzsl_cal_h=calibrated['h'])
+        metrics.update(
+            calibration=calibration,
+            gzsl_cal_seen=calibrated['seen'],
+            gzsl_cal_unseen=calibrated['unseen'],
+            gzsl_cal_h=calibrated['h'],
+        )
     return {prefix + key: value for key, value in metrics.items()}
 
 
-def _check_not_empty(name: str, owner: Any, fields: Sequence[str],
-                     fix: str) -> None:
+def _check_not_empty(
+    name: str, owner: Any, fields: Sequence[str], fix: str
+) -> None:
     # Sizes only (no pass over the data): an empty set of classes or images
     # would fail deep inside the protocol, as an IndexError or under the
     # name of another function's argument.
@@ -287,31 +353,46 @@ def _check_not_empty(name: str, owner: Any, fields: Sequence[str],
             raise ValueError(f"'{name}.{field}' is empty: {fix}")
 
 
-def evaluate_scores(data: ZSLDataset, score_fn: ScoreFn,
-                    calibration: Optional[float] = None) -> Dict[str, float]:
+def evaluate_scores(
+    data: ZSLDataset, score_fn: ScoreFn, calibration: Optional[float] = None
+) -> Dict[str, float]:
     r"""The test protocol of the module docstring for :obj:`score_fn`:
     ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%), and with
     :obj:`calibration` (a constant chosen on validation data) the
     calibrated :math:`S`, :math:`U`, :math:`H` too."""
     if calibration is not None and (
-            isinstance(calibration, bool) or
-            not isinstance(calibration, numbers.Real) or
-            not math.isfinite(calibration)):
+        isinstance(calibration, bool)
+        or not isinstance(calibration, numbers.Real)
+        or not math.isfinite(calibration)
+    ):
         # 'best' is validate()'s: chosen on the test set it would be a
         # test-selected, optimistic result.
-        raise ValueError(f"'calibration' must be a finite number chosen on "
-                         f"validation data, or None (got {calibration!r})")
-    _check_not_empty('data', data, ('unseen_classes', 'test_unseen_loc',
-                                    'seen_classes', 'test_seen_loc'),
-                     'the test protocol needs unseen and seen classes with '
-                     'test images of each; evaluate a dataset that has them')
-    return _protocol(score_fn, data.labels, data.test_seen_loc,
-                     data.test_unseen_loc, data.seen_classes,
-                     data.unseen_classes, calibration, prefix='')
+        raise ValueError(
+            f"'calibration' must be a finite number chosen on "
+            f'validation data, or None (got {calibration!r})'
+        )
+    _check_not_empty(
+        'data',
+        data,
+        ('unseen_classes', 'test_unseen_loc', 'seen_classes', 'test_seen_loc'),
+        'the test protocol needs unseen and seen classes with '
+        'test images of each; evaluate a dataset that has them',
+    )
+    return _protocol(
+        score_fn,
+        data.labels,
+        data.test_seen_loc,
+        data.test_unseen_loc,
+        data.seen_classes,
+        data.unseen_classes,
+        calibration,
+        prefix='',
+    )
 
 
-def validate(data: ZSLDataset, split: ValidationSplit,
-             score_fn: ScoreFn) -> Dict[str, float]:
+def validate(
+    data: ZSLDataset, split: ValidationSplit, score_fn: ScoreFn
+) -> Dict[str, float]:
     r"""The protocol on the validation task :obj:`split` (no test image
     involved), keys prefixed :obj:`val_`: ZSL accuracy of the unseen
     validation images among the validation classes; GZSL :math:`S`,
@@ -319,18 +400,34 @@ def validate(data: ZSLDataset, split: ValidationSplit,
     training and validation classes; and the calibration constant of
     highest validation :math:`H` with its :math:`S`, :math:`U`,
     :math:`H`."""
-    _check_not_empty('split', split, ('val_classes', 'unseen_val_images',
-                                      'train_classes', 'seen_val_images'),
-                     'validation needs validation and training classes with '
-                     'images of each; build the split with '
-                     'seen_validation_split')
-    return _protocol(score_fn, data.labels, split.seen_val_images,
-                     split.unseen_val_images, split.train_classes,
-                     split.val_classes, 'best', prefix='val_')
+    _check_not_empty(
+        'split',
+        split,
+        (
+            'val_classes',
+            'unseen_val_images',
+            'train_classes',
+            'seen_val_images',
+        ),
+        'validation needs validation and training classes with '
+        'images of each; build the split with '
+        'seen_validation_split',
+    )
+    return _protocol(
+        score_fn,
+        data.labels,
+        split.seen_val_images,
+        split.unseen_val_images,
+        split.train_classes,
+        split.val_classes,
+        'best',
+        prefix='val_',
+    )
 
 
-def evaluate(model: APNet, data: ZSLDataset,
-             calibration: Optional[float] = None) -> Dict[str, float]:
+def evaluate(
+    model: APNet, data: ZSLDataset, calibration: Optional[float] = None
+) -> Dict[str, float]:
     r"""ZSL accuracy and GZSL :math:`S`, :math:`U`, :math:`H` (%) of
     :obj:`model` on the test splits, calibrated with :obj:`calibration`
     if given; see the module docstring."""
@@ -338,30 +435,39 @@ def evaluate(model: APNet, data: ZSLDataset,
 
 
 def evaluate_predictions(
-        data: ZSLDataset,
-        predict_classes: Callable[[Tensor, Tensor], Tensor],
+    data: ZSLDataset,
+    predict_classes: Callable[[Tensor, Tensor], Tensor],
 ) -> Dict[str, float]:
     r"""The test protocol for a classifier that only predicts:
     :obj:`predict_classes(image_index, classes)` returns the predicted class
     (an entry of :obj:`classes`) of every image. Returns ZSL accuracy and
     GZSL :math:`S`, :math:`U`, :math:`H` (%), uncalibrated."""
+
     def one_hot_scores(image_index: Tensor, classes: Tensor) -> Tensor:
         predicted = predict_classes(image_index, classes)
-        if not isinstance(predicted, Tensor) or \
-                predicted.numel() != image_index.numel():
-            got = f'{predicted.numel()} predictions' if isinstance(
-                predicted, Tensor) else type(predicted).__name__
-            raise ValueError(f"'predict_classes' must return one class per "
-                             f"image ({image_index.numel()}; got {got})")
+        if (
+            not isinstance(predicted, Tensor)
+            or predicted.numel() != image_index.numel()
+        ):
+            got = (
+                f'{predicted.numel()} predictions'
+                if isinstance(predicted, Tensor)
+                else type(predicted).__name__
+            )
+            raise ValueError(
+                f"'predict_classes' must return one class per "
+                f'image ({image_index.numel()}; got {got})'
+            )
         position = predicted.view(-1, 1) == classes.view(1, -1)
         # A row of zeros would otherwise count as a vote for classes[0].
         outside = ~position.any(1)
         if bool(outside.any()):
-            raise ValueError(f"'predict_classes' returned "
-                             f"{predicted.view(-1)[outside][0].item()}, not "
-                             f"one of the {classes.numel()} candidate "
-                             f"classes it was given")
+            raise ValueError(
+                f"'predict_classes' returned "
+                f'{predicted.view(-1)[outside][0].item()}, not '
+                f'one of the {classes.numel()} candidate '
+                f'classes it was given'
+            )
         return position.float()
 
     return evaluate_scores(data, one_hot_scores)
-

@@ -4,6 +4,7 @@ r"""What APNet for zero-shot node classification reads
 class descriptions they prescribe, and :class:`NodeTask`, which presents
 one dataset, class split and CSD kind to the training loop.
 """
+
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -69,11 +70,21 @@ def default_config() -> TrainConfig:
     Adam at 1e-4, and the epoch count chosen on validation (up to
     :obj:`epochs`)."""
     return TrainConfig(
-        graph='none', num_centroids=2, class_channels=256,
-        hidden_channels=256, proj_channels=128, n_way=30, k_shot=32,
-        lr=1e-4, weight_decay=1e-4, epochs=30, lr_decay_epoch=None,
-        iterations_per_epoch=25, model_selection='none',
-        initialization='pytorch')
+        graph='none',
+        num_centroids=2,
+        class_channels=256,
+        hidden_channels=256,
+        proj_channels=128,
+        n_way=30,
+        k_shot=32,
+        lr=1e-4,
+        weight_decay=1e-4,
+        epochs=30,
+        lr_decay_epoch=None,
+        iterations_per_epoch=25,
+        model_selection='none',
+        initialization='pytorch',
+    )
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class NodeSetting:
         candidates (str): :data:`CANDIDATES`. (default: :obj:`"seen"`)
         config (TrainConfig): (default: :func:`default_config`)
     """
+
     propagation: str = 'mean'
     hops: int = 2
     temperature: float = 10.0
@@ -108,25 +120,33 @@ class NodeSetting:
     config: TrainConfig = field(default_factory=default_config)
 
     def __post_init__(self):
-        for name, choices in (('propagation', PROPAGATIONS),
-                              ('scoring', SCORINGS),
-                              ('calibration', CALIBRATIONS),
-                              ('features', FEATURE_SCALINGS),
-                              ('descriptions', DESCRIPTION_PREPARATIONS),
-                              ('candidates', CANDIDATES)):
+        for name, choices in (
+            ('propagation', PROPAGATIONS),
+            ('scoring', SCORINGS),
+            ('calibration', CALIBRATIONS),
+            ('features', FEATURE_SCALINGS),
+            ('descriptions', DESCRIPTION_PREPARATIONS),
+            ('candidates', CANDIDATES),
+        ):
             if getattr(self, name) not in choices:
-                raise ValueError(f"'{name}' must be one of "
-                                 f"{', '.join(choices)} (got "
-                                 f"{getattr(self, name)!r})")
+                raise ValueError(
+                    f"'{name}' must be one of "
+                    f'{", ".join(choices)} (got '
+                    f'{getattr(self, name)!r})'
+                )
         if not isinstance(self.hops, int) or self.hops < 1:
-            raise ValueError(f"'hops' must be a positive integer (got "
-                             f"{self.hops!r})")
+            raise ValueError(
+                f"'hops' must be a positive integer (got {self.hops!r})"
+            )
         if self.scoring == 'hops' and self.propagation == 'none':
-            raise ValueError("'scoring'='hops' needs a propagation (got "
-                             "propagation='none'): use scoring='single'")
+            raise ValueError(
+                "'scoring'='hops' needs a propagation (got "
+                "propagation='none'): use scoring='single'"
+            )
         if not self.temperature >= 0:
-            raise ValueError(f"'temperature' must be >= 0 (got "
-                             f"{self.temperature!r})")
+            raise ValueError(
+                f"'temperature' must be >= 0 (got {self.temperature!r})"
+            )
         if not isinstance(self.config, TrainConfig):
             raise ValueError("'config' must be a TrainConfig")
 
@@ -155,71 +175,112 @@ class NodeSetting:
         if graph == 'learned':
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
         # The paper's additive head is not named, as before the choice.
-        head = '' if c.interaction == 'additive' else \
-            f', interaction={c.interaction}'
-        return (f'{nodes}, features={self.features}, descriptions='
-                f'{self.descriptions}, graph={graph}, training='
-                f'{c.training}, candidates={self.candidates}, k_shot='
-                f'{c.k_shot}, lr={c.lr:g}, score={c.score}{head}, '
-                f'logit_scale={c.logit_scale:g}')
+        head = (
+            ''
+            if c.interaction == 'additive'
+            else f', interaction={c.interaction}'
+        )
+        return (
+            f'{nodes}, features={self.features}, descriptions='
+            f'{self.descriptions}, graph={graph}, training='
+            f'{c.training}, candidates={self.candidates}, k_shot='
+            f'{c.k_shot}, lr={c.lr:g}, score={c.score}{head}, '
+            f'logit_scale={c.logit_scale:g}'
+        )
 
     def key(self) -> Tuple:
-        return (self.propagation, self.hops, self.temperature,
-                self.scoring, self.calibration, self.features,
-                self.descriptions, self.candidates,
-                tuple(sorted(self.config.replace(seed=0).to_dict().items(),
-                             key=lambda item: item[0])))
+        return (
+            self.propagation,
+            self.hops,
+            self.temperature,
+            self.scoring,
+            self.calibration,
+            self.features,
+            self.descriptions,
+            self.candidates,
+            tuple(
+                sorted(
+                    self.config.replace(seed=0).to_dict().items(),
+                    key=lambda item: item[0],
+                )
+            ),
+        )
 
 
 def scale_features(x: Tensor, scaling: str) -> Tensor:
     r"""Node features scaled by :obj:`scaling` (:data:`FEATURE_SCALINGS`);
     a node without any feature stays zero."""
     if scaling not in FEATURE_SCALINGS:
-        raise ValueError(f"'features' must be one of "
-                         f"{', '.join(FEATURE_SCALINGS)} (got {scaling!r})")
+        raise ValueError(
+            f"'features' must be one of "
+            f'{", ".join(FEATURE_SCALINGS)} (got {scaling!r})'
+        )
     x = x.float()
     if scaling == 'raw':
         return x
     total = x.sum(dim=1, keepdim=True)
-    return torch.where(total != 0, x / torch.where(total != 0, total, 1.0),
-                       torch.zeros_like(x))
+    return torch.where(
+        total != 0,
+        x / torch.where(total != 0, total, 1.0),
+        torch.zeros_like(x),
+    )
 
 
 @torch.no_grad()
-def propagate_features(x: Tensor, edge_index: Tensor, propagation: str,
-                       hops: int = 2, temperature: float = 10.0) -> Tensor:
+def propagate_features(
+    x: Tensor,
+    edge_index: Tensor,
+    propagation: str,
+    hops: int = 2,
+    temperature: float = 10.0,
+) -> Tensor:
     r"""The node features after the parameter-free propagation
     :obj:`propagation` (:data:`PROPAGATIONS`) over :obj:`edge_index`: an
     :class:`~apnet_pyg.nn.APNetConv` with the identity projection, the
     temperature 0 (:obj:`"mean"`) or :obj:`temperature`
     (:obj:`"attention"`) and :obj:`hops` steps, self-loops added."""
     if propagation not in PROPAGATIONS:
-        raise ValueError(f"'propagation' must be one of "
-                         f"{', '.join(PROPAGATIONS)} (got {propagation!r})")
+        raise ValueError(
+            f"'propagation' must be one of "
+            f'{", ".join(PROPAGATIONS)} (got {propagation!r})'
+        )
     if propagation == 'none':
         return x
-    conv = APNetConv(x.size(1), proj_channels=None,
-                     temperature=0.0 if propagation == 'mean'
-                     else temperature, num_steps=hops)
+    conv = APNetConv(
+        x.size(1),
+        proj_channels=None,
+        temperature=0.0 if propagation == 'mean' else temperature,
+        num_steps=hops,
+    )
     return conv(x, edge_index)
 
 
 @torch.no_grad()
-def hop_features(x: Tensor, edge_index: Tensor, propagation: str,
-                 hops: int = 2, temperature: float = 10.0) -> Tensor:
+def hop_features(
+    x: Tensor,
+    edge_index: Tensor,
+    propagation: str,
+    hops: int = 2,
+    temperature: float = 10.0,
+) -> Tensor:
     r"""The node features after each of :math:`0, \ldots, K`
     (:obj:`hops`) steps of the propagation :obj:`propagation` (as
     :func:`propagate_features`), stacked: shape
     :obj:`[K + 1, num_nodes, num_features]`, index :math:`k` the features
     after :math:`k` steps."""
     if propagation not in PROPAGATIONS or propagation == 'none':
-        raise ValueError(f"'propagation' must be one of "
-                         f"{', '.join(PROPAGATIONS[1:])} to score at several "
-                         f"hops (got {propagation!r})")
+        raise ValueError(
+            f"'propagation' must be one of "
+            f'{", ".join(PROPAGATIONS[1:])} to score at several '
+            f'hops (got {propagation!r})'
+        )
     out = [x]
     for _ in range(hops):
-        out.append(propagate_features(out[-1], edge_index, propagation, 1,
-                                      temperature))
+        out.append(
+            propagate_features(
+                out[-1], edge_index, propagation, 1, temperature
+            )
+        )
     return torch.stack(out)
 
 
@@ -228,9 +289,11 @@ def prepare_descriptions(descriptions: Tensor, preparation: str) -> Tensor:
     :obj:`preparation` (:data:`DESCRIPTION_PREPARATIONS`); whitening maps
     them to :math:`C - 1` dimensions (their centred span)."""
     if preparation not in DESCRIPTION_PREPARATIONS:
-        raise ValueError(f"'descriptions' must be one of "
-                         f"{', '.join(DESCRIPTION_PREPARATIONS)} (got "
-                         f"{preparation!r})")
+        raise ValueError(
+            f"'descriptions' must be one of "
+            f'{", ".join(DESCRIPTION_PREPARATIONS)} (got '
+            f'{preparation!r})'
+        )
     s = descriptions.double()
     if preparation != 'l2':
         s = s - s.mean(dim=0, keepdim=True)
@@ -254,11 +317,21 @@ class NodeTask:
     :math:`i` at hop :math:`k`), and training draws from every copy of
     the seen classes' nodes; :obj:`seen_nodes`, :obj:`val_nodes` and
     :obj:`unseen_nodes` are node ids (hop 0)."""
-    def __init__(self, nodes: ZeroShotNodes, split: ClassSplit,
-                 csd: str, setting: NodeSetting,
-                 features: Optional[Tensor] = None):
-        self.nodes, self.split, self.csd, self.setting = (nodes, split, csd,
-                                                          setting)
+
+    def __init__(
+        self,
+        nodes: ZeroShotNodes,
+        split: ClassSplit,
+        csd: str,
+        setting: NodeSetting,
+        features: Optional[Tensor] = None,
+    ):
+        self.nodes, self.split, self.csd, self.setting = (
+            nodes,
+            split,
+            csd,
+            setting,
+        )
         y = nodes.data.y
         if features is None:
             features = node_features(nodes, setting)
@@ -266,37 +339,49 @@ class NodeTask:
         num_nodes = y.numel()
         self.num_hops = features.size(0) // num_nodes
         if features.size(0) != self.num_hops * num_nodes:
-            raise ValueError(f"'features' must have a row per node and hop "
-                             f"(got {features.size(0)} rows for "
-                             f"{num_nodes} nodes)")
-        self.descriptions = prepare_descriptions(nodes.description(csd),
-                                                 setting.descriptions)
+            raise ValueError(
+                f"'features' must have a row per node and hop "
+                f'(got {features.size(0)} rows for '
+                f'{num_nodes} nodes)'
+            )
+        self.descriptions = prepare_descriptions(
+            nodes.description(csd), setting.descriptions
+        )
         self.seen_nodes = _nodes_of(y, split.seen)
         self.val_nodes = _nodes_of(y, split.val)
         self.unseen_nodes = _nodes_of(y, split.unseen)
-        for role, index in (('seen', self.seen_nodes),
-                            ('unseen', self.unseen_nodes)):
+        for role, index in (
+            ('seen', self.seen_nodes),
+            ('unseen', self.unseen_nodes),
+        ):
             if index.numel() == 0:
-                raise ValueError(f"no node of the {role} classes in "
-                                 f"{nodes.name}'s group.txt")
+                raise ValueError(
+                    f'no node of the {role} classes in '
+                    f"{nodes.name}'s group.txt"
+                )
         empty = torch.zeros(0, dtype=torch.long)
         self.dataset = ZSLDataset(
-            name=nodes.name, class_names=list(nodes.class_names),
-            attributes=self.descriptions, features=features,
+            name=nodes.name,
+            class_names=list(nodes.class_names),
+            attributes=self.descriptions,
+            features=features,
             labels=y.repeat(self.num_hops),
-            trainval_loc=self.hop_index(self.seen_nodes), test_seen_loc=empty,
-            test_unseen_loc=self.unseen_nodes, train_loc=None,
-            val_loc=None, seen_classes=split.seen,
-            unseen_classes=split.unseen, train_classes=split.seen,
-            val_classes=split.val if split.val.numel() else None)
-
+            trainval_loc=self.hop_index(self.seen_nodes),
+            test_seen_loc=empty,
+            test_unseen_loc=self.unseen_nodes,
+            train_loc=None,
+            val_loc=None,
+            seen_classes=split.seen,
+            unseen_classes=split.unseen,
+            train_classes=split.seen,
+            val_classes=split.val if split.val.numel() else None,
+        )
 
     def hop_index(self, index: Tensor) -> Tensor:
         r"""The dataset's images of nodes :obj:`index` at every hop, hop
         by hop."""
         num_nodes = self.nodes.data.y.numel()
-        return torch.cat([index + k * num_nodes
-                          for k in range(self.num_hops)])
+        return torch.cat([index + k * num_nodes for k in range(self.num_hops)])
 
 
 def node_features(nodes: ZeroShotNodes, setting: NodeSetting) -> Tensor:
@@ -306,12 +391,18 @@ def node_features(nodes: ZeroShotNodes, setting: NodeSetting) -> Tensor:
     if setting.scoring == 'hops':
         return hop_features(
             scale_features(nodes.data.x, setting.features),
-            nodes.data.edge_index, setting.propagation, setting.hops,
-            setting.temperature).flatten(0, 1)
+            nodes.data.edge_index,
+            setting.propagation,
+            setting.hops,
+            setting.temperature,
+        ).flatten(0, 1)
     return propagate_features(
         scale_features(nodes.data.x, setting.features),
-        nodes.data.edge_index, setting.propagation, setting.hops,
-        setting.temperature)
+        nodes.data.edge_index,
+        setting.propagation,
+        setting.hops,
+        setting.temperature,
+    )
 
 
 def _nodes_of(y: Tensor, classes: Tensor) -> Tensor:

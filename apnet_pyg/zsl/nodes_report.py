@@ -2,6 +2,7 @@ r"""The record-keeping and tables of zero-shot node classification
 (:mod:`apnet_pyg.zsl.nodes`): per-run metrics, their summary over seeds,
 DGPN's published figures and :func:`format_nodes`.
 """
+
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -15,14 +16,24 @@ from apnet_pyg.zsl.metrics import per_class_accuracy
 PUBLISHED = {
     'cora': {
         'text': {
-            'I': {'RandomGuess': (25.35, 1.28), 'DAP': (26.56, 0.37),
-                  'ESZSL': (27.35, 0.00), 'ZS-GCN': (25.73, 0.46),
-                  'WDVSc': (30.62, 0.38), 'Hyperbolic-ZSL': (26.36, 0.41),
-                  'DGPN': (33.78, 0.28)},
-            'II': {'RandomGuess': (32.69, 1.48), 'DAP': (30.22, 1.21),
-                   'ESZSL': (38.82, 0.00), 'ZS-GCN': (29.53, 0.91),
-                   'WDVSc': (34.13, 0.67), 'Hyperbolic-ZSL': (37.02, 0.28),
-                   'DGPN': (46.40, 0.31)},
+            'I': {
+                'RandomGuess': (25.35, 1.28),
+                'DAP': (26.56, 0.37),
+                'ESZSL': (27.35, 0.00),
+                'ZS-GCN': (25.73, 0.46),
+                'WDVSc': (30.62, 0.38),
+                'Hyperbolic-ZSL': (26.36, 0.41),
+                'DGPN': (33.78, 0.28),
+            },
+            'II': {
+                'RandomGuess': (32.69, 1.48),
+                'DAP': (30.22, 1.21),
+                'ESZSL': (38.82, 0.00),
+                'ZS-GCN': (29.53, 0.91),
+                'WDVSc': (34.13, 0.67),
+                'Hyperbolic-ZSL': (37.02, 0.28),
+                'DGPN': (46.40, 0.31),
+            },
         },
         'label': {'I': {'ESZSL': (25.79, None), 'DGPN': (32.55, None)}},
     },
@@ -30,8 +41,9 @@ PUBLISHED = {
 PUBLISHED_SOURCE = 'Wang et al., KDD 2021 (DGPN), Tables 3 and 4'
 
 
-def node_metrics(prediction: Tensor, target: Tensor,
-                 classes: Tensor) -> Dict[str, Any]:
+def node_metrics(
+    prediction: Tensor, target: Tensor, classes: Tensor
+) -> Dict[str, Any]:
     r"""Accuracy (%) of :obj:`prediction` against :obj:`target`, balanced
     accuracy (%), the constant-predictor floor (%, the largest class's
     share) and the number of :obj:`classes` predicted at all."""
@@ -40,8 +52,9 @@ def node_metrics(prediction: Tensor, target: Tensor,
         'acc': 100.0 * float((prediction == target).double().mean()),
         'balanced': 100.0 * per_class_accuracy(prediction, target, classes),
         'floor': 100.0 * float(counts[classes].max()) / target.numel(),
-        'predicted_classes': int(torch.isin(classes,
-                                            prediction.unique()).sum()),
+        'predicted_classes': int(
+            torch.isin(classes, prediction.unique()).sum()
+        ),
     }
 
 
@@ -54,8 +67,7 @@ def summarise(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
         out[key] = float(values.mean())
         out[key + '_std'] = float(values.std()) if len(runs) > 1 else 0.0
     out['floor'] = runs[0]['floor']
-    out['one_class_seeds'] = sum(run['predicted_classes'] == 1
-                                 for run in runs)
+    out['one_class_seeds'] = sum(run['predicted_classes'] == 1 for run in runs)
     return out
 
 
@@ -74,17 +86,26 @@ def format_nodes(results: Dict[str, Any]) -> str:
     for every split, the constant-predictor floor, and the published rows
     marked "published"."""
     names = list(results['splits'])
-    lines = [f"{results['dataset']}: zero-shot node classification; "
-             f"{'; '.join(results['splits'].values())}",
-             f"choices: {results['selection']}",
-             f"APNet: mean ± std over {len(results['seeds'])} seeds; "
-             f"the baselines are closed-form (one fit)"]
+    lines = [
+        f'{results["dataset"]}: zero-shot node classification; '
+        f'{"; ".join(results["splits"].values())}',
+        f'choices: {results["selection"]}',
+        f'APNet: mean ± std over {len(results["seeds"])} seeds; '
+        f'the baselines are closed-form (one fit)',
+    ]
     for csd, block in results['csds'].items():
-        header = '| method | ' + ' | '.join(
-            f'{name}: acc | {name}: balanced' for name in names) + \
-            ' | chosen |'
-        lines += ['', f'{csd.upper()}-CSDs', '', header,
-                  '|' + '---|' * (2 * len(names) + 2)]
+        header = (
+            '| method | '
+            + ' | '.join(f'{name}: acc | {name}: balanced' for name in names)
+            + ' | chosen |'
+        )
+        lines += [
+            '',
+            f'{csd.upper()}-CSDs',
+            '',
+            header,
+            '|' + '---|' * (2 * len(names) + 2),
+        ]
         for row in block['rows']:
             cells = []
             for name in names:
@@ -92,21 +113,30 @@ def format_nodes(results: Dict[str, Any]) -> str:
                 cells += [_cell(summary, 'acc'), _cell(summary, 'balanced')]
             note = row['setting']
             if 'epochs' in row:
-                note = f"{row['epochs']} epochs, {note}"
-            flags = [f"{name}: one class in {summary['one_class_seeds']}/"
-                     f"{summary['seeds']} runs"
-                     for name, summary in row['splits'].items()
-                     if summary['one_class_seeds']]
+                note = f'{row["epochs"]} epochs, {note}'
+            flags = [
+                f'{name}: one class in {summary["one_class_seeds"]}/'
+                f'{summary["seeds"]} runs'
+                for name, summary in row['splits'].items()
+                if summary['one_class_seeds']
+            ]
             if flags:
                 note += ' (PREDICTS ONE CLASS: ' + '; '.join(flags) + ')'
-            lines.append(f"| {row['method']} | " + ' | '.join(cells) +
-                         f' | {note} |')
-        lines.append('| constant predictor (largest unseen class) | ' +
-                     ' | '.join(f"{block['floor'][name]:.2f} | "
-                                f"{100.0 / results['num_unseen'][name]:.2f}"
-                                for name in names) + ' | |')
-        for method in sorted({m for split in block['published'].values()
-                              for m in split}):
+            lines.append(
+                f'| {row["method"]} | ' + ' | '.join(cells) + f' | {note} |'
+            )
+        lines.append(
+            '| constant predictor (largest unseen class) | '
+            + ' | '.join(
+                f'{block["floor"][name]:.2f} | '
+                f'{100.0 / results["num_unseen"][name]:.2f}'
+                for name in names
+            )
+            + ' | |'
+        )
+        for method in sorted(
+            {m for split in block['published'].values() for m in split}
+        ):
             cells = []
             for name in names:
                 figure = block['published'].get(name, {}).get(method)
@@ -116,6 +146,9 @@ def format_nodes(results: Dict[str, Any]) -> str:
                     std = '' if figure[1] is None else f' ± {figure[1]:.2f}'
                     cells += [f'{figure[0]:.2f}{std}', '']
             if any(cells):
-                lines.append(f'| {method} (published) | ' +
-                             ' | '.join(cells) + f' | {PUBLISHED_SOURCE} |')
+                lines.append(
+                    f'| {method} (published) | '
+                    + ' | '.join(cells)
+                    + f' | {PUBLISHED_SOURCE} |'
+                )
     return '\n'.join(lines)

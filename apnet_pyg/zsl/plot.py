@@ -1,6 +1,7 @@
 r"""Figure 2 of the APNet paper: a t-SNE map of the propagated class
 vectors, seen and unseen classes in two colours, with the edges of the
 learned class graph."""
+
 from pathlib import Path
 from typing import Union
 
@@ -17,11 +18,14 @@ def check_plot_output(out: Union[str, Path]) -> None:
     :obj:`out` and that the plotting packages are installed."""
     out = Path(out)
     if out.is_dir():
-        raise IsADirectoryError(f"the figure's path '{out}' is a directory: "
-                                f"name a .png file")
+        raise IsADirectoryError(
+            f"the figure's path '{out}' is a directory: name a .png file"
+        )
     if out.suffix.lower() != '.png':  # ('.png' alone has no suffix.)
-        raise ValueError(f"the figure's path '{out}' must name a .png file, "
-                         f"e.g. 'classes.png'")
+        raise ValueError(
+            f"the figure's path '{out}' must name a .png file, "
+            f"e.g. 'classes.png'"
+        )
     make_output_folder(out.parent)  # Created and writable, or named.
     _plotting_modules()
 
@@ -29,18 +33,22 @@ def check_plot_output(out: Union[str, Path]) -> None:
 def _plotting_modules():
     try:
         import matplotlib
+
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
         from sklearn.manifold import TSNE
     except ImportError:
-        raise ImportError("the plot needs matplotlib and scikit-learn: "
-                          "pip install 'apnet_pyg[plot]'") from None
+        raise ImportError(
+            'the plot needs matplotlib and scikit-learn: '
+            "pip install 'apnet_pyg[plot]'"
+        ) from None
     return plt, TSNE
 
 
 @torch.no_grad()
-def plot_class_vectors(model: APNet, data: ZSLDataset,
-                       out: Union[str, Path], seed: int = 0) -> Path:
+def plot_class_vectors(
+    model: APNet, data: ZSLDataset, out: Union[str, Path], seed: int = 0
+) -> Path:
     r"""Writes the t-SNE figure of the class vectors of all classes (graph
     over all classes, as in GZSL) to :obj:`out` (PNG) and returns the path.
     Needs :obj:`matplotlib` and :obj:`scikit-learn` (the :obj:`plot`
@@ -54,27 +62,33 @@ def plot_class_vectors(model: APNet, data: ZSLDataset,
     edge_index = torch.zeros(2, 0, dtype=torch.long)
     if model.graph != 'none':
         edge_index, edge_weight = model.class_graph(
-            model.encoder(attributes), every_class)
+            model.encoder(attributes), every_class
+        )
         if model.graph == 'wordnet':  # Fully connected: draw d <= 2 only.
             edge_index = edge_index[:, edge_weight >= 0.5]
         edge_index = edge_index.cpu()
     vectors = vectors.cpu().numpy()
 
     perplexity = min(30.0, (data.num_classes - 1) / 3)
-    points = TSNE(n_components=2, perplexity=perplexity, init='pca',
-                  random_state=seed).fit_transform(vectors)
+    points = TSNE(
+        n_components=2, perplexity=perplexity, init='pca', random_state=seed
+    ).fit_transform(vectors)
 
     unseen = torch.zeros(data.num_classes, dtype=torch.bool)
     unseen[data.unseen_classes] = True
     figure, axis = plt.subplots(figsize=(9, 8))
     for source, target in edge_index.t().tolist():
         if source < target:  # Undirected: draw each pair once.
-            axis.plot(*points[[source, target]].T, color='0.75', lw=0.6,
-                      zorder=1)
-    for mask, colour, name in [(~unseen, 'tab:blue', 'seen'),
-                               (unseen, 'tab:red', 'unseen')]:
-        axis.scatter(*points[mask.numpy()].T, c=colour, s=22, label=name,
-                     zorder=2)
+            axis.plot(
+                *points[[source, target]].T, color='0.75', lw=0.6, zorder=1
+            )
+    for mask, colour, name in [
+        (~unseen, 'tab:blue', 'seen'),
+        (unseen, 'tab:red', 'unseen'),
+    ]:
+        axis.scatter(
+            *points[mask.numpy()].T, c=colour, s=22, label=name, zorder=2
+        )
     if data.num_classes <= 60:
         for index, name in enumerate(data.class_names):
             axis.annotate(name, points[index], fontsize=7, alpha=0.8)

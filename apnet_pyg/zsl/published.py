@@ -18,12 +18,14 @@ the source gives none.
   :math:`H`, the protocol of :obj:`TrainConfig.report_test_selected`; the
   runs of this package choose their epochs on validation.
 """
+
 from typing import Dict, Optional, Tuple
 
 from apnet_pyg.zsl.metrics import METRICS
 
-Figures = Tuple[Optional[float], Optional[float], Optional[float],
-                Optional[float]]
+Figures = Tuple[
+    Optional[float], Optional[float], Optional[float], Optional[float]
+]
 
 SOURCES = {
     'ESZSL': 'Xian et al., TPAMI 2018',
@@ -32,11 +34,17 @@ SOURCES = {
 }
 
 PUBLISHED: Dict[str, Dict[str, Figures]] = {
-    'AWA2': {'ESZSL': (58.6, 5.9, 77.8, 11.0), 'SAE': (54.1, 1.1, 82.2, 2.2),
-             'APNet': (68.0, 54.8, 83.9, 66.4)},
+    'AWA2': {
+        'ESZSL': (58.6, 5.9, 77.8, 11.0),
+        'SAE': (54.1, 1.1, 82.2, 2.2),
+        'APNet': (68.0, 54.8, 83.9, 66.4),
+    },
     'AWA1': {'ESZSL': (58.2, 6.6, 75.6, 12.1), 'SAE': (53.0, 1.8, 77.1, 3.5)},
-    'CUB': {'ESZSL': (53.9, 12.6, 63.8, 21.0), 'SAE': (33.3, 7.8, 54.0, 13.6),
-            'APNet': (None, None, None, 51.7)},
+    'CUB': {
+        'ESZSL': (53.9, 12.6, 63.8, 21.0),
+        'SAE': (33.3, 7.8, 54.0, 13.6),
+        'APNet': (None, None, None, 51.7),
+    },
     'SUN': {'ESZSL': (54.5, 11.0, 27.9, 15.8), 'SAE': (40.3, 8.8, 18.0, 11.8)},
     'APY': {'ESZSL': (38.3, 2.4, 70.1, 4.6), 'SAE': (8.3, 0.4, 80.9, 0.9)},
 }
@@ -46,6 +54,7 @@ def published(dataset: str, method: str) -> Dict[str, Optional[float]]:
     r"""The published figures of :obj:`method` on :obj:`dataset` by
     :obj:`metrics.json` key (every value :obj:`None` when none are
     known)."""
-    figures = PUBLISHED.get(dataset.upper(), {}).get(method,
-                                                      (None,) * len(METRICS))
+    figures = PUBLISHED.get(dataset.upper(), {}).get(
+        method, (None,) * len(METRICS)
+    )
     return dict(zip(METRICS, figures))

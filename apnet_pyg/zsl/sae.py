@@ -47,26 +47,38 @@ test image, so test features need no normalisation. The authors' CUB demo
 also z-scores the similarities of each class over the test set; that
 uses the test set's statistics and is left out.
 """
+
 from typing import Iterator, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-from apnet_pyg.zsl.eszsl import (check_classes, check_grid,
-                                 check_map_shapes, check_ridge, class_sums,
-                                 first_best, gram_eigh)
+from apnet_pyg.zsl.eszsl import (
+    check_classes,
+    check_grid,
+    check_map_shapes,
+    check_ridge,
+    class_sums,
+    first_best,
+    gram_eigh,
+)
 
 SPACES = ('semantic', 'feature')
 SOLVERS = ('eigh', 'sylvester')
 # Half decades from 1e-3 to 1e6: with unit-norm features and attributes,
 # X X^T spreads its trace over d = 2048 dimensions and S S^T over k <= 312,
 # so the balance point is large.
-DEFAULT_LAMBDA_GRID = tuple(10.0**(p / 2) for p in range(-6, 13))
+DEFAULT_LAMBDA_GRID = tuple(10.0 ** (p / 2) for p in range(-6, 13))
 
 
-def fit_sae(features: Tensor, labels: Tensor, attributes: Tensor,
-            classes: Tensor, lam: float = 1.0,
-            solver: str = 'eigh') -> Tensor:
+def fit_sae(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    classes: Tensor,
+    lam: float = 1.0,
+    solver: str = 'eigh',
+) -> Tensor:
     r"""Fits the SAE encoder :math:`\mathbf{W}` in closed form.
 
     Args:
@@ -87,8 +99,7 @@ def fit_sae(features: Tensor, labels: Tensor, attributes: Tensor,
         :obj:`features`.
     """
     if solver not in SOLVERS:
-        raise ValueError(f"'solver' must be one of {SOLVERS} (got "
-                         f"'{solver}')")
+        raise ValueError(f"'solver' must be one of {SOLVERS} (got '{solver}')")
     system = _SylvesterSystem(features, labels, attributes, classes)
     w = system.solve(lam) if solver == 'eigh' else system.solve_sylvester(lam)
     return w.to(features.dtype)
@@ -102,13 +113,18 @@ class _SylvesterSystem:
     eigendecompositions of :math:`\mathbf{S}\mathbf{S}^{\top}` and
     :math:`\mathbf{X}\mathbf{X}^{\top}`, computed once for a grid of
     :math:`\lambda`."""
-    def __init__(self, features: Tensor, labels: Tensor, attributes: Tensor,
-                 classes: Tensor):
+
+    def __init__(
+        self,
+        features: Tensor,
+        labels: Tensor,
+        attributes: Tensor,
+        classes: Tensor,
+    ):
         _check_shapes(features, attributes)
         # float64: X X^T of unit vectors is badly conditioned.
         self.x = torch.nn.functional.normalize(features.double(), dim=1)
-        classes, sums, counts = class_sums(self.x, labels, attributes,
-                                           classes)
+        classes, sums, counts = class_sums(self.x, labels, attributes, classes)
         s = attributes[classes].double()  # [z, k]
         self.ss = s.t() @ (counts.double()[:, None] * s)  # S S^T, [k, k]
         self.sx = s.t() @ sums  # S X^T, [k, d]
@@ -121,41 +137,53 @@ class _SylvesterSystem:
             # X X^T: only the eigenvectors spanning the images' rows; the
             # solution has no component outside them (S X^T has none).
             mu, q = gram_eigh(self.x)
-            self._eigen = (alpha.clamp_min(0), u, mu, q,
-                           u.t() @ self.sx @ q)
+            self._eigen = (alpha.clamp_min(0), u, mu, q, u.t() @ self.sx @ q)
         alpha, u, mu, q, rotated = self._eigen
         denominator = alpha[:, None] + lam * mu[None, :]
         tiny = 1e-12 * float(denominator.max())
-        solution = torch.where(denominator > tiny,
-                               (1 + lam) * rotated /
-                               denominator.clamp_min(tiny),
-                               torch.zeros_like(rotated))
+        solution = torch.where(
+            denominator > tiny,
+            (1 + lam) * rotated / denominator.clamp_min(tiny),
+            torch.zeros_like(rotated),
+        )
         return u @ solution @ q.t()
 
     def solve_sylvester(self, lam: float) -> Tensor:
         from scipy.linalg import solve_sylvester
+
         lam = check_ridge(lam, 'lam')
-        w = solve_sylvester(self.ss.numpy(),
-                            lam * (self.x.t() @ self.x).numpy(),
-                            (1 + lam) * self.sx.numpy())
+        w = solve_sylvester(
+            self.ss.numpy(),
+            lam * (self.x.t() @ self.x).numpy(),
+            (1 + lam) * self.sx.numpy(),
+        )
         w = torch.from_numpy(w)
         if not bool(torch.isfinite(w).all()):
-            raise ValueError("The Sylvester equation is singular for these "
-                             "features and attributes (S S^T and X X^T "
-                             "share a zero eigenvalue); use solver='eigh', "
-                             "which returns the minimum-norm solution")
+            raise ValueError(
+                'The Sylvester equation is singular for these '
+                'features and attributes (S S^T and X X^T '
+                "share a zero eigenvalue); use solver='eigh', "
+                'which returns the minimum-norm solution'
+            )
         return w
 
 
 def _check_shapes(features: Tensor, attributes: Tensor) -> None:
     if features.dim() != 2 or attributes.dim() != 2:
-        raise ValueError(f"'features' must be [n, d] and 'attributes' "
-                         f"[C, k] (got {tuple(features.shape)} and "
-                         f"{tuple(attributes.shape)})")
+        raise ValueError(
+            f"'features' must be [n, d] and 'attributes' "
+            f'[C, k] (got {tuple(features.shape)} and '
+            f'{tuple(attributes.shape)})'
+        )
 
 
-def sae_scores(w: Tensor, features: Tensor, attributes: Tensor,
-               classes: Tensor, space: str = 'semantic') -> Tensor:
+def sae_scores(
+    w: Tensor,
+    features: Tensor,
+    attributes: Tensor,
+    classes: Tensor,
+    space: str = 'semantic',
+) -> Tensor:
     r"""Returns the cosine similarity of every image with every candidate
     class, in the :obj:`'semantic'` space (:math:`\cos(\mathbf{W}
     \mathbf{x}, \mathbf{s}_c)`) or the :obj:`'feature'` space
@@ -178,8 +206,13 @@ def sae_scores(w: Tensor, features: Tensor, attributes: Tensor,
     return normalize(features, dim=1) @ normalize(s @ w, dim=1).t()
 
 
-def predict_sae(w: Tensor, features: Tensor, attributes: Tensor,
-                classes: Tensor, space: str = 'semantic') -> Tensor:
+def predict_sae(
+    w: Tensor,
+    features: Tensor,
+    attributes: Tensor,
+    classes: Tensor,
+    space: str = 'semantic',
+) -> Tensor:
     r"""Predicts, for each image, the candidate class of highest
     :func:`sae_scores` (:obj:`classes` = unseen classes for ZSL, all
     classes for generalised ZSL).
@@ -189,17 +222,22 @@ def predict_sae(w: Tensor, features: Tensor, attributes: Tensor,
         Shape :obj:`[n]`.
     """
     classes = check_classes(classes, attributes)
-    return classes[sae_scores(w, features, attributes, classes,
-                              space).argmax(1)]
+    return classes[
+        sae_scores(w, features, attributes, classes, space).argmax(1)
+    ]
 
 
-def sae_grid_predictions(features: Tensor, labels: Tensor,
-                         attributes: Tensor, train_classes: Tensor,
-                         train_images: Tensor, val_classes: Tensor,
-                         val_images: Tensor,
-                         grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
-                         spaces: Sequence[str] = SPACES
-                         ) -> Iterator[Tuple[Tuple[float, str], Tensor]]:
+def sae_grid_predictions(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    train_classes: Tensor,
+    train_images: Tensor,
+    val_classes: Tensor,
+    val_images: Tensor,
+    grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
+    spaces: Sequence[str] = SPACES,
+) -> Iterator[Tuple[Tuple[float, str], Tensor]]:
     r"""For every :math:`(\lambda, \text{space})` of :obj:`spaces` x
     :obj:`grid` (in that order), SAE fitted on :obj:`train_images` and its
     predictions for :obj:`val_images` among :obj:`val_classes`:
@@ -208,26 +246,41 @@ def sae_grid_predictions(features: Tensor, labels: Tensor,
     :math:`\lambda` is solved once."""
     for space in spaces:
         if space not in SPACES:
-            raise ValueError(f"'spaces' must hold entries of {SPACES} "
-                             f"(got '{space}')")
+            raise ValueError(
+                f"'spaces' must hold entries of {SPACES} (got '{space}')"
+            )
     check_grid(grid)
-    system = _SylvesterSystem(features[train_images], labels[train_images],
-                              attributes, train_classes)
+    system = _SylvesterSystem(
+        features[train_images], labels[train_images], attributes, train_classes
+    )
     encoders = {lam: system.solve(lam).to(features.dtype) for lam in grid}
     for space in spaces:
         for lam in grid:
-            yield (lam, space), predict_sae(encoders[lam],
-                                            features[val_images], attributes,
-                                            val_classes, space)
+            yield (
+                (lam, space),
+                predict_sae(
+                    encoders[lam],
+                    features[val_images],
+                    attributes,
+                    val_classes,
+                    space,
+                ),
+            )
 
 
-def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
-                      train_classes: Tensor, train_images: Tensor,
-                      val_classes: Tensor, val_images: Tensor,
-                      refit_classes: Tensor, refit_images: Tensor,
-                      grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
-                      spaces: Sequence[str] = SPACES
-                      ) -> Tuple[Tensor, float, str, float]:
+def fit_sae_validated(
+    features: Tensor,
+    labels: Tensor,
+    attributes: Tensor,
+    train_classes: Tensor,
+    train_images: Tensor,
+    val_classes: Tensor,
+    val_images: Tensor,
+    refit_classes: Tensor,
+    refit_images: Tensor,
+    grid: Sequence[float] = DEFAULT_LAMBDA_GRID,
+    spaces: Sequence[str] = SPACES,
+) -> Tuple[Tensor, float, str, float]:
     r"""SAE with :math:`\lambda` and the prediction space chosen on
     validation classes: fitted on :obj:`train_images` (of
     :obj:`train_classes`), scored by per-class ZSL accuracy on
@@ -241,10 +294,25 @@ def fit_sae_validated(features: Tensor, labels: Tensor, attributes: Tensor,
         the space and the validation accuracy (%) of the chosen pair.
     """
     (lam, space), accuracy = first_best(
-        sae_grid_predictions(features, labels, attributes, train_classes,
-                             train_images, val_classes, val_images, grid,
-                             spaces),
-        labels[val_images], val_classes)
-    w = fit_sae(features[refit_images], labels[refit_images], attributes,
-                refit_classes, lam)
+        sae_grid_predictions(
+            features,
+            labels,
+            attributes,
+            train_classes,
+            train_images,
+            val_classes,
+            val_images,
+            grid,
+            spaces,
+        ),
+        labels[val_images],
+        val_classes,
+    )
+    w = fit_sae(
+        features[refit_images],
+        labels[refit_images],
+        attributes,
+        refit_classes,
+        lam,
+    )
     return w, lam, space, accuracy

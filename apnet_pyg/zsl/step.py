@@ -1,6 +1,7 @@
 r"""The training step of APNet: an episode (or mini-batch), the loss, its
 gradients and Adam, with no host synchronisation off the CPU, and its
 compiled form (see ``docs/training.md``)."""
+
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
@@ -10,9 +11,11 @@ from torch import Tensor
 from torch.func import functional_call, grad_and_value
 
 from apnet_pyg.data.sampler import EpisodeDraws, EpisodeSampler
-from apnet_pyg.nn.models.apnet import (DENSE_CLASS_GRAPH_MAX_CLASSES, APNet,
-                                       use_dense_class_graph)
-
+from apnet_pyg.nn.models.apnet import (
+    DENSE_CLASS_GRAPH_MAX_CLASSES,
+    APNet,
+    use_dense_class_graph,
+)
 
 #: Steps between two reads of the training losses on the host by a step
 #: that does not synchronise (:class:`TrainStep`), which check that they
@@ -70,12 +73,21 @@ class TrainStep:
             with :obj:`compile_step`)
         compile_step (bool, optional): See above. (default: :obj:`False`)
     """
-    def __init__(self, model: APNet, sampler, optimizer: torch.optim.Optimizer,
-                 features: Tensor, attributes: Tensor, classes: Tensor,
-                 iterations: int, *,
-                 negative_classes: Optional[Tensor] = None,
-                 sync_free: Optional[bool] = None,
-                 compile_step: bool = False):
+
+    def __init__(
+        self,
+        model: APNet,
+        sampler,
+        optimizer: torch.optim.Optimizer,
+        features: Tensor,
+        attributes: Tensor,
+        classes: Tensor,
+        iterations: int,
+        *,
+        negative_classes: Optional[Tensor] = None,
+        sync_free: Optional[bool] = None,
+        compile_step: bool = False,
+    ):
         device = features.device
         if sync_free is None:
             sync_free = compile_step or device.type != 'cpu'
@@ -91,16 +103,21 @@ class TrainStep:
         self.task_attributes = attributes[self.task_classes]
         # The classes a step scores.
         own = sampler.n_way if self.episodic else classes.numel()
-        self.task_size = own + (0 if negative_classes is None
-                                else negative_classes.numel())
+        self.task_size = own + (
+            0 if negative_classes is None else negative_classes.numel()
+        )
         self.dense = use_dense_class_graph(self.task_size, device, sync_free)
         self.iterations = iterations
-        self.losses = torch.zeros(iterations, device=device,
-                                  dtype=next(model.parameters()).dtype)
+        self.losses = torch.zeros(
+            iterations, device=device, dtype=next(model.parameters()).dtype
+        )
         self.correct = torch.zeros((), dtype=torch.long, device=device)
         self.seen = 0
-        self.compiled = compile_train_step(self.step_function, device) \
-            if compile_step else None
+        self.compiled = (
+            compile_train_step(self.step_function, device)
+            if compile_step
+            else None
+        )
         if self.compiled is not None:
             self._prepare_step_function()
 
@@ -126,9 +143,10 @@ class TrainStep:
             else:
                 batch = self.sampler.advance()
                 self.position.fill_(batch)
-                self.seen += min(self.sampler.batch_size,
-                                 self.sampler.num_images -
-                                 batch * self.sampler.batch_size)
+                self.seen += min(
+                    self.sampler.batch_size,
+                    self.sampler.num_images - batch * self.sampler.batch_size,
+                )
             if self.features.device.type == 'cuda':
                 # Each call is one training step of the CUDA graph tree.
                 torch.compiler.cudagraph_mark_step_begin()
@@ -142,16 +160,19 @@ class TrainStep:
             task_attributes = self.attributes[task]
         else:
             task, task_attributes = self.task_classes, self.task_attributes
-        logits = self.model(self.features[batch.image_index],
-                            task_attributes, task, dense=self.dense,
-                            check_values=False)
+        logits = self.model(
+            self.features[batch.image_index],
+            task_attributes,
+            task,
+            dense=self.dense,
+            check_values=False,
+        )
         loss = F.cross_entropy(logits, batch.target)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         self.losses[step] = loss.detach()
-        self.correct += (logits.detach().argmax(dim=1) ==
-                         batch.target).sum()
+        self.correct += (logits.detach().argmax(dim=1) == batch.target).sum()
         self.seen += batch.target.numel()
 
     def _with_negatives(self, classes: Tensor) -> Tensor:
@@ -167,43 +188,62 @@ class TrainStep:
         rate and the optimizer's state (made now if the optimizer has not
         stepped yet, as Adam would make it)."""
         group = self.optimizer.param_groups
-        if len(group) != 1 or not isinstance(self.optimizer,
-                                             torch.optim.Adam) or \
-                not group[0].get('fused') or group[0]['amsgrad'] or \
-                group[0]['maximize'] or group[0]['differentiable'] or \
-                group[0].get('decoupled_weight_decay', False):
-            raise ValueError("compile_step needs the optimizer of "
-                             "make_optimizer: one group of fused Adam "
-                             "(fused=True), without amsgrad or maximize")
+        if (
+            len(group) != 1
+            or not isinstance(self.optimizer, torch.optim.Adam)
+            or not group[0].get('fused')
+            or group[0]['amsgrad']
+            or group[0]['maximize']
+            or group[0]['differentiable']
+            or group[0].get('decoupled_weight_decay', False)
+        ):
+            raise ValueError(
+                'compile_step needs the optimizer of '
+                'make_optimizer: one group of fused Adam '
+                '(fused=True), without amsgrad or maximize'
+            )
         if not self.dense and self.model.conv is not None:
-            raise ValueError(f"compile_step needs the dense class graph, "
-                             f"for tasks of at most "
-                             f"{DENSE_CLASS_GRAPH_MAX_CLASSES} classes (this "
-                             f"one has {self.task_size}): train without it")
+            raise ValueError(
+                f'compile_step needs the dense class graph, '
+                f'for tasks of at most '
+                f'{DENSE_CLASS_GRAPH_MAX_CLASSES} classes (this '
+                f'one has {self.task_size}): train without it'
+            )
         device = self.features.device
-        self.params = {name: parameter for name, parameter in
-                       self.model.named_parameters()}
+        self.params = {
+            name: parameter
+            for name, parameter in self.model.named_parameters()
+        }
         state = self.optimizer.state
         for parameter in self.params.values():
             if not state[parameter]:
                 state[parameter].update(
-                    step=torch.zeros((), dtype=torch.float32,
-                                     device=parameter.device),
+                    step=torch.zeros(
+                        (), dtype=torch.float32, device=parameter.device
+                    ),
                     exp_avg=torch.zeros_like(
-                        parameter, memory_format=torch.preserve_format),
+                        parameter, memory_format=torch.preserve_format
+                    ),
                     exp_avg_sq=torch.zeros_like(
-                        parameter, memory_format=torch.preserve_format))
-        self.adam_state = [[state[p][key] for p in self.params.values()]
-                           for key in ('exp_avg', 'exp_avg_sq', 'step')]
+                        parameter, memory_format=torch.preserve_format
+                    ),
+                )
+        self.adam_state = [
+            [state[p][key] for p in self.params.values()]
+            for key in ('exp_avg', 'exp_avg_sq', 'step')
+        ]
         # Constants of the compiled graph (read here, not in it, where
         # reading the group would make its learning rate one too).
-        self.adam_options = dict(beta1=group[0]['betas'][0],
-                                 beta2=group[0]['betas'][1],
-                                 weight_decay=group[0]['weight_decay'],
-                                 eps=group[0]['eps'])
+        self.adam_options = dict(
+            beta1=group[0]['betas'][0],
+            beta2=group[0]['betas'][1],
+            weight_decay=group[0]['weight_decay'],
+            eps=group[0]['eps'],
+        )
         # A tensor, which start_epoch() sets: the scheduler changes it.
-        self.lr = torch.zeros((), device=device,
-                              dtype=next(iter(self.params.values())).dtype)
+        self.lr = torch.zeros(
+            (), device=device, dtype=next(iter(self.params.values())).dtype
+        )
         self.index = torch.zeros((), dtype=torch.long, device=device)
         self.position = torch.zeros((), dtype=torch.long, device=device)
         self.draws: Optional[EpisodeDraws] = None
@@ -212,16 +252,27 @@ class TrainStep:
             shape = (self.iterations, sampler.n_way, sampler.k_shot)
             self.draws = EpisodeDraws(
                 torch.empty(shape[:2], dtype=torch.long, device=device),
-                torch.empty(shape, dtype=torch.float64, device=device))
+                torch.empty(shape, dtype=torch.float64, device=device),
+            )
         if device.type == 'cuda':
             # A CUDA graph reads its inputs where they were when it was
             # captured: none of these is ever reallocated.
-            static = [self.features, self.attributes, self.task_classes,
-                      self.negative_classes, self.task_attributes, self.losses, self.correct,
-                      self.lr, self.index, self.position,
-                      *self.model.parameters(), *self.model.buffers(),
-                      *[t for ts in self.adam_state for t in ts],
-                      *vars(self.sampler).values()]
+            static = [
+                self.features,
+                self.attributes,
+                self.task_classes,
+                self.negative_classes,
+                self.task_attributes,
+                self.losses,
+                self.correct,
+                self.lr,
+                self.index,
+                self.position,
+                *self.model.parameters(),
+                *self.model.buffers(),
+                *[t for ts in self.adam_state for t in ts],
+                *vars(self.sampler).values(),
+            ]
             if self.draws is not None:
                 static += list(self.draws)
             for tensor in static:
@@ -244,22 +295,28 @@ class TrainStep:
         images = self.features.index_select(0, batch.image_index)
         target = batch.target
 
-        def loss_and_hits(params: Dict[str, Tensor]) -> Tuple[Tensor,
-                                                               Tensor]:
+        def loss_and_hits(params: Dict[str, Tensor]) -> Tuple[Tensor, Tensor]:
             logits = functional_call(
-                self.model, params, (images, task_attributes, task),
-                {'dense': self.dense, 'check_values': False})
+                self.model,
+                params,
+                (images, task_attributes, task),
+                {'dense': self.dense, 'check_values': False},
+            )
             loss = F.cross_entropy(logits, target)
             return loss, (logits.argmax(dim=1) == target).sum()
 
         with torch.no_grad():
-            grads, (loss, hits) = grad_and_value(
-                loss_and_hits, has_aux=True)(self.params)
-            adam_update(list(self.params.values()),
-                        [grads[name] for name in self.params],
-                        *self.adam_state, lr=self.lr, **self.adam_options)
-            self.losses.index_copy_(0, self.index.reshape(1),
-                                    loss.reshape(1))
+            grads, (loss, hits) = grad_and_value(loss_and_hits, has_aux=True)(
+                self.params
+            )
+            adam_update(
+                list(self.params.values()),
+                [grads[name] for name in self.params],
+                *self.adam_state,
+                lr=self.lr,
+                **self.adam_options,
+            )
+            self.losses.index_copy_(0, self.index.reshape(1), loss.reshape(1))
             self.correct.add_(hits)
             self.index.add_(1)
 
@@ -268,10 +325,18 @@ class TrainStep:
         return int(self.correct)
 
 
-def adam_update(params: List[Tensor], grads: List[Tensor],
-                exp_avgs: List[Tensor], exp_avg_sqs: List[Tensor],
-                steps: List[Tensor], lr: Tensor, beta1: float, beta2: float,
-                weight_decay: float, eps: float) -> None:
+def adam_update(
+    params: List[Tensor],
+    grads: List[Tensor],
+    exp_avgs: List[Tensor],
+    exp_avg_sqs: List[Tensor],
+    steps: List[Tensor],
+    lr: Tensor,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    eps: float,
+) -> None:
     r"""One step of Adam (with L2 weight decay, as
     :class:`torch.optim.Adam`) in place on :obj:`params` and its state, in
     tensor operations that :func:`torch.compile` traces: the update of the
@@ -290,7 +355,8 @@ def adam_update(params: List[Tensor], grads: List[Tensor],
     are tensors, so that neither is a constant of a compiled graph; a 0-d
     one leaves the parameters' dtype as it is."""
     for param, grad, exp_avg, exp_avg_sq, step in zip(
-            params, grads, exp_avgs, exp_avg_sqs, steps):
+        params, grads, exp_avgs, exp_avg_sqs, steps
+    ):
         step.add_(1)
         if weight_decay != 0:
             # Not grad.add(param, alpha=...), which Inductor (torch 2.13,
@@ -306,8 +372,9 @@ def adam_update(params: List[Tensor], grads: List[Tensor],
         param.sub_(step_size * exp_avg / denom)
 
 
-def compile_train_step(step: Callable[[], None], device: torch.device
-                       ) -> Optional[Callable[[], None]]:
+def compile_train_step(
+    step: Callable[[], None], device: torch.device
+) -> Optional[Callable[[], None]]:
     r""":obj:`torch.compile(step, fullgraph=True,
     mode="reduce-overhead")` on a GPU: one CUDA graph per step. Elsewhere
     :obj:`None`, with a warning: :class:`TrainStep` then runs its eager
@@ -319,9 +386,12 @@ def compile_train_step(step: Callable[[], None], device: torch.device
     (its Adam unfused) took 3.7 times as long."""
     if compiles_step(device):
         return torch.compile(step, fullgraph=True, mode='reduce-overhead')
-    warnings.warn(f"compile_step on {device.type}: the step runs "
-                  f"uncompiled (torch.compile is used on CUDA only)",
-                  CompileStepWarning, stacklevel=4)
+    warnings.warn(
+        f'compile_step on {device.type}: the step runs '
+        f'uncompiled (torch.compile is used on CUDA only)',
+        CompileStepWarning,
+        stacklevel=4,
+    )
     return None
 
 

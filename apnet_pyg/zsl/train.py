@@ -28,6 +28,7 @@ exactly. :func:`run` is the protocol:
 
 Determinism, the step without the host and its compiled form: ``docs/training.md``.
 """
+
 import json
 import math
 import resource
@@ -44,24 +45,39 @@ from apnet_pyg.data.splits import ValidationSplit, seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.environment import describe_environment
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import (atomic_write_text, check_finite,
-                             make_output_folder)
+from apnet_pyg.utils import atomic_write_text, check_finite, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig
-from apnet_pyg.zsl.evaluate import (apnet_score_fn, class_graph_edges,
-                                    evaluate_scores, validate)
-from apnet_pyg.zsl.factory import (build_model, make_optimizer, make_sampler,
-                                   make_scheduler)
+from apnet_pyg.zsl.evaluate import (
+    apnet_score_fn,
+    class_graph_edges,
+    evaluate_scores,
+    validate,
+)
+from apnet_pyg.zsl.factory import (
+    build_model,
+    make_optimizer,
+    make_sampler,
+    make_scheduler,
+)
 from apnet_pyg.zsl.metrics import ROWS, first_best_index
 from apnet_pyg.zsl.reports import SIMULATED_LABEL, TEST_SELECTED_LABEL
-from apnet_pyg.zsl.rundir import (CONFIG_FILE, DATA_FILE, FINAL_CHECKPOINT,
-                                  METRICS_FILE, SELECTION_CHECKPOINT,
-                                  atomic_save, check_run_dir,
-                                  check_same_config, check_same_data,
-                                  clear_run_dir, load_checkpoint, model_file,
-                                  model_state, read_json)
+from apnet_pyg.zsl.rundir import (
+    CONFIG_FILE,
+    DATA_FILE,
+    FINAL_CHECKPOINT,
+    METRICS_FILE,
+    SELECTION_CHECKPOINT,
+    atomic_save,
+    check_run_dir,
+    check_same_config,
+    check_same_data,
+    clear_run_dir,
+    load_checkpoint,
+    model_file,
+    model_state,
+    read_json,
+)
 from apnet_pyg.zsl.step import FINITE_CHECK_STEPS, TrainStep, compiles_step
-
-
 
 
 def train_model(
@@ -117,8 +133,10 @@ def train_model(
             read, never their images. (default: none)
     """
     if data.features is None:
-        raise ValueError("Training needs image features: load the dataset "
-                         "with load_features=True")
+        raise ValueError(
+            'Training needs image features: load the dataset '
+            'with load_features=True'
+        )
     device = torch.device(device)
     epochs = config.epochs if epochs is None else epochs
     model.to(device)
@@ -129,8 +147,9 @@ def train_model(
     check_finite(attributes, 'data.attributes')
     classes = classes.to(torch.long)
     if negative_classes is not None:
-        negative_classes = check_negative_classes(negative_classes, classes,
-                                                  attributes.size(0))
+        negative_classes = check_negative_classes(
+            negative_classes, classes, attributes.size(0)
+        )
 
     sampler = make_sampler(data, images, classes, config, device)
     iterations = config.episodes_per_epoch(images.numel())
@@ -148,19 +167,32 @@ def train_model(
         history = state['history']
         start_epoch = state['epoch']
         if start_epoch > epochs:
-            raise ValueError(f"'{checkpoint}' was saved after epoch "
-                             f"{start_epoch}, past the {epochs} epochs asked "
-                             f"for: resume with epochs >= {start_epoch}, or "
-                             f"start over without it")
+            raise ValueError(
+                f"'{checkpoint}' was saved after epoch "
+                f'{start_epoch}, past the {epochs} epochs asked '
+                f'for: resume with epochs >= {start_epoch}, or '
+                f'start over without it'
+            )
         if progress:
-            print(f'{description}: resuming from {checkpoint} after epoch '
-                  f'{start_epoch}/{epochs}', flush=True)
+            print(
+                f'{description}: resuming from {checkpoint} after epoch '
+                f'{start_epoch}/{epochs}',
+                flush=True,
+            )
 
-    train_step = TrainStep(model, sampler, optimizer, features, attributes,
-                           classes.to(device), iterations,
-                           negative_classes=None if negative_classes is None
-                           else negative_classes.to(device),
-                           compile_step=compile_step)
+    train_step = TrainStep(
+        model,
+        sampler,
+        optimizer,
+        features,
+        attributes,
+        classes.to(device),
+        iterations,
+        negative_classes=None
+        if negative_classes is None
+        else negative_classes.to(device),
+        compile_step=compile_step,
+    )
     # Loss and accuracy of a model that has learned nothing.
     candidates = train_step.task_size
     chance_loss = math.log(candidates)
@@ -170,9 +202,13 @@ def train_model(
         start = time.perf_counter()
         train_step.start_epoch()
         total_loss, checked = 0.0, 0
-        bar = tqdm(range(iterations), desc=f'{description} epoch '
-                   f'{epoch + 1}/{epochs}', unit='episode',
-                   disable=None if progress else True, leave=False)
+        bar = tqdm(
+            range(iterations),
+            desc=f'{description} epoch {epoch + 1}/{epochs}',
+            unit='episode',
+            disable=None if progress else True,
+            leave=False,
+        )
         # A read costs nothing to a step that synchronises anyway; the next
         # step's sparse class graph would refuse NaN class vectors.
         check_every = FINITE_CHECK_STEPS if train_step.sync_free else 1
@@ -182,13 +218,14 @@ def train_model(
                 continue
             # One read of the steps since the last check; summed in step
             # order, as when each loss was read in its step.
-            for value in train_step.losses[checked:step + 1].tolist():
+            for value in train_step.losses[checked : step + 1].tolist():
                 checked += 1
                 if not math.isfinite(value):
                     raise TrainingDiverged(
-                        f"training diverged in epoch {epoch + 1}, step "
-                        f"{checked}: the loss is {value}; lower the "
-                        f"learning rate (lr={config.lr:g})")
+                        f'training diverged in epoch {epoch + 1}, step '
+                        f'{checked}: the loss is {value}; lower the '
+                        f'learning rate (lr={config.lr:g})'
+                    )
                 total_loss += value
             if not bar.disable:
                 bar.set_postfix(loss=f'{total_loss / (step + 1):.4f}')
@@ -207,11 +244,18 @@ def train_model(
             record.update(on_epoch_end(epoch + 1, model))
         history.append(record)
         if progress:
-            print(f'{description} epoch {epoch + 1}/{epochs}: ' +
-                  ', '.join(f'{k}={v:.4g}' for k, v in record.items()
-                            if isinstance(v, float)), flush=True)
-        _warn_if_not_learning(history, chance_loss, candidates, iterations,
-                              description)
+            print(
+                f'{description} epoch {epoch + 1}/{epochs}: '
+                + ', '.join(
+                    f'{k}={v:.4g}'
+                    for k, v in record.items()
+                    if isinstance(v, float)
+                ),
+                flush=True,
+            )
+        _warn_if_not_learning(
+            history, chance_loss, candidates, iterations, description
+        )
         if checkpoint is not None:
             atomic_save(
                 {
@@ -222,28 +266,38 @@ def train_model(
                     'scheduler': scheduler.state_dict(),
                     'sampler': sampler.state_dict(),
                     'history': history,
-                }, Path(checkpoint))
+                },
+                Path(checkpoint),
+            )
     return history
 
 
-def check_negative_classes(negative_classes: Tensor, classes: Tensor,
-                           num_classes: int) -> Tensor:
+def check_negative_classes(
+    negative_classes: Tensor, classes: Tensor, num_classes: int
+) -> Tensor:
     r""":obj:`negative_classes` as int64 once checked: distinct class ids
     below :obj:`num_classes`, none of them a training class."""
     negative_classes = negative_classes.to(torch.long).view(-1)
     if negative_classes.numel() and (
-            int(negative_classes.min()) < 0 or
-            int(negative_classes.max()) >= num_classes):
-        raise ValueError(f"'negative_classes' must be class ids in [0, "
-                         f"{num_classes}) (got "
-                         f"{negative_classes.tolist()})")
+        int(negative_classes.min()) < 0
+        or int(negative_classes.max()) >= num_classes
+    ):
+        raise ValueError(
+            f"'negative_classes' must be class ids in [0, "
+            f'{num_classes}) (got '
+            f'{negative_classes.tolist()})'
+        )
     if negative_classes.unique().numel() != negative_classes.numel():
-        raise ValueError(f"'negative_classes' has a class twice (got "
-                         f"{negative_classes.tolist()})")
+        raise ValueError(
+            f"'negative_classes' has a class twice (got "
+            f'{negative_classes.tolist()})'
+        )
     overlap = torch.isin(negative_classes, classes.cpu())
     if bool(overlap.any()):
-        raise ValueError(f"'negative_classes' must not hold a training "
-                         f"class (got {negative_classes[overlap].tolist()})")
+        raise ValueError(
+            f"'negative_classes' must not hold a training "
+            f'class (got {negative_classes[overlap].tolist()})'
+        )
     return negative_classes
 
 
@@ -251,25 +305,37 @@ class TrainingDiverged(RuntimeError):
     r"""Raised when the training loss becomes NaN or infinite."""
 
 
-def _warn_if_not_learning(history: List[Dict[str, Any]], chance_loss: float,
-                          candidates: int, iterations: int,
-                          description: str) -> None:
+def _warn_if_not_learning(
+    history: List[Dict[str, Any]],
+    chance_loss: float,
+    candidates: int,
+    iterations: int,
+    description: str,
+) -> None:
     # Two epochs in a row at chance, in loss and accuracy, over enough steps
     # to tell: a learning rate or logit scale the model cannot learn with.
     # (A tiny logit scale, as the authors' 0.01, keeps the loss near ln N
     # while the accuracy rises: that is learning.)
     recent = history[-2:]
-    if len(recent) == 2 and 2 * iterations >= 50 and all(
-            record['loss'] >= 0.98 * chance_loss and
-            record['train_acc'] <= 150.0 / candidates for record in recent):
+    if (
+        len(recent) == 2
+        and 2 * iterations >= 50
+        and all(
+            record['loss'] >= 0.98 * chance_loss
+            and record['train_acc'] <= 150.0 / candidates
+            for record in recent
+        )
+    ):
         warnings.warn(
-            f"{description}: the model is not learning (epochs "
-            f"{recent[0]['epoch']}-{recent[1]['epoch']}: loss "
-            f"{recent[1]['loss']:.3f}, about ln {candidates} = "
-            f"{chance_loss:.3f}, training accuracy "
-            f"{recent[1]['train_acc']:.1f}%, chance "
-            f"{100 / candidates:.1f}%); check lr and logit_scale",
-            NotLearningWarning, stacklevel=3)
+            f'{description}: the model is not learning (epochs '
+            f'{recent[0]["epoch"]}-{recent[1]["epoch"]}: loss '
+            f'{recent[1]["loss"]:.3f}, about ln {candidates} = '
+            f'{chance_loss:.3f}, training accuracy '
+            f'{recent[1]["train_acc"]:.1f}%, chance '
+            f'{100 / candidates:.1f}%); check lr and logit_scale',
+            NotLearningWarning,
+            stacklevel=3,
+        )
 
 
 class NotLearningWarning(UserWarning):
@@ -288,19 +354,25 @@ def check_config_fits(config: TrainConfig, data: ZSLDataset) -> None:
     AWA's 27 :obj:`trainclasses1` against the paper's :math:`N = 30`; see
     :func:`run`.)"""
     if data.features is None:
-        raise ValueError("Training needs image features: load the dataset "
-                         "with load_features=True")
+        raise ValueError(
+            'Training needs image features: load the dataset '
+            'with load_features=True'
+        )
     if config.model_selection == 'validation' and (
-            data.train_classes is None or data.val_classes is None):
+        data.train_classes is None or data.val_classes is None
+    ):
         raise ValueError(
             f"model_selection='validation' needs the benchmark's validation "
-            f"classes (trainclasses1.txt, valclasses1.txt) next to "
+            f'classes (trainclasses1.txt, valclasses1.txt) next to '
             f"att_splits.mat for '{data.name}'; or use "
-            f"model_selection='none'")
+            f"model_selection='none'"
+        )
     seen = data.seen_classes.numel()
     if config.training == 'episodic' and config.n_way > seen:
-        raise ValueError(f"n_way={config.n_way} exceeds the {seen} seen "
-                         f"classes of {data.name}: use n_way <= {seen}")
+        raise ValueError(
+            f'n_way={config.n_way} exceeds the {seen} seen '
+            f'classes of {data.name}: use n_way <= {seen}'
+        )
 
 
 def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -312,21 +384,22 @@ def select_epochs(history: List[Dict[str, Any]]) -> Dict[str, Any]:
         record = history[first_best_index([h[metric] for h in history])]
         selection[row] = {
             'epoch': record['epoch'],
-            **{key: value for key, value in record.items()
-               if key.startswith('val_')}
+            **{
+                key: value
+                for key, value in record.items()
+                if key.startswith('val_')
+            },
         }
     calibrated = selection['gzsl_calibrated']
     calibrated['calibration'] = calibrated['val_calibration']
     return selection
 
 
-def validation_task(data: ZSLDataset,
-                    config: TrainConfig) -> ValidationSplit:
+def validation_task(data: ZSLDataset, config: TrainConfig) -> ValidationSplit:
     r"""The validation task a run with :obj:`config` selects on (its share
     of held-out seen images, drawn with its seed); the run's baselines
     choose their calibration on the same one."""
-    return seen_validation_split(data, config.seen_val_fraction,
-                                 config.seed)
+    return seen_validation_split(data, config.seen_val_fraction, config.seed)
 
 
 def select_on_validation(
@@ -351,23 +424,32 @@ def select_on_validation(
     validation_n_way = min(config.n_way, split.train_classes.numel())
     if config.training == 'episodic' and validation_n_way < config.n_way:
         warnings.warn(
-            f"the validation task of {data.name} trains on "
-            f"{validation_n_way} classes (trainclasses1): its episodes "
+            f'the validation task of {data.name} trains on '
+            f'{validation_n_way} classes (trainclasses1): its episodes '
             f"are {validation_n_way}-way, the final training's "
-            f"{config.n_way}-way", ValidationEpisodeWarning)
+            f'{config.n_way}-way',
+            ValidationEpisodeWarning,
+        )
     model = build_model(config, data, split.train_classes)
 
     def validate_epoch(epoch: int, model: APNet) -> Dict[str, float]:
         return validate(data, split, apnet_score_fn(model, data))
 
     checkpoint = out / SELECTION_CHECKPOINT
-    history = train_model(model, data, split.train_images,
-                          split.train_classes, config, device=device,
-                          checkpoint=checkpoint,
-                          resume=resume and checkpoint.exists(),
-                          on_epoch_end=validate_epoch, progress=progress,
-                          description='selection',
-                          compile_step=compile_step)
+    history = train_model(
+        model,
+        data,
+        split.train_images,
+        split.train_classes,
+        config,
+        device=device,
+        checkpoint=checkpoint,
+        resume=resume and checkpoint.exists(),
+        on_epoch_end=validate_epoch,
+        progress=progress,
+        description='selection',
+        compile_step=compile_step,
+    )
     selection = select_epochs(history)
     selection['validation_task'] = {
         'train_classes': 'trainclasses1',
@@ -415,16 +497,21 @@ def run(
     fingerprint = data.fingerprint()
     data_path = out / DATA_FILE
     if resume and data_path.is_file():
-        check_same_data(data_path, fingerprint, 'the run',
-                        'resume with the --root it was started with, or '
-                        'start over in another output folder')
+        check_same_data(
+            data_path,
+            fingerprint,
+            'the run',
+            'resume with the --root it was started with, or '
+            'start over in another output folder',
+        )
     atomic_write_text(json.dumps(config.to_dict(), indent=2), config_path)
     atomic_write_text(json.dumps(fingerprint, indent=2), data_path)
 
     selection = None
     if config.model_selection == 'validation':
-        selection, _ = select_on_validation(data, config, out, device,
-                                            resume, progress, compile_step)
+        selection, _ = select_on_validation(
+            data, config, out, device, resume, progress, compile_step
+        )
         row_epochs = {row: selection[row]['epoch'] for row in ROWS}
         calibration = selection['gzsl_calibrated']['calibration']
     else:
@@ -433,8 +520,11 @@ def run(
 
     # Final training: test evaluation only at the selected epochs; for the
     # opt-in test-selected report, at every epoch of the whole schedule.
-    epochs = config.epochs if config.report_test_selected else \
-        max(row_epochs.values())
+    epochs = (
+        config.epochs
+        if config.report_test_selected
+        else max(row_epochs.values())
+    )
     evaluate_at = set(row_epochs.values())
 
     def evaluate_epoch(epoch: int, model: APNet) -> Dict[str, Any]:
@@ -444,22 +534,35 @@ def run(
         if epoch not in evaluate_at and not config.report_test_selected:
             return record
         if epoch in evaluate_at:
-            atomic_save(model_state(config, data, model, epoch),
-                        out / model_file(epoch))
-        cal = calibration if row_epochs.get('gzsl_calibrated') == epoch \
-            else None
-        record['test'] = evaluate_scores(data, apnet_score_fn(model, data),
-                                         cal)
+            atomic_save(
+                model_state(config, data, model, epoch),
+                out / model_file(epoch),
+            )
+        cal = (
+            calibration if row_epochs.get('gzsl_calibrated') == epoch else None
+        )
+        record['test'] = evaluate_scores(
+            data, apnet_score_fn(model, data), cal
+        )
         return record
 
     model = build_model(config, data, data.seen_classes)
     initial_edges = class_graph_edges(model, data)
-    history = train_model(model, data, data.trainval_loc, data.seen_classes,
-                          config, epochs=epochs, device=device,
-                          checkpoint=out / FINAL_CHECKPOINT,
-                          resume=resume and (out / FINAL_CHECKPOINT).exists(),
-                          on_epoch_end=evaluate_epoch, progress=progress,
-                          description='final', compile_step=compile_step)
+    history = train_model(
+        model,
+        data,
+        data.trainval_loc,
+        data.seen_classes,
+        config,
+        epochs=epochs,
+        device=device,
+        checkpoint=out / FINAL_CHECKPOINT,
+        resume=resume and (out / FINAL_CHECKPOINT).exists(),
+        on_epoch_end=evaluate_epoch,
+        progress=progress,
+        description='final',
+        compile_step=compile_step,
+    )
 
     result = {
         'dataset': data.name,
@@ -470,12 +573,13 @@ def run(
         'simulation': data.simulation,
         **result_rows(history, row_epochs, config.report_test_selected),
         'class_graph_edges_initial': initial_edges,
-        'model_selection': selection or
-        'none (trained for config.epochs, no calibration)',
-        'models': {row: model_file(epoch)
-                   for row, epoch in row_epochs.items()},
-        'ms_per_episode': sum(r['ms_per_episode'] for r in history) /
-        max(len(history), 1),
+        'model_selection': selection
+        or 'none (trained for config.epochs, no calibration)',
+        'models': {
+            row: model_file(epoch) for row, epoch in row_epochs.items()
+        },
+        'ms_per_episode': sum(r['ms_per_episode'] for r in history)
+        / max(len(history), 1),
         'history': history,
         'config': config.to_dict(),
         'device': str(device),
@@ -486,38 +590,55 @@ def run(
         'wall_seconds': time.perf_counter() - start,
         'resumed': resume,
         # The process's high-water mark (data loading included), Linux: KB.
-        'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
-        1024,
+        'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        / 1024,
     }
     atomic_write_text(json.dumps(result, indent=2), out / METRICS_FILE)
     return result
 
 
-def result_rows(history: List[Dict[str, Any]], row_epochs: Dict[str, int],
-                report_test_selected: bool) -> Dict[str, Any]:
+def result_rows(
+    history: List[Dict[str, Any]],
+    row_epochs: Dict[str, int],
+    report_test_selected: bool,
+) -> Dict[str, Any]:
     r"""The result table of a run from the final phase's history: the
     test metrics of each row at its selected epoch (flat keys
     :obj:`zsl_acc`, :obj:`gzsl_seen`, ... for the validation-selected rows)
     and, if asked for, the test-selected rows."""
-    test = {record['epoch']: record['test'] for record in history
-            if 'test' in record}
+    test = {
+        record['epoch']: record['test']
+        for record in history
+        if 'test' in record
+    }
     rows = {'zsl_acc': test[row_epochs['zsl']]['zsl_acc']}
     gzsl = test[row_epochs['gzsl']]
-    rows.update(gzsl_seen=gzsl['gzsl_seen'], gzsl_unseen=gzsl['gzsl_unseen'],
-                gzsl_h=gzsl['gzsl_h'])
+    rows.update(
+        gzsl_seen=gzsl['gzsl_seen'],
+        gzsl_unseen=gzsl['gzsl_unseen'],
+        gzsl_h=gzsl['gzsl_h'],
+    )
     if 'gzsl_calibrated' in row_epochs:
         calibrated = test[row_epochs['gzsl_calibrated']]
-        rows.update(calibration=calibrated['calibration'],
-                    gzsl_cal_seen=calibrated['gzsl_cal_seen'],
-                    gzsl_cal_unseen=calibrated['gzsl_cal_unseen'],
-                    gzsl_cal_h=calibrated['gzsl_cal_h'])
+        rows.update(
+            calibration=calibrated['calibration'],
+            gzsl_cal_seen=calibrated['gzsl_cal_seen'],
+            gzsl_cal_unseen=calibrated['gzsl_cal_unseen'],
+            gzsl_cal_h=calibrated['gzsl_cal_h'],
+        )
     rows['epochs'] = dict(row_epochs)
     # Edges of the GZSL model's class graph over all classes.
     rows['class_graph_edges'] = next(
-        (record.get('class_graph_edges') for record in history
-         if record['epoch'] == row_epochs['gzsl']), None)
-    rows['selection'] = 'validation' if 'gzsl_calibrated' in row_epochs \
-        else 'none'
+        (
+            record.get('class_graph_edges')
+            for record in history
+            if record['epoch'] == row_epochs['gzsl']
+        ),
+        None,
+    )
+    rows['selection'] = (
+        'validation' if 'gzsl_calibrated' in row_epochs else 'none'
+    )
     if report_test_selected:
         best_h = max(test, key=lambda e: (test[e]['gzsl_h'], -e))
         best_zsl = max(test, key=lambda e: (test[e]['zsl_acc'], -e))

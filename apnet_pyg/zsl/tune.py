@@ -17,6 +17,7 @@ same data only (each setting records its data's fingerprint, as a run
 does, in :obj:`OUT/<setting>/data.json` and in its selection); the summary
 is :obj:`OUT/tuning.json`.
 """
+
 import dataclasses
 import itertools
 import json
@@ -27,23 +28,29 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.environment import describe_environment
 from apnet_pyg.utils import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
-from apnet_pyg.environment import describe_environment
 from apnet_pyg.zsl.factory import check_k_shot
-from apnet_pyg.zsl.rundir import (DATA_FILE, SELECTION_CHECKPOINT,
-                                  check_same_data, data_differences)
 from apnet_pyg.zsl.metrics import ROWS, first_best_index
-from apnet_pyg.zsl.train import (check_config_fits, select_on_validation,
-                                 validation_task)
+from apnet_pyg.zsl.rundir import (
+    DATA_FILE,
+    SELECTION_CHECKPOINT,
+    check_same_data,
+    data_differences,
+)
+from apnet_pyg.zsl.train import (
+    check_config_fits,
+    select_on_validation,
+    validation_task,
+)
 
 #: Fields a grid may not vary: they change the validation task itself (so
 #: that settings would be compared on different data) or do not act on the
 #: selection phase. The seed may vary: a seed grid measures how much the
 #: seed moves the selection (each seed draws its own held-out images), it
 #: is not a choice.
-FIXED_FIELDS = ('seen_val_fraction', 'model_selection',
-                'report_test_selected')
+FIXED_FIELDS = ('seen_val_fraction', 'model_selection', 'report_test_selected')
 
 SELECTION_FILE = 'selection.json'
 SUMMARY_FILE = 'tuning.json'
@@ -60,29 +67,38 @@ def parse_grid(items: Sequence[str]) -> Dict[str, List[Any]]:
         key, equals, text = item.partition('=')
         name = key.strip().replace('-', '_')
         if not equals or not text.strip():
-            raise ValueError(f"--grid '{item}': write KEY=VALUE[,VALUE...], "
-                             f"e.g. lr=1e-5,2e-5")
+            raise ValueError(
+                f"--grid '{item}': write KEY=VALUE[,VALUE...], "
+                f'e.g. lr=1e-5,2e-5'
+            )
         if name not in fields:
-            raise ValueError(f"--grid '{item}': '{key}' is not a training "
-                             f"option (see apnet-zsl train --help)")
+            raise ValueError(
+                f"--grid '{item}': '{key}' is not a training "
+                f'option (see apnet-zsl train --help)'
+            )
         if name in FIXED_FIELDS:
-            raise ValueError(f"--grid '{item}': '{key}' cannot be tuned (it "
-                             f"changes the validation task or does not act "
-                             f"on it)")
+            raise ValueError(
+                f"--grid '{item}': '{key}' cannot be tuned (it "
+                f'changes the validation task or does not act '
+                f'on it)'
+            )
         if name in grid:
             raise ValueError(f"--grid '{item}': '{key}' is given twice")
-        values = [parse_option_value(name, value.strip(), '--grid', item)
-                  for value in text.split(',')]
+        values = [
+            parse_option_value(name, value.strip(), '--grid', item)
+            for value in text.split(',')
+        ]
         if len(set(map(repr, values))) < len(values):
             raise ValueError(f"--grid '{item}': a value is repeated")
         grid[name] = values
     if not grid:
-        raise ValueError("--grid: give at least one KEY=VALUE[,VALUE...]")
+        raise ValueError('--grid: give at least one KEY=VALUE[,VALUE...]')
     return grid
 
 
-def grid_settings(base: TrainConfig, grid: Dict[str, List[Any]]
-                  ) -> List[Tuple[Dict[str, Any], TrainConfig]]:
+def grid_settings(
+    base: TrainConfig, grid: Dict[str, List[Any]]
+) -> List[Tuple[Dict[str, Any], TrainConfig]]:
     r"""Every setting of :obj:`grid` (in the order of its keys and values)
     with its configuration, :obj:`base` with the setting's values; each is
     checked before anything is trained."""
@@ -93,8 +109,9 @@ def grid_settings(base: TrainConfig, grid: Dict[str, List[Any]]
         try:
             settings.append((setting, base.replace(**setting)))
         except ValueError as error:
-            raise ValueError(f"--grid setting {setting_name(setting)}: "
-                             f"{error}") from None
+            raise ValueError(
+                f'--grid setting {setting_name(setting)}: {error}'
+            ) from None
     return settings
 
 
@@ -129,12 +146,15 @@ def tune(
             (default: :obj:`True`)
     """
     if base.model_selection != 'validation':
-        raise ValueError(f"tuning selects on the validation task: drop "
-                         f"model_selection='{base.model_selection}'")
+        raise ValueError(
+            f'tuning selects on the validation task: drop '
+            f"model_selection='{base.model_selection}'"
+        )
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"the tuning folder '{out}' is a file: "
-                                 f"choose another --out")
+        raise NotADirectoryError(
+            f"the tuning folder '{out}' is a file: choose another --out"
+        )
     settings = grid_settings(base, grid)
     # Every setting checked against its data before anything is trained.
     datasets: Dict[str, ZSLDataset] = {}
@@ -147,19 +167,26 @@ def tune(
             # Else a setting's episodes would fail only once the settings
             # before it had trained.
             split = validation_task(data, config)
-            check_k_shot(data, split.train_images, split.train_classes,
-                         config, '--grid' if 'k_shot' in grid else
-                         '--k-shot')
-    fingerprints = {kind: data.fingerprint()
-                    for kind, data in datasets.items()}
+            check_k_shot(
+                data,
+                split.train_images,
+                split.train_classes,
+                config,
+                '--grid' if 'k_shot' in grid else '--k-shot',
+            )
+    fingerprints = {
+        kind: data.fingerprint() for kind, data in datasets.items()
+    }
     results = []
     for number, (setting, config) in enumerate(settings, start=1):
         data = datasets[config.attributes]
         fingerprint = fingerprints[config.attributes]
         folder = out / setting_name(setting)
         if progress:
-            print(f'setting {number}/{len(settings)}: '
-                  f'{setting_name(setting)}', flush=True)
+            print(
+                f'setting {number}/{len(settings)}: {setting_name(setting)}',
+                flush=True,
+            )
         result = _finished_setting(folder, config, data, fingerprint)
         if result is None:
             start = time.perf_counter()
@@ -167,16 +194,22 @@ def tune(
             _check_interrupted_setting(folder, fingerprint)
             # Resumes from an interrupted setting's checkpoint, if any.
             selection, history = select_on_validation(
-                data, config, folder, device, resume=True,
-                progress=progress)
-            result = {'setting': setting, 'config': config.to_dict(),
-                      'dataset': data.name, 'simulation': data.simulation,
-                      'data': fingerprint, 'selection': selection,
-                      'history': history,
-                      'environment': describe_environment(device),
-                      'wall_seconds': time.perf_counter() - start}
-            atomic_write_text(json.dumps(result, indent=2),
-                              folder / SELECTION_FILE)
+                data, config, folder, device, resume=True, progress=progress
+            )
+            result = {
+                'setting': setting,
+                'config': config.to_dict(),
+                'dataset': data.name,
+                'simulation': data.simulation,
+                'data': fingerprint,
+                'selection': selection,
+                'history': history,
+                'environment': describe_environment(device),
+                'wall_seconds': time.perf_counter() - start,
+            }
+            atomic_write_text(
+                json.dumps(result, indent=2), folder / SELECTION_FILE
+            )
             (folder / SELECTION_CHECKPOINT).unlink()
         elif progress:
             print(f'reusing the finished selection in {folder}', flush=True)
@@ -188,9 +221,13 @@ def tune(
         'simulated': data.simulated,
         'base': base.to_dict(),
         'grid': grid,
-        'settings': [{'setting': r['setting'],
-                      **{row: r['selection'][row] for row in ROWS}}
-                     for r in results],
+        'settings': [
+            {
+                'setting': r['setting'],
+                **{row: r['selection'][row] for row in ROWS},
+            }
+            for r in results
+        ],
         'best': best_settings(results),
         # Where this summary was made; each setting's selection.json says
         # where it ran (bit for bit only on one processor and thread count).
@@ -205,36 +242,50 @@ def best_settings(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     ties), its epoch and metric."""
     best = {}
     for row, metric in ROWS.items():
-        index = first_best_index([result['selection'][row][metric]
-                                  for result in results])
+        index = first_best_index(
+            [result['selection'][row][metric] for result in results]
+        )
         selected = results[index]['selection'][row]
-        best[row] = {'setting': results[index]['setting'],
-                     'epoch': selected['epoch'], metric: selected[metric]}
+        best[row] = {
+            'setting': results[index]['setting'],
+            'epoch': selected['epoch'],
+            metric: selected[metric],
+        }
         if row == 'gzsl_calibrated':
             best[row]['calibration'] = selected['calibration']
     return best
 
 
-def _check_interrupted_setting(folder: Path,
-                               fingerprint: Dict[str, Any]) -> None:
+def _check_interrupted_setting(
+    folder: Path, fingerprint: Dict[str, Any]
+) -> None:
     r"""Before a setting's selection phase starts or continues in
     :obj:`folder`: an interrupted one there must have run on the same data
     (its checkpoint is continued); records the data for the next time."""
     data_path = folder / DATA_FILE
     if data_path.is_file():
-        check_same_data(data_path, fingerprint, 'the setting',
-                        'tune again with the --root it was started with, '
-                        'or choose another --out')
+        check_same_data(
+            data_path,
+            fingerprint,
+            'the setting',
+            'tune again with the --root it was started with, '
+            'or choose another --out',
+        )
     elif (folder / SELECTION_CHECKPOINT).is_file():
-        raise ValueError(f"'{folder / SELECTION_CHECKPOINT}' has no record "
-                         f"of the data it was trained on ({DATA_FILE}): "
-                         f"delete it to run the setting from the start")
+        raise ValueError(
+            f"'{folder / SELECTION_CHECKPOINT}' has no record "
+            f'of the data it was trained on ({DATA_FILE}): '
+            f'delete it to run the setting from the start'
+        )
     atomic_write_text(json.dumps(fingerprint, indent=2), data_path)
 
 
-def _finished_setting(folder: Path, config: TrainConfig, data: ZSLDataset,
-                      fingerprint: Dict[str, Any]
-                      ) -> Optional[Dict[str, Any]]:
+def _finished_setting(
+    folder: Path,
+    config: TrainConfig,
+    data: ZSLDataset,
+    fingerprint: Dict[str, Any],
+) -> Optional[Dict[str, Any]]:
     r"""The saved selection of this setting in :obj:`folder` if it was made
     with the same configuration on the same data (:obj:`fingerprint`), else
     :obj:`None` (and a selection of something else there is an error, not
@@ -244,14 +295,18 @@ def _finished_setting(folder: Path, config: TrainConfig, data: ZSLDataset,
         return None
     try:
         saved = json.loads(path.read_text())
-        same = saved['config'] == config.to_dict() and \
-            saved['dataset'] == data.name and \
-            saved['simulation'] == data.simulation and \
-            not data_differences(saved['data'], fingerprint)
+        same = (
+            saved['config'] == config.to_dict()
+            and saved['dataset'] == data.name
+            and saved['simulation'] == data.simulation
+            and not data_differences(saved['data'], fingerprint)
+        )
     except (ValueError, KeyError, TypeError):
         same = False
     if not same:
-        raise FileExistsError(f"'{path}' holds the selection of another "
-                              f"configuration or dataset: choose another "
-                              f"--out or delete '{folder}'")
+        raise FileExistsError(
+            f"'{path}' holds the selection of another "
+            f'configuration or dataset: choose another '
+            f"--out or delete '{folder}'"
+        )
     return saved

@@ -27,6 +27,7 @@ it:
 * :mod:`~benchmarks.propagation.runner`: runs the grid, the CSV columns;
 * :mod:`~benchmarks.propagation.report`: the markdown summary and plots.
 """
+
 import argparse
 import datetime
 import math
@@ -59,7 +60,6 @@ from benchmarks.propagation.grid import (
 )
 from benchmarks.propagation.runner import COLUMNS, run_grid
 
-
 # The defaults of --quiet-wait and --min-time, which differ with --quick
 # (None when not given, so that a flag given wins over --quick).
 QUIET_WAIT, QUICK_QUIET_WAIT = 20.0, 0.0
@@ -73,7 +73,8 @@ def _degree(text: str):
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a number or 'complete' (got '{text}')") from None
+            f"expected a number or 'complete' (got '{text}')"
+        ) from None
 
 
 def _random_graph(text: str):
@@ -84,65 +85,124 @@ def _random_graph(text: str):
         return int(nodes), _degree(degree)
     except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(
-            f"expected NODES:DEGREE, e.g. 100000:16 or 100:complete (got "
-            f"'{text}')") from None
+            f'expected NODES:DEGREE, e.g. 100000:16 or 100:complete (got '
+            f"'{text}')"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--nodes', type=int, nargs='+',
-                        help=f'node counts (default: {NODE_COUNTS})')
-    parser.add_argument('--degrees', type=_degree, nargs='+',
-                        help=f'average degrees or "complete" '
-                        f'(default: {DEGREES})')
-    parser.add_argument('--features', type=int, nargs='+',
-                        help=f'feature sizes F (default: {FEATURES})')
-    parser.add_argument('--random-graphs', type=_random_graph, nargs='+',
-                        metavar='NODES:DEGREE',
-                        help='the random graphs, each a node count and an '
-                        'average degree (e.g. 100000:16 1000000:10), '
-                        'instead of every --nodes with every --degrees')
-    parser.add_argument('--methods', nargs='+', choices=list(METHODS),
-                        help='methods (default: all)')
-    parser.add_argument('--defaults-on-all-graphs', action='store_true',
-                        help='measure the drop-in defaults (apnet_default, '
-                        'apnet_default_new_graph) on every graph, not on '
-                        'Cora only')
-    parser.add_argument('--no-wordnet', action='store_true',
-                        help='skip the WordNet noun graph')
-    parser.add_argument('--no-cora', action='store_true',
-                        help='skip the small real graph (Planetoid Cora)')
-    parser.add_argument('--planetoid-root', default=None,
-                        help='folder holding Cora/raw/ind.cora.* (default: '
-                        '../shared/data/planetoid beside the repository, '
-                        'Cora skipped where it is missing; a folder named '
-                        'here must hold Cora)')
-    parser.add_argument('--no-refine', action='store_true',
-                        help='do not add degrees around the crossover')
-    parser.add_argument('--time-cap', type=float, default=10.0,
-                        help='skip a pass whose single run is predicted or '
-                        'found to take longer (seconds, default: 10)')
-    parser.add_argument('--memory-cap-gb', type=float, default=16.0,
-                        help='skip a pass estimated to need more memory '
-                        '(default: 16)')
-    parser.add_argument('--min-runs', type=int, default=5,
-                        help='timed runs after warm-up, at least (default: '
-                        '5)')
-    parser.add_argument('--quiet-wait', type=float, default=None,
-                        help='before each pass, wait up to this many seconds '
-                        f'for other processes to go quiet (default: '
-                        f'{QUIET_WAIT:g}, {QUICK_QUIET_WAIT:g} with --quick; '
-                        f'0: never wait)')
-    parser.add_argument('--quiet-wait-total', type=float, default=600.0,
-                        help='stop waiting for quiet after this many seconds '
-                        'in all (default: 600; 0: never wait)')
-    parser.add_argument('--budget', type=float, default=None,
-                        help='start no pass after this many seconds; the '
-                        'passes left are recorded as skipped (default: no '
-                        'limit)')
-    parser.add_argument('--min-time', type=float, default=None,
-                        help='keep timing until this many seconds are '
-                        f'spent (default: {MIN_TIME:g}, {QUICK_MIN_TIME:g} '
-                        f'with --quick; 0: --min-runs runs only)')
+    parser.add_argument(
+        '--nodes',
+        type=int,
+        nargs='+',
+        help=f'node counts (default: {NODE_COUNTS})',
+    )
+    parser.add_argument(
+        '--degrees',
+        type=_degree,
+        nargs='+',
+        help=f'average degrees or "complete" (default: {DEGREES})',
+    )
+    parser.add_argument(
+        '--features',
+        type=int,
+        nargs='+',
+        help=f'feature sizes F (default: {FEATURES})',
+    )
+    parser.add_argument(
+        '--random-graphs',
+        type=_random_graph,
+        nargs='+',
+        metavar='NODES:DEGREE',
+        help='the random graphs, each a node count and an '
+        'average degree (e.g. 100000:16 1000000:10), '
+        'instead of every --nodes with every --degrees',
+    )
+    parser.add_argument(
+        '--methods',
+        nargs='+',
+        choices=list(METHODS),
+        help='methods (default: all)',
+    )
+    parser.add_argument(
+        '--defaults-on-all-graphs',
+        action='store_true',
+        help='measure the drop-in defaults (apnet_default, '
+        'apnet_default_new_graph) on every graph, not on '
+        'Cora only',
+    )
+    parser.add_argument(
+        '--no-wordnet', action='store_true', help='skip the WordNet noun graph'
+    )
+    parser.add_argument(
+        '--no-cora',
+        action='store_true',
+        help='skip the small real graph (Planetoid Cora)',
+    )
+    parser.add_argument(
+        '--planetoid-root',
+        default=None,
+        help='folder holding Cora/raw/ind.cora.* (default: '
+        '../shared/data/planetoid beside the repository, '
+        'Cora skipped where it is missing; a folder named '
+        'here must hold Cora)',
+    )
+    parser.add_argument(
+        '--no-refine',
+        action='store_true',
+        help='do not add degrees around the crossover',
+    )
+    parser.add_argument(
+        '--time-cap',
+        type=float,
+        default=10.0,
+        help='skip a pass whose single run is predicted or '
+        'found to take longer (seconds, default: 10)',
+    )
+    parser.add_argument(
+        '--memory-cap-gb',
+        type=float,
+        default=16.0,
+        help='skip a pass estimated to need more memory (default: 16)',
+    )
+    parser.add_argument(
+        '--min-runs',
+        type=int,
+        default=5,
+        help='timed runs after warm-up, at least (default: 5)',
+    )
+    parser.add_argument(
+        '--quiet-wait',
+        type=float,
+        default=None,
+        help='before each pass, wait up to this many seconds '
+        f'for other processes to go quiet (default: '
+        f'{QUIET_WAIT:g}, {QUICK_QUIET_WAIT:g} with --quick; '
+        f'0: never wait)',
+    )
+    parser.add_argument(
+        '--quiet-wait-total',
+        type=float,
+        default=600.0,
+        help='stop waiting for quiet after this many seconds '
+        'in all (default: 600; 0: never wait)',
+    )
+    parser.add_argument(
+        '--budget',
+        type=float,
+        default=None,
+        help='start no pass after this many seconds; the '
+        'passes left are recorded as skipped (default: no '
+        'limit)',
+    )
+    parser.add_argument(
+        '--min-time',
+        type=float,
+        default=None,
+        help='keep timing until this many seconds are '
+        f'spent (default: {MIN_TIME:g}, {QUICK_MIN_TIME:g} '
+        f'with --quick; 0: --min-runs runs only)',
+    )
 
 
 def _refuse(flag: str, values, ok, what: str) -> None:
@@ -162,8 +222,10 @@ def _not_negative(value) -> bool:
 def _too_dense(num_nodes: int, degree) -> bool:
     # The grid measures the complete graph once, as 'complete': a degree
     # that gives it (N - 1 or more) is left out on that node count.
-    return degree != 'complete' and \
-        random_graph_spec(num_nodes, degree).kind == 'complete'
+    return (
+        degree != 'complete'
+        and random_graph_spec(num_nodes, degree).kind == 'complete'
+    )
 
 
 def _nodes(args: argparse.Namespace):
@@ -184,8 +246,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     of N - 1 or more on every node count and methods measured on Cora only
     without Cora leave nothing to measure, and a :obj:`--planetoid-root`
     named explicitly must hold Cora."""
-    _refuse('--nodes', args.nodes or (), lambda n: n >= 2,
-            'integers >= 2')
+    _refuse('--nodes', args.nodes or (), lambda n: n >= 2, 'integers >= 2')
     if args.random_graphs:
         check_random_graphs(args)
     for flag in ('--nodes', '--degrees', '--features', '--methods'):
@@ -193,22 +254,33 @@ def check_arguments(args: argparse.Namespace) -> None:
         repeated = [value for value in values if values.count(value) > 1]
         if repeated:
             # It would be measured again, and shown twice in every table.
-            raise ValueError(f"{flag} names {repeated[0]} twice: pass each "
-                             f"value once")
+            raise ValueError(
+                f'{flag} names {repeated[0]} twice: pass each value once'
+            )
     degrees = [d for d in args.degrees or () if d != 'complete']
-    _refuse('--degrees', degrees, _positive,
-            "positive numbers or 'complete'")
-    _refuse('--features', args.features or (), lambda n: n > 0,
-            'positive integers')
-    _refuse('--min-runs', [args.min_runs], lambda n: n > 0,
-            'a positive integer')
-    _refuse('--time-cap', [args.time_cap], _positive,
-            'a positive number of seconds')
-    _refuse('--memory-cap-gb', [args.memory_cap_gb], _positive,
-            'a positive number')
+    _refuse('--degrees', degrees, _positive, "positive numbers or 'complete'")
+    _refuse(
+        '--features', args.features or (), lambda n: n > 0, 'positive integers'
+    )
+    _refuse(
+        '--min-runs', [args.min_runs], lambda n: n > 0, 'a positive integer'
+    )
+    _refuse(
+        '--time-cap',
+        [args.time_cap],
+        _positive,
+        'a positive number of seconds',
+    )
+    _refuse(
+        '--memory-cap-gb', [args.memory_cap_gb], _positive, 'a positive number'
+    )
     if args.budget is not None:
-        _refuse('--budget', [args.budget], _positive,
-                'a positive number of seconds')
+        _refuse(
+            '--budget',
+            [args.budget],
+            _positive,
+            'a positive number of seconds',
+        )
     for flag in ('--min-time', '--quiet-wait', '--quiet-wait-total'):
         value = getattr(args, flag[2:].replace('-', '_'))
         if value is not None:
@@ -217,18 +289,24 @@ def check_arguments(args: argparse.Namespace) -> None:
     for N in nodes:
         for degree in degrees:
             if random_graph_spec(N, degree).num_edges == 0:
-                raise ValueError(f'--degrees {degree:g} gives no edge on '
-                                 f'{N} nodes (--nodes): pass degrees of at '
-                                 f'least 2 / N = {2 / N:.3g}')
+                raise ValueError(
+                    f'--degrees {degree:g} gives no edge on '
+                    f'{N} nodes (--nodes): pass degrees of at '
+                    f'least 2 / N = {2 / N:.3g}'
+                )
     for degree in degrees:
         if all(_too_dense(N, degree) for N in nodes):
-            where = (f'{nodes[0]} nodes (--nodes)' if len(set(nodes)) == 1
-                     else f'every --nodes value (largest {max(nodes)})')
+            where = (
+                f'{nodes[0]} nodes (--nodes)'
+                if len(set(nodes)) == 1
+                else f'every --nodes value (largest {max(nodes)})'
+            )
             raise ValueError(
-                f"--degrees {degree:g} is too dense for {where}: a random "
-                f"graph on N nodes has a degree below N - 1 = "
+                f'--degrees {degree:g} is too dense for {where}: a random '
+                f'graph on N nodes has a degree below N - 1 = '
                 f"{max(nodes) - 1}; pass 'complete' for the complete graph, "
-                f"or a smaller degree")
+                f'or a smaller degree'
+            )
 
     cora = not (args.no_cora or args.quick)
     cora_off = '--no-cora' if args.no_cora else '--quick'
@@ -236,36 +314,48 @@ def check_arguments(args: argparse.Namespace) -> None:
     graph = why = None
     if root is not None:
         if not root.strip():
-            raise ValueError('--planetoid-root is empty: name the folder '
-                             'that holds Cora/raw/ind.cora.*, or leave the '
-                             'flag out')
+            raise ValueError(
+                '--planetoid-root is empty: name the folder '
+                'that holds Cora/raw/ind.cora.*, or leave the '
+                'flag out'
+            )
         if not cora:
-            raise ValueError(f'--planetoid-root is read for Cora only, '
-                             f'which {cora_off} leaves out: drop one of '
-                             f'the two')
+            raise ValueError(
+                f'--planetoid-root is read for Cora only, '
+                f'which {cora_off} leaves out: drop one of '
+                f'the two'
+            )
         graph, why = cora_spec(root)
         if graph is None:
-            raise ValueError(f"--planetoid-root '{root}': {why}; pass a "
-                             f"folder holding the intact Planetoid Cora files "
-                             f"Cora/raw/ind.cora.*")
+            raise ValueError(
+                f"--planetoid-root '{root}': {why}; pass a "
+                f'folder holding the intact Planetoid Cora files '
+                f'Cora/raw/ind.cora.*'
+            )
     methods = args.methods or default_methods(args.device)
     cuda_only = [method for method in methods if method in CUDA_ONLY]
     if cuda_only and not args.device.startswith('cuda'):
-        raise ValueError(f"--methods {cuda_only[0]} runs on CUDA only: pass "
-                         f"--device cuda, or leave it out")
+        raise ValueError(
+            f'--methods {cuda_only[0]} runs on CUDA only: pass '
+            f'--device cuda, or leave it out'
+        )
     if not grid_methods(methods, args.defaults_on_all_graphs):
         # Measured on Cora only: without Cora the grid would be empty.
         named = ' '.join(methods)
         if not cora:
-            raise ValueError(f'--methods {named} are measured on Cora only, '
-                             f'which {cora_off} leaves out: add a method of '
-                             f'the grid, e.g. apnet_sparse')
+            raise ValueError(
+                f'--methods {named} are measured on Cora only, '
+                f'which {cora_off} leaves out: add a method of '
+                f'the grid, e.g. apnet_sparse'
+            )
         if graph is None:
             graph, why = cora_spec(PLANETOID_ROOT)
         if graph is None:
-            raise ValueError(f'--methods {named} are measured on Cora only: '
-                             f'{why}; pass --planetoid-root, or add a method '
-                             f'of the grid, e.g. apnet_sparse')
+            raise ValueError(
+                f'--methods {named} are measured on Cora only: '
+                f'{why}; pass --planetoid-root, or add a method '
+                f'of the grid, e.g. apnet_sparse'
+            )
 
 
 def check_random_graphs(args: argparse.Namespace) -> None:
@@ -275,30 +365,40 @@ def check_random_graphs(args: argparse.Namespace) -> None:
     of N - 1 or more (which is the complete graph, 'complete')."""
     for flag in ('--nodes', '--degrees'):
         if getattr(args, flag[2:]):
-            raise ValueError(f'--random-graphs names the random graphs: '
-                             f'drop {flag}')
+            raise ValueError(
+                f'--random-graphs names the random graphs: drop {flag}'
+            )
     seen = set()
     for N, degree in args.random_graphs:
         name = f'{N}:{degree if degree == "complete" else f"{degree:g}"}'
         if N < 2:
-            raise ValueError(f'--random-graphs {name}: the node count must '
-                             f'be an integer >= 2')
+            raise ValueError(
+                f'--random-graphs {name}: the node count must '
+                f'be an integer >= 2'
+            )
         if degree != 'complete':
             if not _positive(degree):
-                raise ValueError(f"--random-graphs {name}: the degree must "
-                                 f"be a positive number or 'complete'")
+                raise ValueError(
+                    f'--random-graphs {name}: the degree must '
+                    f"be a positive number or 'complete'"
+                )
             if random_graph_spec(N, degree).num_edges == 0:
-                raise ValueError(f'--random-graphs {name} gives no edge: '
-                                 f'pass a degree of at least 2 / N = '
-                                 f'{2 / N:.3g}')
+                raise ValueError(
+                    f'--random-graphs {name} gives no edge: '
+                    f'pass a degree of at least 2 / N = '
+                    f'{2 / N:.3g}'
+                )
             if _too_dense(N, degree):
-                raise ValueError(f"--random-graphs {name} is too dense: a "
-                                 f"random graph on {N} nodes has a degree "
-                                 f"below N - 1 = {N - 1}; use {N}:complete")
+                raise ValueError(
+                    f'--random-graphs {name} is too dense: a '
+                    f'random graph on {N} nodes has a degree '
+                    f'below N - 1 = {N - 1}; use {N}:complete'
+                )
         graph = random_graph_spec(N, degree)
         if graph in seen:
-            raise ValueError(f'--random-graphs names {name} twice: pass '
-                             f'each graph once')
+            raise ValueError(
+                f'--random-graphs names {name} twice: pass each graph once'
+            )
         seen.add(graph)
 
 
@@ -312,9 +412,10 @@ def grid_notes(args: argparse.Namespace) -> List[str]:
         dense = [N for N in nodes if _too_dense(N, degree)]
         if dense:
             notes.append(
-                f"note: --degrees {degree:g} is too dense for "
-                f"{', '.join(map(str, dense))} nodes (N - 1 or more): not "
-                f"measured there ('complete' measures the complete graph)")
+                f'note: --degrees {degree:g} is too dense for '
+                f'{", ".join(map(str, dense))} nodes (N - 1 or more): not '
+                f"measured there ('complete' measures the complete graph)"
+            )
     return notes
 
 
@@ -325,22 +426,28 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         threads=args.threads,
         nodes=tuple(_nodes(args)),
         degrees=tuple(_degrees(args)),
-        features=tuple(args.features or (QUICK_FEATURES if quick else
-                                         FEATURES)),
+        features=tuple(
+            args.features or (QUICK_FEATURES if quick else FEATURES)
+        ),
         methods=tuple(args.methods or default_methods(args.device)),
         wordnet=not (args.no_wordnet or quick),
         cora=not (args.no_cora or quick),
-        planetoid_root=(PLANETOID_ROOT if args.planetoid_root is None else
-                        args.planetoid_root),
+        planetoid_root=(
+            PLANETOID_ROOT
+            if args.planetoid_root is None
+            else args.planetoid_root
+        ),
         refine=not (args.no_refine or quick),
         time_cap=args.time_cap,
         memory_cap=args.memory_cap_gb * GB,
         min_runs=args.min_runs,
-        quiet_wait=args.quiet_wait if args.quiet_wait is not None else (
-            QUICK_QUIET_WAIT if quick else QUIET_WAIT),
+        quiet_wait=args.quiet_wait
+        if args.quiet_wait is not None
+        else (QUICK_QUIET_WAIT if quick else QUIET_WAIT),
         quiet_wait_total=args.quiet_wait_total,
-        min_time=args.min_time if args.min_time is not None else (
-            QUICK_MIN_TIME if quick else MIN_TIME),
+        min_time=args.min_time
+        if args.min_time is not None
+        else (QUICK_MIN_TIME if quick else MIN_TIME),
         quick=quick,
         random_graphs=tuple(args.random_graphs or ()),
         defaults_on_all_graphs=args.defaults_on_all_graphs,
@@ -356,12 +463,19 @@ def run(args: argparse.Namespace) -> str:
         common.log(note)
     settings = settings_from_args(args)
     machine, slug, out_dir = common.prepare_run(
-        settings.device, settings.threads, settings.quick, args.machine,
-        args.out)
-    command = getattr(args, 'command', None) or \
-        'python -m benchmarks propagation'
-    common.log(f'propagation benchmark on {slug} ({machine["cpu"]}, gpu: '
-               f'{machine["gpu"]}, {settings.threads} threads) -> {out_dir}')
+        settings.device,
+        settings.threads,
+        settings.quick,
+        args.machine,
+        args.out,
+    )
+    command = (
+        getattr(args, 'command', None) or 'python -m benchmarks propagation'
+    )
+    common.log(
+        f'propagation benchmark on {slug} ({machine["cpu"]}, gpu: '
+        f'{machine["gpu"]}, {settings.threads} threads) -> {out_dir}'
+    )
 
     started = datetime.datetime.now()
     bandwidth = None
@@ -370,20 +484,36 @@ def run(args: argparse.Namespace) -> str:
         # a worker like the passes (this process allocates no device
         # memory).
         result = workers.run_isolated(
-            common.measure_copy_bandwidth, {'device': settings.device},
-            settings.memory_cap, 300, preload=PROPAGATION_PRELOAD)
+            common.measure_copy_bandwidth,
+            {'device': settings.device},
+            settings.memory_cap,
+            300,
+            preload=PROPAGATION_PRELOAD,
+        )
         bandwidth = result.get('bytes_per_second')
-        common.log(f'device-to-device copy bandwidth: '
-                   f'{bandwidth / 1e9:.0f} GB/s' if bandwidth else
-                   f"copy bandwidth not measured: {result.get('error')}")
+        common.log(
+            f'device-to-device copy bandwidth: {bandwidth / 1e9:.0f} GB/s'
+            if bandwidth
+            else f'copy bandwidth not measured: {result.get("error")}'
+        )
     rows, missing = run_grid(settings, bandwidth=bandwidth)
     elapsed = datetime.datetime.now() - started
 
     common.write_csv(osp.join(out_dir, 'propagation.csv'), rows, COLUMNS)
     crossovers = crossover_rows(rows, settings)
     summary = report.write_report(
-        out_dir, rows, crossovers, machine, settings, slug, command,
-        started, elapsed, missing, bandwidth)
+        out_dir,
+        rows,
+        crossovers,
+        machine,
+        settings,
+        slug,
+        command,
+        started,
+        elapsed,
+        missing,
+        bandwidth,
+    )
     print(summary)
     check_measured(rows, out_dir)
     return out_dir
@@ -398,15 +528,23 @@ def check_measured(rows: List[dict], out_dir: str) -> None:
     where = osp.join(out_dir, 'README.md')
     if not any(row['status'] == 'ok' for row in rows):
         first = (failed or rows)[0] if rows else None
-        reason = (f"first {'failure' if failed else 'skip'}: "
-                  f"{first['method']} on {first['graph']} "
-                  f"N={first['N']} F={first['F']} {first['pass']}: "
-                  f"{first['note']}" if first else 'no pass ran')
+        reason = (
+            f'first {"failure" if failed else "skip"}: '
+            f'{first["method"]} on {first["graph"]} '
+            f'N={first["N"]} F={first["F"]} {first["pass"]}: '
+            f'{first["note"]}'
+            if first
+            else 'no pass ran'
+        )
         raise RuntimeError(
             f'nothing was measured: {len(rows)} passes, {len(failed)} '
             f'failed, {len(rows) - len(failed)} skipped ({reason}); see '
-            f'{where}')
+            f'{where}'
+        )
     if failed:
-        print(f"warning: {len(failed)} of {len(rows)} passes failed (first: "
-              f"{failed[0]['method']} on {failed[0]['graph']}: "
-              f"{failed[0]['note']}); see {where}", file=sys.stderr)
+        print(
+            f'warning: {len(failed)} of {len(rows)} passes failed (first: '
+            f'{failed[0]["method"]} on {failed[0]["graph"]}: '
+            f'{failed[0]["note"]}); see {where}',
+            file=sys.stderr,
+        )

@@ -1,5 +1,6 @@
 r"""Memory and time models of the propagation benchmark, to skip a pass
 that will not fit before running it."""
+
 from typing import Optional, Sequence, Tuple
 
 from benchmarks.common import GB
@@ -17,8 +18,9 @@ IMPORT_BYTES = 0.5 * GB
 PREDICTION_SLACK = 1.25
 
 
-def estimate_peak_bytes(method: str, graph: GraphSpec, F: int,
-                        backward: bool) -> float:
+def estimate_peak_bytes(
+    method: str, graph: GraphSpec, F: int, backward: bool
+) -> float:
     r"""A conservative estimate of the memory one pass allocates on top of
     its inputs (float32, int64 indices), checked against the measured
     ``peak_mb`` (the CSV has both)."""
@@ -35,8 +37,9 @@ def estimate_peak_bytes(method: str, graph: GraphSpec, F: int,
         # backward), node features; no E x F tensor. 1.5: allocator slack
         # seen at N = 10k.
         per_node = (4 * P + 3 * F) if backward else (2 * P + F)
-        return 1.5 * ((2 if backward else 1) * (indices + 24.0 * E) +
-                      4.0 * N * per_node)
+        return 1.5 * (
+            (2 if backward else 1) * (indices + 24.0 * E) + 4.0 * N * per_node
+        )
     # Message passing materialises E x F (and E x P) tensors.
     if method == 'apnet_mp':
         per_edge = (4 * P + 4 * F) if backward else (3 * P + 2 * F)
@@ -47,8 +50,9 @@ def estimate_peak_bytes(method: str, graph: GraphSpec, F: int,
     return 4.0 * E * per_edge + indices + 4.0 * N * F * 3
 
 
-def setup_bytes(method: str, graph: GraphSpec, F: int,
-                backward: bool) -> float:
+def setup_bytes(
+    method: str, graph: GraphSpec, F: int, backward: bool
+) -> float:
     r"""The inputs a worker holds before the timed pass."""
     N = graph.num_nodes
     features = 4.0 * N * F * (3 if backward else 1)  # x, output grad, x.grad
@@ -69,19 +73,26 @@ def work(method: str, graph: GraphSpec, F: int) -> float:
     return float(graph.num_edges + N) * per_edge + node_flops
 
 
-def predict_seconds(method: str, graph: GraphSpec, F: int, pass_: str,
-                    measured: Sequence[dict]) -> Optional[Tuple[float, dict]]:
+def predict_seconds(
+    method: str, graph: GraphSpec, F: int, pass_: str, measured: Sequence[dict]
+) -> Optional[Tuple[float, dict]]:
     r"""Scales the time of the largest measured configuration of the same
     method, feature size and pass by :func:`work`."""
-    same = [row for row in measured
-            if row['method'] == method and row['F'] == F
-            and row['pass'] == pass_ and row['status'] == 'ok']
+    same = [
+        row
+        for row in measured
+        if row['method'] == method
+        and row['F'] == F
+        and row['pass'] == pass_
+        and row['status'] == 'ok'
+    ]
     if not same:
         return None
     reference = max(same, key=lambda row: row['_work'])
     # The min: least disturbed by other processes.
-    seconds = reference['min_ms'] / 1e3 * work(method, graph, F) / \
-        reference['_work']
+    seconds = (
+        reference['min_ms'] / 1e3 * work(method, graph, F) / reference['_work']
+    )
     return seconds, reference
 
 
@@ -101,8 +112,9 @@ def floor_bytes(graph: GraphSpec, F: int, pass_: str) -> float:
     return 20.0 * N * F + 16.0 * E
 
 
-def gather_floor_bytes(graph: GraphSpec, F: int, pass_: str,
-                       proj_channels: int) -> float:
+def gather_floor_bytes(
+    graph: GraphSpec, F: int, pass_: str, proj_channels: int
+) -> float:
     r""":func:`floor_bytes` plus each edge's source rows gathered once a
     pass (forward; forward and backward): :math:`\mathbf{x}_j` (:math:`F`)
     and the projection :math:`\mathbf{h}_j` (:obj:`proj_channels`, 0
@@ -110,5 +122,6 @@ def gather_floor_bytes(graph: GraphSpec, F: int, pass_: str,
     neighbour's rows from memory, not from a cache."""
     E = graph.num_edges + graph.num_nodes
     gathers = 1 if pass_ == 'forward' else 2
-    return floor_bytes(graph, F, pass_) + \
-        4.0 * gathers * E * (F + proj_channels)
+    return floor_bytes(graph, F, pass_) + 4.0 * gathers * E * (
+        F + proj_channels
+    )

@@ -1,5 +1,6 @@
 r"""What the propagation benchmark measures: the methods (layers), the
 graphs, the grid of configurations and the settings of a run."""
+
 import os.path as osp
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -21,15 +22,16 @@ FEATURES = (256, 2048)
 PASSES = ('forward', 'forward+backward')
 
 #: The small real graph: Planetoid Cora, raw files read offline.
-PLANETOID_ROOT = osp.join(common.REPO_ROOT, '..', 'shared', 'data',
-                          'planetoid')
+PLANETOID_ROOT = osp.join(
+    common.REPO_ROOT, '..', 'shared', 'data', 'planetoid'
+)
 #: Feature sizes on Cora besides the grid's: the hidden width of PyG's AGNN
 #: model on Cora, where a layer's fixed cost shows.
-CORA_FEATURES = (16, )
+CORA_FEATURES = (16,)
 
-QUICK_NODE_COUNTS = (100, )
+QUICK_NODE_COUNTS = (100,)
 QUICK_DEGREES = (4, 'complete')
-QUICK_FEATURES = (256, )
+QUICK_FEATURES = (256,)
 
 
 # ---------------------------------------------------------------------------
@@ -49,27 +51,43 @@ class NewGraphEachCall(torch.nn.Module):
     r"""Calls :obj:`layer` with a copy of :obj:`edge_index`, so that
     APNetConv cannot keep the CSR pattern of the previous call: the cost of
     a call on a new graph (as in mini-batch training), pattern included."""
+
     def __init__(self, layer: torch.nn.Module):
         super().__init__()
         self.layer = layer
 
-    def forward(self, x: torch.Tensor,
-                edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor
+    ) -> torch.Tensor:
         return self.layer(x, edge_index.clone())
 
 
 def _apnet_sparse(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
-    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
-                                      temperature=10.0, num_steps=1,
-                                      kernel='sparse'))
+
+    return NewGraphEachCall(
+        APNetConv(
+            channels,
+            proj_channels=PROJ_CHANNELS,
+            temperature=10.0,
+            num_steps=1,
+            kernel='sparse',
+        )
+    )
 
 
 def _apnet_triton(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
-    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
-                                      temperature=10.0, num_steps=1,
-                                      kernel='triton'))
+
+    return NewGraphEachCall(
+        APNetConv(
+            channels,
+            proj_channels=PROJ_CHANNELS,
+            temperature=10.0,
+            num_steps=1,
+            kernel='triton',
+        )
+    )
 
 
 def method_proj_channels(method: str) -> Optional[int]:
@@ -77,13 +95,14 @@ def method_proj_channels(method: str) -> Optional[int]:
         import inspect
 
         from apnet_pyg.nn import APNetConv
-        return inspect.signature(APNetConv).parameters[
-            'proj_channels'].default
+
+        return inspect.signature(APNetConv).parameters['proj_channels'].default
     return PROJ_CHANNELS if method.startswith('apnet') else None
 
 
 def _apnet_default(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
+
     return APNetConv(channels)
 
 
@@ -93,46 +112,86 @@ def _apnet_default_new_graph(channels: int) -> torch.nn.Module:
 
 def _apnet_message_passing(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
-    return NewGraphEachCall(APNetConv(channels, proj_channels=PROJ_CHANNELS,
-                                      temperature=10.0, num_steps=1,
-                                      fused=False))
+
+    return NewGraphEachCall(
+        APNetConv(
+            channels,
+            proj_channels=PROJ_CHANNELS,
+            temperature=10.0,
+            num_steps=1,
+            fused=False,
+        )
+    )
 
 
 def _apnet_dense(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import DenseAPNetConv
-    return DenseAPNetConv(channels, proj_channels=PROJ_CHANNELS,
-                          temperature=10.0, num_steps=1)
+
+    return DenseAPNetConv(
+        channels, proj_channels=PROJ_CHANNELS, temperature=10.0, num_steps=1
+    )
 
 
 def _agnn(channels: int) -> torch.nn.Module:
     from torch_geometric.nn import AGNNConv
+
     return AGNNConv(requires_grad=True)
 
 
 def _gat(channels: int) -> torch.nn.Module:
     from torch_geometric.nn import GATConv
+
     return GATConv(channels, channels, heads=1)
 
 
 METHODS: Dict[str, Method] = {
     method.name: method
     for method in [
-        Method('apnet_sparse', 'APNetConv (sparse, fused)', False,
-               _apnet_sparse, lambda F: PROJ_CHANNELS),
-        Method('apnet_triton', 'APNetConv (Triton kernel)', False,
-               _apnet_triton, lambda F: PROJ_CHANNELS),
+        Method(
+            'apnet_sparse',
+            'APNetConv (sparse, fused)',
+            False,
+            _apnet_sparse,
+            lambda F: PROJ_CHANNELS,
+        ),
+        Method(
+            'apnet_triton',
+            'APNetConv (Triton kernel)',
+            False,
+            _apnet_triton,
+            lambda F: PROJ_CHANNELS,
+        ),
         # The constructor defaults, as a PyG user drops the layer in, called
         # with the same edge_index (full-batch training) and with a new one
         # each call; on the small real graph only.
-        Method('apnet_default', 'APNetConv (defaults)', False,
-               _apnet_default, lambda F: F),
-        Method('apnet_default_new_graph',
-               'APNetConv (defaults, new edge_index each call)', False,
-               _apnet_default_new_graph, lambda F: F),
-        Method('apnet_mp', 'APNetConv (message passing)', False,
-               _apnet_message_passing, lambda F: PROJ_CHANNELS),
-        Method('apnet_dense', 'DenseAPNetConv', True, _apnet_dense,
-               lambda F: PROJ_CHANNELS),
+        Method(
+            'apnet_default',
+            'APNetConv (defaults)',
+            False,
+            _apnet_default,
+            lambda F: F,
+        ),
+        Method(
+            'apnet_default_new_graph',
+            'APNetConv (defaults, new edge_index each call)',
+            False,
+            _apnet_default_new_graph,
+            lambda F: F,
+        ),
+        Method(
+            'apnet_mp',
+            'APNetConv (message passing)',
+            False,
+            _apnet_message_passing,
+            lambda F: PROJ_CHANNELS,
+        ),
+        Method(
+            'apnet_dense',
+            'DenseAPNetConv',
+            True,
+            _apnet_dense,
+            lambda F: PROJ_CHANNELS,
+        ),
         Method('agnn', 'AGNNConv (PyG)', False, _agnn, lambda F: 0),
         Method('gat', 'GATConv (PyG, heads=1)', False, _gat, lambda F: F),
     ]
@@ -141,23 +200,30 @@ SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 #: Measured on the small real graph only.
 DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
 #: Measured on CUDA only (Triton's interpreter on CPU is for tests).
-CUDA_ONLY = ('apnet_triton', )
+CUDA_ONLY = ('apnet_triton',)
 
 
 def default_methods(device: str) -> List[str]:
     r"""The methods a run measures unless --methods names them."""
-    return [method for method in METHODS
-            if device.startswith('cuda') or method not in CUDA_ONLY]
+    return [
+        method
+        for method in METHODS
+        if device.startswith('cuda') or method not in CUDA_ONLY
+    ]
 
 
-def grid_methods(methods: Sequence[str],
-                 defaults_on_all_graphs: bool = False) -> List[str]:
+def grid_methods(
+    methods: Sequence[str], defaults_on_all_graphs: bool = False
+) -> List[str]:
     r"""The :obj:`methods` measured on the random graphs and the WordNet
     graph: the drop-in defaults (proj_channels and all) are measured on the
     small real graph only, unless :obj:`defaults_on_all_graphs`; the grid
     compares the paper's configuration."""
-    return [method for method in methods
-            if defaults_on_all_graphs or method not in DEFAULTS]
+    return [
+        method
+        for method in methods
+        if defaults_on_all_graphs or method not in DEFAULTS
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -168,6 +234,7 @@ class GraphSpec:
     r"""A graph of the grid. :obj:`num_edges` counts directed edges without
     self-loops (an undirected edge counts twice); every layer adds the
     self-loops itself."""
+
     kind: str  # 'random', 'complete', 'wordnet' or 'cora'
     num_nodes: int
     num_edges: int
@@ -190,14 +257,18 @@ def random_graph_spec(num_nodes: int, degree) -> GraphSpec:
     r"""An Erdos-Renyi :math:`G(N, M)` graph with average degree
     :obj:`degree`, or the complete graph for :obj:`'complete'`."""
     max_pairs = num_nodes * (num_nodes - 1) // 2
-    pairs = max_pairs if degree == 'complete' else min(
-        max_pairs, round(num_nodes * float(degree) / 2))
+    pairs = (
+        max_pairs
+        if degree == 'complete'
+        else min(max_pairs, round(num_nodes * float(degree) / 2))
+    )
     kind = 'complete' if pairs == max_pairs else 'random'
     return GraphSpec(kind, num_nodes, 2 * pairs)
 
 
-def random_undirected_edges(num_nodes: int, num_edges: int,
-                            generator: torch.Generator) -> torch.Tensor:
+def random_undirected_edges(
+    num_nodes: int, num_edges: int, generator: torch.Generator
+) -> torch.Tensor:
     r"""A uniformly random simple undirected graph with exactly
     :obj:`num_edges // 2` edges, as a coalesced :obj:`edge_index` holding
     both directions."""
@@ -214,8 +285,8 @@ def random_undirected_edges(num_nodes: int, num_edges: int,
         keys = torch.empty(0, dtype=torch.long)
         while keys.numel() < pairs:
             draw = int(1.1 * (pairs - keys.numel())) + 16
-            i = torch.randint(num_nodes, (draw, ), generator=generator)
-            j = torch.randint(num_nodes, (draw, ), generator=generator)
+            i = torch.randint(num_nodes, (draw,), generator=generator)
+            j = torch.randint(num_nodes, (draw,), generator=generator)
             keep = i != j
             i, j = i[keep], j[keep]
             new = torch.minimum(i, j) * num_nodes + torch.maximum(i, j)
@@ -235,15 +306,18 @@ def wordnet_spec() -> Tuple[Optional[GraphSpec], str]:
         data = _wordnet_graph()
     except Exception as error:  # Missing module or corpus: skip, say why.
         return None, f'WordNet noun graph unavailable ({error})'.replace(
-            '\n', ' ')
+            '\n', ' '
+        )
     edge_index = data.edge_index
     loops = int((edge_index[0] == edge_index[1]).sum())
-    return GraphSpec('wordnet', int(data.num_nodes),
-                     edge_index.size(1) - loops), ''
+    return GraphSpec(
+        'wordnet', int(data.num_nodes), edge_index.size(1) - loops
+    ), ''
 
 
 def _wordnet_graph():
     from apnet_pyg.graph.wordnet import wordnet_noun_graph
+
     return wordnet_noun_graph()
 
 
@@ -255,14 +329,16 @@ def cora_spec(root: str) -> Tuple[Optional[GraphSpec], str]:
     except Exception as error:  # Missing files: skip, say why.
         return None, f'Cora unavailable ({error})'.replace('\n', ' ')
     loops = int((edge_index[0] == edge_index[1]).sum())
-    return GraphSpec('cora', int(edge_index.max()) + 1,
-                     edge_index.size(1) - loops, root), ''
+    return GraphSpec(
+        'cora', int(edge_index.max()) + 1, edge_index.size(1) - loops, root
+    ), ''
 
 
 def _cora_edge_index(root: str) -> torch.Tensor:
     r"""Cora's :obj:`edge_index`, read from :obj:`root/Cora/raw`; an error
     names the folder or file that is missing or does not read."""
     from apnet_pyg.data.planetoid import read_raw_planetoid
+
     return read_raw_planetoid(root, 'Cora').edge_index
 
 
@@ -276,7 +352,8 @@ def is_saved(graph: GraphSpec) -> bool:
     WordNet noun graph (read from the corpus or its cache) and the large
     random graphs; the complete graph is enumerated faster than read."""
     return graph.kind == 'wordnet' or (
-        graph.kind == 'random' and graph.num_edges >= SAVED_GRAPH_EDGES)
+        graph.kind == 'random' and graph.num_edges >= SAVED_GRAPH_EDGES
+    )
 
 
 def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
@@ -285,13 +362,12 @@ def build_edge_index(graph: GraphSpec, seed: int) -> torch.Tensor:
     if graph.kind == 'cora':
         return _cora_edge_index(graph.path)
     generator = torch.Generator().manual_seed(seed)
-    return random_undirected_edges(graph.num_nodes, graph.num_edges,
-                                   generator)
+    return random_undirected_edges(graph.num_nodes, graph.num_edges, generator)
 
 
-def dense_adjacency(graph: GraphSpec, seed: int,
-                    edge_index: Optional[torch.Tensor] = None
-                    ) -> torch.Tensor:
+def dense_adjacency(
+    graph: GraphSpec, seed: int, edge_index: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     r"""Boolean :obj:`adj[i, j]` for every edge :math:`j \to i`, built from
     the same edges as the sparse methods get (:obj:`edge_index`, or
     :func:`build_edge_index`)."""
@@ -315,6 +391,7 @@ class RunSettings:
     (:func:`benchmarks.propagation.settings_from_args`): the grid's axes,
     the caps that skip a pass, the timing and the waits for a quiet
     machine."""
+
     device: str = 'cpu'
     threads: int = 1
     nodes: Tuple[int, ...] = NODE_COUNTS
@@ -347,8 +424,10 @@ class RunSettings:
         (a degree of N - 1 or more gives the complete graph, measured once,
         as 'complete')."""
         if self.random_graphs:
-            return [random_graph_spec(N, degree)
-                    for N, degree in self.random_graphs]
+            return [
+                random_graph_spec(N, degree)
+                for N, degree in self.random_graphs
+            ]
         graphs = []
         for N in self.nodes:
             for degree in self.degrees:
@@ -359,17 +438,20 @@ class RunSettings:
         return graphs
 
 
-def grid(settings: RunSettings
-         ) -> Tuple[List[Tuple[str, GraphSpec, int]], Dict[str, str]]:
+def grid(
+    settings: RunSettings,
+) -> Tuple[List[Tuple[str, GraphSpec, int]], Dict[str, str]]:
     r"""The configurations, smallest first so that time predictions can
     scale from measured neighbours, and why a real graph is missing if it
     is (by kind)."""
     configurations = []
     missing = {}
-    wordnet, missing['wordnet'] = (wordnet_spec() if settings.wordnet else
-                                   (None, ''))
-    cora, missing['cora'] = (cora_spec(settings.planetoid_root)
-                             if settings.cora else (None, ''))
+    wordnet, missing['wordnet'] = (
+        wordnet_spec() if settings.wordnet else (None, '')
+    )
+    cora, missing['cora'] = (
+        cora_spec(settings.planetoid_root) if settings.cora else (None, '')
+    )
     methods = grid_methods(settings.methods, settings.defaults_on_all_graphs)
     if cora is not None:
         for F in sorted(set(CORA_FEATURES) | set(settings.features)):

@@ -1,5 +1,6 @@
 r"""The markdown summary of the propagation benchmark (its plots:
 :mod:`benchmarks.propagation.plots`)."""
+
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
 
@@ -21,8 +22,7 @@ from benchmarks.propagation.grid import (
     SPARSE,
     grid_methods,
 )
-from benchmarks.propagation.plots import (degree_label, degree_rows,
-                                           write_plots)
+from benchmarks.propagation.plots import degree_label, degree_rows, write_plots
 from benchmarks.propagation.runner import BUSY_CORES
 
 # The project's targets for the WordNet noun graph at 256-d (2 CPU cores).
@@ -34,8 +34,9 @@ TARGET_MB = 4096.0
 
 
 def _is_busy(row: dict) -> bool:
-    return row.get('other_cores') is not None and \
-        row['other_cores'] > BUSY_CORES
+    return (
+        row.get('other_cores') is not None and row['other_cores'] > BUSY_CORES
+    )
 
 
 def _find(rows: Sequence[dict], **match) -> Optional[dict]:
@@ -57,14 +58,27 @@ def _cell(row: Optional[dict], key: str, fmt) -> str:
 # ---------------------------------------------------------------------------
 # Headline
 # ---------------------------------------------------------------------------
-def headline(rows: Sequence[dict], crossovers: Sequence[dict],
-             missing: Dict[str, str]) -> List[str]:
+def headline(
+    rows: Sequence[dict], crossovers: Sequence[dict], missing: Dict[str, str]
+) -> List[str]:
     lines = []
     fwd_bwd = 'forward+backward'
-    apnet = _find(rows, method=SPARSE, graph='wordnet', F=256, status='ok',
-                  **{'pass': fwd_bwd})
-    agnn = _find(rows, method='agnn', graph='wordnet', F=256, status='ok',
-                 **{'pass': fwd_bwd})
+    apnet = _find(
+        rows,
+        method=SPARSE,
+        graph='wordnet',
+        F=256,
+        status='ok',
+        **{'pass': fwd_bwd},
+    )
+    agnn = _find(
+        rows,
+        method='agnn',
+        graph='wordnet',
+        F=256,
+        status='ok',
+        **{'pass': fwd_bwd},
+    )
 
     def verdict(ok: bool) -> str:
         return 'meets the target' if ok else 'MISSES the target'
@@ -73,24 +87,34 @@ def headline(rows: Sequence[dict], crossovers: Sequence[dict],
         loads = [row['other_cores'] for row in measured if _is_busy(row)]
         if not loads:
             return ''
-        return (f' [provisional: other processes kept {max(loads):.2f} '
-                f'cores busy]')
+        return (
+            f' [provisional: other processes kept {max(loads):.2f} cores busy]'
+        )
 
     def ratio_text(apnet: dict, agnn: dict, target: float) -> str:
         ratio = apnet['median_ms'] / agnn['median_ms']
-        return (f'**{ratio:.2f}** ({format_ms(apnet["median_ms"])} / '
-                f'{format_ms(agnn["median_ms"])}, medians; target <= '
-                f'{target:g}: {verdict(ratio <= target)}){busy(apnet, agnn)}')
+        return (
+            f'**{ratio:.2f}** ({format_ms(apnet["median_ms"])} / '
+            f'{format_ms(agnn["median_ms"])}, medians; target <= '
+            f'{target:g}: {verdict(ratio <= target)}){busy(apnet, agnn)}'
+        )
 
     if apnet is not None and agnn is not None:
         lines.append(
             f'- APNetConv / AGNNConv forward+backward time on the WordNet '
             f'noun graph, 256-d: '
-            f'{ratio_text(apnet, agnn, TARGET_RATIO_TO_AGNN)}')
+            f'{ratio_text(apnet, agnn, TARGET_RATIO_TO_AGNN)}'
+        )
     if apnet is not None:
         seconds = apnet['median_ms'] / 1e3
-        forward = _find(rows, method=SPARSE, graph='wordnet', F=256,
-                        status='ok', **{'pass': 'forward'})
+        forward = _find(
+            rows,
+            method=SPARSE,
+            graph='wordnet',
+            F=256,
+            status='ok',
+            **{'pass': 'forward'},
+        )
         lines.append(
             f'- APNetConv on the WordNet noun graph ({apnet["N"]:,} nodes, '
             f'{apnet["E"]:,} edges), 256-d, forward+backward: '
@@ -99,29 +123,54 @@ def headline(rows: Sequence[dict], crossovers: Sequence[dict],
             f' s: {verdict(seconds <= TARGET_SECONDS)}); peak memory '
             f'**{format_mb(apnet["peak_mb"])}** (target <= '
             f'{TARGET_MB / 1024:g} GB: '
-            + ('not measured' if apnet['peak_mb'] is None
-               else verdict(apnet['peak_mb'] <= TARGET_MB)) + ')'
-            + (f'; forward alone {format_ms(forward["median_ms"])}, '
-               f'{format_mb(forward["peak_mb"])}' if forward else '')
-            + busy(apnet))
+            + (
+                'not measured'
+                if apnet['peak_mb'] is None
+                else verdict(apnet['peak_mb'] <= TARGET_MB)
+            )
+            + ')'
+            + (
+                f'; forward alone {format_ms(forward["median_ms"])}, '
+                f'{format_mb(forward["peak_mb"])}'
+                if forward
+                else ''
+            )
+            + busy(apnet)
+        )
     elif missing.get('wordnet'):
-        lines.append(f"- WordNet noun graph not measured: "
-                     f"{missing['wordnet']}")
+        lines.append(
+            f'- WordNet noun graph not measured: {missing["wordnet"]}'
+        )
     else:
-        tried = _find(rows, method=SPARSE, graph='wordnet', F=256,
-                      **{'pass': fwd_bwd})
-        lines.append('- WordNet noun graph not measured' + (
-            f" ({tried['status']}: {tried['note']})" if tried else ''))
-    defaults = _find(rows, method=DEFAULTS[0], graph='wordnet', F=256,
-                     status='ok', **{'pass': fwd_bwd})
+        tried = _find(
+            rows, method=SPARSE, graph='wordnet', F=256, **{'pass': fwd_bwd}
+        )
+        lines.append(
+            '- WordNet noun graph not measured'
+            + (f' ({tried["status"]}: {tried["note"]})' if tried else '')
+        )
+    defaults = _find(
+        rows,
+        method=DEFAULTS[0],
+        graph='wordnet',
+        F=256,
+        status='ok',
+        **{'pass': fwd_bwd},
+    )
     if defaults is not None and agnn is not None:
         lines.append(
             f'- {METHODS[DEFAULTS[0]].label} / AGNNConv forward+backward '
             f'time on the WordNet noun graph, 256-d: '
-            f'{ratio_text(defaults, agnn, TARGET_RATIO_TO_AGNN)}')
+            f'{ratio_text(defaults, agnn, TARGET_RATIO_TO_AGNN)}'
+        )
 
-    cora = [row for row in rows if row['graph'] == 'cora'
-            and row['pass'] == fwd_bwd and row['status'] == 'ok']
+    cora = [
+        row
+        for row in rows
+        if row['graph'] == 'cora'
+        and row['pass'] == fwd_bwd
+        and row['status'] == 'ok'
+    ]
     for F in sorted({row['F'] for row in cora}):
         # The drop-in configuration; the table has the others.
         agnn = _find(cora, method='agnn', F=F)
@@ -133,16 +182,20 @@ def headline(rows: Sequence[dict], crossovers: Sequence[dict],
                 f'- Small graph (Cora, {apnet["N"]:,} nodes, '
                 f'{apnet["E"]:,} edges), F = {F}: {METHODS[method].label} '
                 f'/ AGNNConv forward+backward: '
-                f'{ratio_text(apnet, agnn, TARGET_SMALL_RATIO_TO_AGNN)}')
+                f'{ratio_text(apnet, agnn, TARGET_SMALL_RATIO_TO_AGNN)}'
+            )
     if not cora and missing.get('cora'):
-        lines.append(f"- Cora not measured: {missing['cora']}")
+        lines.append(f'- Cora not measured: {missing["cora"]}')
 
     found = [c for c in crossovers if c['pass'] == fwd_bwd]
     if found:
-        parts = [f"N={c['N']:,}, F={c['F']}: {_crossover_text(c)}"
-                 for c in found]
-        lines.append('- Sparse/dense crossover (forward+backward; dense '
-                     'faster above this average degree): ' + '; '.join(parts))
+        parts = [
+            f'N={c["N"]:,}, F={c["F"]}: {_crossover_text(c)}' for c in found
+        ]
+        lines.append(
+            '- Sparse/dense crossover (forward+backward; dense '
+            'faster above this average degree): ' + '; '.join(parts)
+        )
     return lines
 
 
@@ -233,14 +286,19 @@ def _method_text(settings) -> str:
 def _workers_text(settings) -> str:
     method = workers.worker_start_method(settings.device)
     if method == 'forkserver':
-        return ('forked from a server that has imported torch, PyG and '
-                'the worker module')
+        return (
+            'forked from a server that has imported torch, PyG and '
+            'the worker module'
+        )
     why = workers.CUDA_SPAWN_REASON
     if torch.device(settings.device).type == 'cuda':
-        return ('run in turn by one spawned worker, started again after a '
-                'failed pass' + (f', since {why}' if why else ''))
-    return ('spawned: a fresh interpreter each' +
-            (f', since {why}' if why else ''))
+        return (
+            'run in turn by one spawned worker, started again after a '
+            'failed pass' + (f', since {why}' if why else '')
+        )
+    return 'spawned: a fresh interpreter each' + (
+        f', since {why}' if why else ''
+    )
 
 
 def _floor_text(bandwidth: Optional[float]) -> str:
@@ -263,8 +321,9 @@ def _floor_text(bandwidth: Optional[float]) -> str:
 
 
 def _machine_table(machine: Dict[str, str]) -> str:
-    return markdown_table(['', ''], [[key, value]
-                                     for key, value in machine.items()])
+    return markdown_table(
+        ['', ''], [[key, value] for key, value in machine.items()]
+    )
 
 
 def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
@@ -275,28 +334,58 @@ def _real_graph_table(rows: Sequence[dict], kind: str) -> Optional[str]:
     table = []
     for F in sorted({row['F'] for row in graph_rows}):
         for method in METHODS:
-            forward = _find(graph_rows, method=method, F=F,
-                            **{'pass': 'forward'})
-            backward = _find(graph_rows, method=method, F=F,
-                             **{'pass': 'forward+backward'})
+            forward = _find(
+                graph_rows, method=method, F=F, **{'pass': 'forward'}
+            )
+            backward = _find(
+                graph_rows, method=method, F=F, **{'pass': 'forward+backward'}
+            )
             if forward is None and backward is None:
                 continue
-            note = next((row['note'] for row in (forward, backward)
-                         if row is not None and row['status'] != 'ok'), '')
-            table.append([
-                METHODS[method].label, F,
-                _cell(forward, 'median_ms', format_ms),
-                _cell(backward, 'median_ms', format_ms),
-                _cell(forward, 'peak_mb', format_mb),
-                _cell(backward, 'peak_mb', format_mb)] +
-                ([_floor_cell(backward), _floor_cell(backward,
-                                                     'gather_floor_ms')]
-                 if floors else []) + [note])
-    return markdown_table(['method', 'F', 'forward', 'forward+backward',
-                           'peak (forward)', 'peak (forward+backward)'] +
-                          (['floor / median (forward+backward)',
-                            'gather floor / median']
-                           if floors else []) + ['note'], table)
+            note = next(
+                (
+                    row['note']
+                    for row in (forward, backward)
+                    if row is not None and row['status'] != 'ok'
+                ),
+                '',
+            )
+            table.append(
+                [
+                    METHODS[method].label,
+                    F,
+                    _cell(forward, 'median_ms', format_ms),
+                    _cell(backward, 'median_ms', format_ms),
+                    _cell(forward, 'peak_mb', format_mb),
+                    _cell(backward, 'peak_mb', format_mb),
+                ]
+                + (
+                    [
+                        _floor_cell(backward),
+                        _floor_cell(backward, 'gather_floor_ms'),
+                    ]
+                    if floors
+                    else []
+                )
+                + [note]
+            )
+    return markdown_table(
+        [
+            'method',
+            'F',
+            'forward',
+            'forward+backward',
+            'peak (forward)',
+            'peak (forward+backward)',
+        ]
+        + (
+            ['floor / median (forward+backward)', 'gather floor / median']
+            if floors
+            else []
+        )
+        + ['note'],
+        table,
+    )
 
 
 def _floor_cell(row: Optional[dict], key: str = 'floor_ms') -> str:
@@ -304,74 +393,124 @@ def _floor_cell(row: Optional[dict], key: str = 'floor_ms') -> str:
     # unavoidable bytes (see the Method's Floor).
     if row is None or row['status'] != 'ok' or not row.get(key):
         return ''
-    return f"{row[key] / row['median_ms']:.3f}"
+    return f'{row[key] / row["median_ms"]:.3f}'
 
 
-def _grid_table(rows: Sequence[dict], settings, F: int, key: str,
-                fmt) -> str:
-    grid = [row for row in rows if row['F'] == F and row['source'] == 'grid'
-            and row['graph'] in ('random', 'complete')]
+def _grid_table(rows: Sequence[dict], settings, F: int, key: str, fmt) -> str:
+    grid = [
+        row
+        for row in rows
+        if row['F'] == F
+        and row['source'] == 'grid'
+        and row['graph'] in ('random', 'complete')
+    ]
     header = ['degree', 'method'] + [f'N={N:,}' for N in settings.nodes]
     table = []
     for degree in settings.degrees:
         at_degree = degree_rows(grid, degree)
-        for method in grid_methods(settings.methods,
-                                   settings.defaults_on_all_graphs):
+        for method in grid_methods(
+            settings.methods, settings.defaults_on_all_graphs
+        ):
             cells = []
             for N in settings.nodes:
-                forward = _find(at_degree, method=method, N=N,
-                                **{'pass': 'forward'})
-                backward = _find(at_degree, method=method, N=N,
-                                 **{'pass': 'forward+backward'})
+                forward = _find(
+                    at_degree, method=method, N=N, **{'pass': 'forward'}
+                )
+                backward = _find(
+                    at_degree,
+                    method=method,
+                    N=N,
+                    **{'pass': 'forward+backward'},
+                )
                 if forward is None and backward is None:
                     cells.append('')
                 else:
-                    cells.append(f'{_cell(forward, key, fmt)} / '
-                                 f'{_cell(backward, key, fmt)}')
-            table.append([degree_label(degree), METHODS[method].label] +
-                         cells)
+                    cells.append(
+                        f'{_cell(forward, key, fmt)} / '
+                        f'{_cell(backward, key, fmt)}'
+                    )
+            table.append([degree_label(degree), METHODS[method].label] + cells)
     return markdown_table(header, table)
 
 
 def _crossover_table(crossovers: Sequence[dict]) -> str:
     table = []
     for c in crossovers:
-        measured = ', '.join(f'{d:g}: {r:.2g}'
-                             for d, r in zip(c['degrees'], c['ratios']))
+        measured = ', '.join(
+            f'{d:g}: {r:.2g}' for d, r in zip(c['degrees'], c['ratios'])
+        )
         if c['bound'] is None:
-            fraction = f"{c['degree'] / (c['N'] - 1):.3g}"
+            fraction = f'{c["degree"] / (c["N"] - 1):.3g}'
         else:
             fraction = ''
-        table.append([f"{c['N']:,}", c['F'], c['pass'], _crossover_text(c),
-                      fraction, measured])
-    return markdown_table(['N', 'F', 'pass', 'crossover degree',
-                           'edge fraction', 'degree: t(dense) / t(sparse)'],
-                          table)
+        table.append(
+            [
+                f'{c["N"]:,}',
+                c['F'],
+                c['pass'],
+                _crossover_text(c),
+                fraction,
+                measured,
+            ]
+        )
+    return markdown_table(
+        [
+            'N',
+            'F',
+            'pass',
+            'crossover degree',
+            'edge fraction',
+            'degree: t(dense) / t(sparse)',
+        ],
+        table,
+    )
 
 
 def _skipped_table(rows: Sequence[dict]) -> str:
-    table = [[METHODS[row['method']].label, row['graph'], f"{row['N']:,}",
-              'N-1' if row['graph'] == 'complete' else f"{row['degree']:.3g}",
-              row['F'], row['pass'], row['status'], row['note']]
-             for row in rows if row['status'] != 'ok']
-    return markdown_table(['method', 'graph', 'N', 'degree', 'F', 'pass',
-                           'status', 'reason'], table)
+    table = [
+        [
+            METHODS[row['method']].label,
+            row['graph'],
+            f'{row["N"]:,}',
+            'N-1' if row['graph'] == 'complete' else f'{row["degree"]:.3g}',
+            row['F'],
+            row['pass'],
+            row['status'],
+            row['note'],
+        ]
+        for row in rows
+        if row['status'] != 'ok'
+    ]
+    return markdown_table(
+        ['method', 'graph', 'N', 'degree', 'F', 'pass', 'status', 'reason'],
+        table,
+    )
 
 
-def write_report(out_dir: str, rows: Sequence[dict],
-                 crossovers: Sequence[dict], machine: Dict[str, str],
-                 settings, slug: str, command: str, started,
-                 elapsed, missing: Dict[str, str],
-                 bandwidth: Optional[float] = None) -> str:
+def write_report(
+    out_dir: str,
+    rows: Sequence[dict],
+    crossovers: Sequence[dict],
+    machine: Dict[str, str],
+    settings,
+    slug: str,
+    command: str,
+    started,
+    elapsed,
+    missing: Dict[str, str],
+    bandwidth: Optional[float] = None,
+) -> str:
     r"""Writes ``README.md`` and the plots; returns the headline text.
     :obj:`bandwidth` is the device's measured copy bandwidth (bytes/s),
     where it was measured."""
     plots = write_plots(out_dir, rows, crossovers, settings)
     lines = headline(rows, crossovers, missing)
     if bandwidth:
-        lines.append(f'- Device-to-device copy bandwidth measured in this '
-                     f'run: {bandwidth / 1e9:.0f} GB/s (the floor of '
-                     f'`floor_ms` in the CSV)')
+        lines.append(
+            f'- Device-to-device copy bandwidth measured in this '
+            f'run: {bandwidth / 1e9:.0f} GB/s (the floor of '
+            f'`floor_ms` in the CSV)'
+        )
 
     timed = [row for row in rows if row['status'] == 'ok']
     busy = [row for row in timed if _is_busy(row)]
@@ -379,54 +518,74 @@ def write_report(out_dir: str, rows: Sequence[dict],
     load_text = (
         f'{len(busy)} of {len(timed)} timed passes ran while other processes '
         f'kept more than {BUSY_CORES} cores busy (marked `*`): '
-        + ('treat those numbers as provisional.' if busy else
-           'none is provisional.'))
+        + (
+            'treat those numbers as provisional.'
+            if busy
+            else 'none is provisional.'
+        )
+    )
     if loads:
-        load_text += (f' 1-minute load average over the run: '
-                      f'{min(loads):.2f} to {max(loads):.2f}.')
+        load_text += (
+            f' 1-minute load average over the run: '
+            f'{min(loads):.2f} to {max(loads):.2f}.'
+        )
 
     sections = [
         f'# Propagation benchmark: `{slug}`',
         f'Generated on {started:%Y-%m-%d %H:%M} by `{command}` '
         f'({_duration(elapsed)}). Every number: '
         f'[propagation.csv](propagation.csv). How to read it: '
-        f'{suite_readme_link(out_dir)}.' +
-        (' **Quick mode: the smallest configurations only.**'
-         if settings.quick else ''),
+        f'{suite_readme_link(out_dir)}.'
+        + (
+            ' **Quick mode: the smallest configurations only.**'
+            if settings.quick
+            else ''
+        ),
         '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
         '## Machine\n\n' + _machine_table(machine),
         '## Method\n\n' + _method_text(settings) + _floor_text(bandwidth),
     ]
-    for kind, title in [('wordnet', 'WordNet noun graph'),
-                        ('cora', 'Small graph: Cora')]:
+    for kind, title in [
+        ('wordnet', 'WordNet noun graph'),
+        ('cora', 'Small graph: Cora'),
+    ]:
         table = _real_graph_table(rows, kind)
         if table:
-            sections.append(f'## {title}\n\nMedian time and peak memory of '
-                            f'one layer.\n\n' + table)
+            sections.append(
+                f'## {title}\n\nMedian time and peak memory of '
+                f'one layer.\n\n' + table
+            )
     for F in settings.features:
         sections.append(
             f'## Random graphs, F = {F}: median time, forward / '
-            f'forward+backward\n\n' +
-            _grid_table(rows, settings, F, 'median_ms', format_ms))
+            f'forward+backward\n\n'
+            + _grid_table(rows, settings, F, 'median_ms', format_ms)
+        )
         sections.append(
             f'## Random graphs, F = {F}: peak memory, forward / '
-            f'forward+backward\n\n' +
-            _grid_table(rows, settings, F, 'peak_mb', format_mb))
+            f'forward+backward\n\n'
+            + _grid_table(rows, settings, F, 'peak_mb', format_mb)
+        )
     if crossovers:
         sections.append(
             '## Sparse / dense crossover\n\nThe average degree above which '
             '`DenseAPNetConv` is faster than the sparse `APNetConv`, '
             'interpolated in log space between measured degrees (see '
-            'Method).\n\n' + _crossover_table(crossovers))
+            'Method).\n\n' + _crossover_table(crossovers)
+        )
     if plots:
-        sections.append('## Plots\n\n' + '\n\n'.join(
-            f'![{name}]({name})' for name in plots))
+        sections.append(
+            '## Plots\n\n'
+            + '\n\n'.join(f'![{name}]({name})' for name in plots)
+        )
     if any(row['status'] != 'ok' for row in rows):
-        sections.append('## Skipped and failed passes\n\n' +
-                        _skipped_table(rows))
+        sections.append(
+            '## Skipped and failed passes\n\n' + _skipped_table(rows)
+        )
 
-    atomic_write_text('\n\n'.join(sections) + '\n',
-                      osp.join(out_dir, 'README.md'))
+    atomic_write_text(
+        '\n\n'.join(sections) + '\n', osp.join(out_dir, 'README.md')
+    )
     return '\n'.join(['', 'Headline:'] + lines + [load_text])
 
 

@@ -1,6 +1,7 @@
 r"""The driver of the propagation benchmark: runs the configurations of
 the grid one after the other, each pass in a worker process, skipping
 those the cost model rules out, and adds degrees around the crossover."""
+
 import os.path as osp
 import shutil
 import tempfile
@@ -40,10 +41,32 @@ from benchmarks.propagation.grid import (
 
 #: The columns of propagation.csv.
 COLUMNS = (
-    'method', 'graph', 'N', 'E', 'degree', 'edge_fraction', 'F',
-    'proj_channels', 'pass', 'status', 'runs', 'min_ms', 'median_ms',
-    'floor_ms', 'gather_floor_ms', 'peak_mb', 'est_peak_mb', 'setup_mb', 'device', 'threads',
-    'load_start', 'load_end', 'other_cores', 'source', 'note')
+    'method',
+    'graph',
+    'N',
+    'E',
+    'degree',
+    'edge_fraction',
+    'F',
+    'proj_channels',
+    'pass',
+    'status',
+    'runs',
+    'min_ms',
+    'median_ms',
+    'floor_ms',
+    'gather_floor_ms',
+    'peak_mb',
+    'est_peak_mb',
+    'setup_mb',
+    'device',
+    'threads',
+    'load_start',
+    'load_end',
+    'other_cores',
+    'source',
+    'note',
+)
 
 # A timing taken while other processes kept more cores than this busy is
 # provisional.
@@ -52,8 +75,13 @@ BUSY_CORES = 0.25
 
 class Runner:
     r"""Runs configurations one after the other and collects the rows."""
-    def __init__(self, settings: RunSettings, log=common.log,
-                 bandwidth: Optional[float] = None):
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        log=common.log,
+        bandwidth: Optional[float] = None,
+    ):
         self.settings = settings
         self.rows: List[dict] = []
         self.log = log
@@ -82,9 +110,10 @@ class Runner:
         if graph not in self.graph_files:
             if self.graph_dir is None:
                 self.graph_dir = tempfile.mkdtemp(prefix='apnet-graphs-')
-            path = osp.join(self.graph_dir,
-                            f'{graph.kind}-{graph.num_nodes}-'
-                            f'{graph.num_edges}.pt')
+            path = osp.join(
+                self.graph_dir,
+                f'{graph.kind}-{graph.num_nodes}-{graph.num_edges}.pt',
+            )
             torch.save(build_edge_index(graph, self.settings.seed), path)
             self.graph_files[graph] = path
         return self.graph_files[graph]
@@ -97,24 +126,47 @@ class Runner:
             return f"budget: the run's --budget of {budget:g} s was spent"
         return None
 
-    def row(self, method: str, graph: GraphSpec, F: int, pass_: str,
-            source: str, **values) -> dict:
+    def row(
+        self,
+        method: str,
+        graph: GraphSpec,
+        F: int,
+        pass_: str,
+        source: str,
+        **values,
+    ) -> dict:
         row = {
-            'method': method, 'graph': graph.kind, 'N': graph.num_nodes,
-            'E': graph.num_edges, 'degree': graph.degree,
-            'edge_fraction': graph.edge_fraction, 'F': F,
+            'method': method,
+            'graph': graph.kind,
+            'N': graph.num_nodes,
+            'E': graph.num_edges,
+            'degree': graph.degree,
+            'edge_fraction': graph.edge_fraction,
+            'F': F,
             'proj_channels': method_proj_channels(method),
-            'pass': pass_, 'device': self.settings.device,
-            'threads': self.settings.threads, 'source': source,
-            'runs': None, 'min_ms': None, 'median_ms': None,
-            'peak_mb': None, 'note': '', '_work': work(method, graph, F),
+            'pass': pass_,
+            'device': self.settings.device,
+            'threads': self.settings.threads,
+            'source': source,
+            'runs': None,
+            'min_ms': None,
+            'median_ms': None,
+            'peak_mb': None,
+            'note': '',
+            '_work': work(method, graph, F),
         }
         row.update(values)
         if self.bandwidth and row.get('status') == 'ok':
-            row['floor_ms'] = 1e3 * floor_bytes(graph, F, pass_) / \
-                self.bandwidth
-            row['gather_floor_ms'] = 1e3 * gather_floor_bytes(
-                graph, F, pass_, row['proj_channels'] or 0) / self.bandwidth
+            row['floor_ms'] = (
+                1e3 * floor_bytes(graph, F, pass_) / self.bandwidth
+            )
+            row['gather_floor_ms'] = (
+                1e3
+                * gather_floor_bytes(
+                    graph, F, pass_, row['proj_channels'] or 0
+                )
+                / self.bandwidth
+            )
         self.rows.append(row)
         return row
 
@@ -127,34 +179,46 @@ class Runner:
                 return available, ' (free RAM)'
         return cap, ''
 
-    def skip_reason(self, method: str, graph: GraphSpec, F: int,
-                    pass_: str) -> Tuple[Optional[str], float]:
+    def skip_reason(
+        self, method: str, graph: GraphSpec, F: int, pass_: str
+    ) -> Tuple[Optional[str], float]:
         backward = pass_ == 'forward+backward'
         estimate = estimate_peak_bytes(method, graph, F, backward)
         needed = estimate + setup_bytes(method, graph, F, backward)
         cap, why = self.memory_cap()
         if self.cuda:
-            cap = min(cap, 0.9 * torch.cuda.get_device_properties(
-                torch.device(self.settings.device)).total_memory)
+            cap = min(
+                cap,
+                0.9
+                * torch.cuda.get_device_properties(
+                    torch.device(self.settings.device)
+                ).total_memory,
+            )
         else:
             needed += IMPORT_BYTES
         if needed > cap:
-            return (f'memory: needs ~{needed / GB:.1f} GB (estimate) > '
-                    f'{cap / GB:.3g} GB cap{why}'), estimate
+            return (
+                f'memory: needs ~{needed / GB:.1f} GB (estimate) > '
+                f'{cap / GB:.3g} GB cap{why}'
+            ), estimate
         prediction = predict_seconds(method, graph, F, pass_, self.rows)
         # The operation count is a rough model: only a clear excess skips
         # here; a borderline pass runs, and its warm-up enforces the cap.
-        if prediction is not None and \
-                prediction[0] > PREDICTION_SLACK * self.settings.time_cap:
+        if (
+            prediction is not None
+            and prediction[0] > PREDICTION_SLACK * self.settings.time_cap
+        ):
             seconds, reference = prediction
-            return (f"time cap: predicted {seconds:.0f} s per run > "
-                    f"{self.settings.time_cap:g} s (scaled from N="
-                    f"{reference['N']}, degree {reference['degree']:g})"
-                    ), estimate
+            return (
+                f'time cap: predicted {seconds:.0f} s per run > '
+                f'{self.settings.time_cap:g} s (scaled from N='
+                f'{reference["N"]}, degree {reference["degree"]:g})'
+            ), estimate
         return None, estimate
 
-    def run(self, method: str, graph: GraphSpec, F: int,
-            source: str = 'grid') -> List[dict]:
+    def run(
+        self, method: str, graph: GraphSpec, F: int, source: str = 'grid'
+    ) -> List[dict]:
         r"""Measures both passes of one configuration (forward+backward is
         skipped when forward already was: it contains a forward)."""
         rows = []
@@ -165,45 +229,73 @@ class Runner:
             if reason is None and skipped_forward is not None:
                 reason = f'forward skipped ({skipped_forward})'
             if reason is not None:
-                rows.append(self.row(method, graph, F, pass_, source,
-                                     status='skipped', note=reason,
-                                     est_peak_mb=estimate / MB))
+                rows.append(
+                    self.row(
+                        method,
+                        graph,
+                        F,
+                        pass_,
+                        source,
+                        status='skipped',
+                        note=reason,
+                        est_peak_mb=estimate / MB,
+                    )
+                )
                 skipped_forward = skipped_forward or reason
-                self.log(f'  skipped {method:12s} {graph.kind:8s} '
-                         f'N={graph.num_nodes:<6d} d={graph.degree_label:8s} '
-                         f'F={F:<4d} {pass_:16s} {reason}')
+                self.log(
+                    f'  skipped {method:12s} {graph.kind:8s} '
+                    f'N={graph.num_nodes:<6d} d={graph.degree_label:8s} '
+                    f'F={F:<4d} {pass_:16s} {reason}'
+                )
                 continue
             result = self.measure(method, graph, F, pass_)
             status = result.pop('status', 'failed')
             note = result.pop('note', result.pop('error', ''))
-            row = self.row(method, graph, F, pass_, source, status=status,
-                           note=note, est_peak_mb=estimate / MB, **result)
+            row = self.row(
+                method,
+                graph,
+                F,
+                pass_,
+                source,
+                status=status,
+                note=note,
+                est_peak_mb=estimate / MB,
+                **result,
+            )
             rows.append(row)
             self.log(self.describe(row))
             if status != 'ok':
                 skipped_forward = skipped_forward or note
         return rows
 
-    def measure(self, method: str, graph: GraphSpec, F: int,
-                pass_: str) -> dict:
+    def measure(
+        self, method: str, graph: GraphSpec, F: int, pass_: str
+    ) -> dict:
         settings = self.settings
         cap, _ = self.memory_cap()
         spec = {
-            'method': method, 'graph': vars(graph), 'F': F, 'pass': pass_,
-            'device': settings.device, 'threads': settings.threads,
-            'seed': settings.seed, 'memory_cap_bytes': cap,
+            'method': method,
+            'graph': vars(graph),
+            'F': F,
+            'pass': pass_,
+            'device': settings.device,
+            'threads': settings.threads,
+            'seed': settings.seed,
+            'memory_cap_bytes': cap,
             'edges_file': self.graph_file(graph),
-            'timing': {'min_runs': settings.min_runs,
-                       'min_time': settings.min_time,
-                       'max_runs': settings.max_runs,
-                       'time_cap': settings.time_cap},
+            'timing': {
+                'min_runs': settings.min_runs,
+                'min_time': settings.min_time,
+                'max_runs': settings.max_runs,
+                'time_cap': settings.time_cap,
+            },
         }
         self.wait_for_quiet()
         # Setup (graph generation) plus the warm-up and timed runs.
         timeout = 300 + 2 * settings.time_cap * (settings.min_runs + 2)
         result = workers.run_isolated(
-            worker.measure, spec, cap, timeout,
-            preload=PROPAGATION_PRELOAD)
+            worker.measure, spec, cap, timeout, preload=PROPAGATION_PRELOAD
+        )
         if 'error' in result:
             # The first line says what failed (CUDA's errors add lines of
             # advice, which would break the summary's tables).
@@ -216,54 +308,68 @@ class Runner:
         r"""Waits (a bounded time) until other processes keep at most
         :data:`BUSY_CORES` cores busy, so that a timing is not taken in the
         middle of someone else's burst of work."""
-        budget = min(self.settings.quiet_wait,
-                     self.settings.quiet_wait_total - self.waited)
+        budget = min(
+            self.settings.quiet_wait,
+            self.settings.quiet_wait_total - self.waited,
+        )
         waited = common.wait_for_quiet(BUSY_CORES, budget)
         self.waited += waited
         if waited >= 1.0:
-            self.log(f'  (waited {waited:.0f} s for other processes; '
-                     f'{self.waited:.0f} s in all)')
+            self.log(
+                f'  (waited {waited:.0f} s for other processes; '
+                f'{self.waited:.0f} s in all)'
+            )
 
     @staticmethod
     def describe(row: dict) -> str:
-        text = (f"  {row['status']:7s} {row['method']:12s} "
-                f"{row['graph']:8s} N={row['N']:<6d} "
-                f"d={row['degree']:<8.4g} F={row['F']:<4d} {row['pass']:16s}")
+        text = (
+            f'  {row["status"]:7s} {row["method"]:12s} '
+            f'{row["graph"]:8s} N={row["N"]:<6d} '
+            f'd={row["degree"]:<8.4g} F={row["F"]:<4d} {row["pass"]:16s}'
+        )
         if row['status'] == 'ok':
-            text += (f" median {common.format_ms(row['median_ms']):>8s} "
-                     f"({row['runs']} runs)  peak "
-                     f"{common.format_mb(row['peak_mb']):>8s}  "
-                     f"other load {row['other_cores']:.2f} cores")
+            text += (
+                f' median {common.format_ms(row["median_ms"]):>8s} '
+                f'({row["runs"]} runs)  peak '
+                f'{common.format_mb(row["peak_mb"]):>8s}  '
+                f'other load {row["other_cores"]:.2f} cores'
+            )
         else:
-            text += f" {row['note']}"
+            text += f' {row["note"]}'
         return text
 
 
-def run_grid(settings: RunSettings, log=common.log,
-             bandwidth: Optional[float] = None
-             ) -> Tuple[List[dict], Dict[str, str]]:
+def run_grid(
+    settings: RunSettings, log=common.log, bandwidth: Optional[float] = None
+) -> Tuple[List[dict], Dict[str, str]]:
     r"""Measures the grid of :obj:`settings`; returns the rows and why a
     real graph is missing (by kind). :obj:`bandwidth`, the device's copy
     bandwidth in bytes/s, gives each row its ``floor_ms``."""
     runner = Runner(settings, log, bandwidth)
     configurations, missing = grid(settings)
     if not configurations:  # benchmarks.propagation.check_arguments
-        raise ValueError('nothing to measure: the --nodes, --degrees and '
-                         '--methods given leave no configuration')
+        raise ValueError(
+            'nothing to measure: the --nodes, --degrees and '
+            '--methods given leave no configuration'
+        )
     log(f'{len(configurations)} configurations x {len(PASSES)} passes')
     try:
         for method, graph, F in configurations:
             runner.run(method, graph, F)
-        if settings.refine and SPARSE in settings.methods and \
-                DENSE in settings.methods:
+        if (
+            settings.refine
+            and SPARSE in settings.methods
+            and DENSE in settings.methods
+        ):
             refine_crossovers(runner, settings, log)
     finally:
         runner.close()
     return runner.rows, missing
 
 
-def refine_crossovers(runner: Runner, settings: RunSettings, log=common.log,
-                      max_steps: int = 3) -> None:
+def refine_crossovers(
+    runner: Runner, settings: RunSettings, log=common.log, max_steps: int = 3
+) -> None:
     log('refining the sparse/dense crossover')
     for F in settings.features:
         for N in settings.nodes:
@@ -275,7 +381,8 @@ def refine_crossovers(runner: Runner, settings: RunSettings, log=common.log,
                 runner.run(SPARSE, graph, F, source='refinement')
                 # The dense time is flat in the degree: measure it at the
                 # refinement point only when that is cheap.
-                prediction = predict_seconds(DENSE, graph, F,
-                                             'forward+backward', runner.rows)
+                prediction = predict_seconds(
+                    DENSE, graph, F, 'forward+backward', runner.rows
+                )
                 if prediction is not None and prediction[0] < 1.0:
                     runner.run(DENSE, graph, F, source='refinement')

@@ -1,5 +1,6 @@
 r"""The worker of the propagation benchmark: one (method, graph, feature
 size, pass) measured in a fresh process."""
+
 import torch
 
 from benchmarks import common
@@ -24,13 +25,17 @@ def measure(spec: dict) -> dict:
     backward = spec['pass'] == 'forward+backward'
 
     # A large graph comes from the driver's file: drawn once, not per pass.
-    edge_index = torch.load(spec['edges_file'], weights_only=True) \
-        if spec.get('edges_file') else None
+    edge_index = (
+        torch.load(spec['edges_file'], weights_only=True)
+        if spec.get('edges_file')
+        else None
+    )
     if method.dense:
         graph_input = dense_adjacency(graph, seed, edge_index).to(device)
     else:
-        graph_input = (build_edge_index(graph, seed) if edge_index is None
-                       else edge_index).to(device)
+        graph_input = (
+            build_edge_index(graph, seed) if edge_index is None else edge_index
+        ).to(device)
     del edge_index
     # Drawn where they are used: a million rows of features take seconds
     # to draw on the CPU, and their values do not change the cost.
@@ -69,24 +74,39 @@ def measure(spec: dict) -> dict:
             x.grad = None
             layer.zero_grad(set_to_none=True)
             with common.PeakMemory(device) as memory:
-                times = common.time_runs(run_pass, device,
-                                         timer['min_runs'],
-                                         timer['min_time'],
-                                         timer['max_runs'])
+                times = common.time_runs(
+                    run_pass,
+                    device,
+                    timer['min_runs'],
+                    timer['min_time'],
+                    timer['max_runs'],
+                )
     except common.TimeCapExceeded:
-        result.update(status='skipped', note=(
-            f"time cap: the first run took over {timer['time_cap']:g} s"))
+        result.update(
+            status='skipped',
+            note=(
+                f'time cap: the first run took over {timer["time_cap"]:g} s'
+            ),
+        )
         return result
     except RuntimeError as error:
         if not common.is_out_of_memory(error):
             raise
-        result.update(status='skipped', note=(
-            f"memory: allocation failed under the "
-            f"{spec['memory_cap_bytes'] / GB:.3g} GB cap"))
+        result.update(
+            status='skipped',
+            note=(
+                f'memory: allocation failed under the '
+                f'{spec["memory_cap_bytes"] / GB:.3g} GB cap'
+            ),
+        )
         return result
 
-    result.update(common.summarize_times(times), status='ok',
-                  peak_mb=memory.peak_mb,
-                  load_start=load.load_start, load_end=load.load_end,
-                  other_cores=load.other_cores)
+    result.update(
+        common.summarize_times(times),
+        status='ok',
+        peak_mb=memory.peak_mb,
+        load_start=load.load_start,
+        load_end=load.load_end,
+        other_cores=load.other_cores,
+    )
     return result

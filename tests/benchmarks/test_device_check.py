@@ -1,6 +1,7 @@
 r"""``scripts/device_check.sh``, tested on the CPU: its arguments, its
 refusal of a machine without a GPU, and one step run with ``--allow-cpu``
 and tiny sizes."""
+
 import os
 import shutil
 import subprocess
@@ -15,18 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / 'scripts' / 'device_check.sh'
 USAGE = 'usage: scripts/device_check.sh [--allow-cpu] [--only STEP,...] OUTDIR'
 
-pytestmark = pytest.mark.skipif(shutil.which('bash') is None or
-                                shutil.which('timeout') is None,
-                                reason='needs bash and timeout')
+pytestmark = pytest.mark.skipif(
+    shutil.which('bash') is None or shutil.which('timeout') is None,
+    reason='needs bash and timeout',
+)
 
 
 def run(*args, budget=None, timeout=120):
     env = dict(os.environ, PYTHON=sys.executable)
     if budget is not None:
         env['DEVICE_CHECK_BUDGET'] = str(budget)
-    return subprocess.run(['bash', str(SCRIPT), *map(str, args)],
-                          capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        ['bash', str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_the_script_parses():
@@ -34,21 +40,28 @@ def test_the_script_parses():
     assert os.access(SCRIPT, os.X_OK)
 
 
-@pytest.mark.parametrize('args, message', [
-    ([], f'error: OUTDIR missing; {USAGE}'),
-    (['--bogus', 'out'], f"error: unknown option '--bogus'; {USAGE}"),
-    (['a', 'b'], f"error: one OUTDIR only (got 'a' and 'b'); {USAGE}"),
-    (['--only'], f'error: --only needs a list of steps; {USAGE}'),
-    (['--only', 'propagation,bogus', 'out'],
-     "error: --only: unknown step 'bogus' (steps: env cuda-tests "
-     "propagation train-speed profile train-compile suite)"),
-])
+@pytest.mark.parametrize(
+    'args, message',
+    [
+        ([], f'error: OUTDIR missing; {USAGE}'),
+        (['--bogus', 'out'], f"error: unknown option '--bogus'; {USAGE}"),
+        (['a', 'b'], f"error: one OUTDIR only (got 'a' and 'b'); {USAGE}"),
+        (['--only'], f'error: --only needs a list of steps; {USAGE}'),
+        (
+            ['--only', 'propagation,bogus', 'out'],
+            "error: --only: unknown step 'bogus' (steps: env cuda-tests "
+            'propagation train-speed profile train-compile suite)',
+        ),
+    ],
+)
 def test_bad_arguments_end_with_one_line(args, message, tmp_path):
-    result = run(*[tmp_path / arg if arg in ('out', 'a', 'b') else arg
-                   for arg in args])
+    result = run(
+        *[tmp_path / arg if arg in ('out', 'a', 'b') else arg for arg in args]
+    )
     assert result.returncode == 2
     message = message.replace("'a'", f"'{tmp_path / 'a'}'").replace(
-        "'b'", f"'{tmp_path / 'b'}'")
+        "'b'", f"'{tmp_path / 'b'}'"
+    )
     assert result.stderr.splitlines() == [message]
     assert not list(tmp_path.iterdir())  # Nothing written.
 
@@ -60,7 +73,8 @@ def test_a_machine_without_a_gpu_is_refused(tmp_path):
     assert result.stderr.splitlines() == [
         f'error: torch sees no CUDA device here ({sys.executable}): this '
         f'script checks a GPU machine; --allow-cpu runs it on the CPU with '
-        f'tiny sizes']
+        f'tiny sizes'
+    ]
     assert not (tmp_path / 'out').exists()
 
 
@@ -73,12 +87,19 @@ def test_one_step_on_the_cpu(tmp_path):
     result = run('--allow-cpu', '--only', 'propagation', out, budget=200)
     assert result.returncode == 0, result.stdout + result.stderr
     files = sorted(path.name for path in out.iterdir())
-    assert files == ['env.txt', 'propagation.csv', 'propagation.md',
-                     'results.tar']
+    assert files == [
+        'env.txt',
+        'propagation.csv',
+        'propagation.md',
+        'results.tar',
+    ]
     with tarfile.open(out / 'results.tar') as archive:
         names = set(archive.getnames())
-    assert {'results/README.md', 'results/propagation.csv',
-            'results/time_F16.png'} <= names
+    assert {
+        'results/README.md',
+        'results/propagation.csv',
+        'results/time_F16.png',
+    } <= names
     env = (out / 'env.txt').read_text()
     assert 'device cpu' in env.splitlines()[0]
     assert env.splitlines()[-1].startswith('propagation: ok (')
@@ -95,7 +116,9 @@ def test_a_step_past_the_budget_is_recorded_and_fails_the_check(tmp_path):
     out = tmp_path / 'out'
     result = run('--allow-cpu', '--only', 'train-speed', out, budget=1)
     assert result.returncode == 1
-    assert (out / 'env.txt').read_text().splitlines()[-1] == \
-        'train-speed: NOT RUN (budget spent)'
-    assert (out / 'train-speed.txt').read_text().strip() == \
-        'not run: the budget of 1 s was spent'
+    assert (out / 'env.txt').read_text().splitlines()[
+        -1
+    ] == 'train-speed: NOT RUN (budget spent)'
+    assert (
+        out / 'train-speed.txt'
+    ).read_text().strip() == 'not run: the budget of 1 s was spent'

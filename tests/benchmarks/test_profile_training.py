@@ -1,6 +1,7 @@
 r"""The training profile (``python -m benchmarks profile``): its counts from
 the profiler's events, and a CPU smoke test through the real training
 loop."""
+
 import sys
 from pathlib import Path
 
@@ -17,8 +18,12 @@ from benchmarks.__main__ import main  # noqa: E402
 
 
 def event(count, device_us=0.0, cpu_us=0.0, on_device=False):
-    return {'count': count, 'device_us': device_us, 'cpu_us': cpu_us,
-            'on_device': on_device}
+    return {
+        'count': count,
+        'device_us': device_us,
+        'cpu_us': cpu_us,
+        'on_device': on_device,
+    }
 
 
 def test_counts_per_episode_from_the_profilers_event_names():
@@ -49,25 +54,52 @@ def test_counts_per_episode_from_the_profilers_event_names():
     events = profile_training.per_episode(long, short, episodes=10)
     figures = profile_training.counts(events)
     assert figures == {
-        'launches': 22.0, 'kernels': 20.0, 'syncs': 1.0, 'd2h': 1.0,
-        'h2d_pageable': 1.0, 'h2d': 1.5,
-        'device_us': (20 + 5 + 20 + 500 + 1000 + 10) / 10}
+        'launches': 22.0,
+        'kernels': 20.0,
+        'syncs': 1.0,
+        'd2h': 1.0,
+        'h2d_pageable': 1.0,
+        'h2d': 1.5,
+        'device_us': (20 + 5 + 20 + 500 + 1000 + 10) / 10,
+    }
     top = profile_training.top_events(events, on_device=True, top=2)
-    assert [entry['name'] for entry in top] == ['sm90_xmma_gemm',
-                                                'void gemv_kernel<float>']
+    assert [entry['name'] for entry in top] == [
+        'sm90_xmma_gemm',
+        'void gemv_kernel<float>',
+    ]
     assert top[0]['count'] == 10.0 and top[0]['device_us'] == 100.0
-    assert [entry['name'] for entry in profile_training.top_events(
-        events, on_device=False, top=5)] == ['aten::mm']
+    assert [
+        entry['name']
+        for entry in profile_training.top_events(
+            events, on_device=False, top=5
+        )
+    ] == ['aten::mm']
 
 
 def test_profile_runs_on_the_cpu(tmp_path):
-    main(['profile', '--out', str(tmp_path), '--episodes', '2', '--skip',
-          '1', '--threads', '1', '--top', '5'])
+    main(
+        [
+            'profile',
+            '--out',
+            str(tmp_path),
+            '--episodes',
+            '2',
+            '--skip',
+            '1',
+            '--threads',
+            '1',
+            '--top',
+            '5',
+        ]
+    )
     text = (tmp_path / 'profile.md').read_text()
-    assert '| kernel launches (cudaLaunchKernel and kin) | not applicable ' \
+    assert (
+        '| kernel launches (cudaLaunchKernel and kin) | not applicable '
         '(CPU) |' in text
-    assert 'a profiled run of 3 episodes minus those of one of 1, over 2' \
-        in text
+    )
+    assert (
+        'a profiled run of 3 episodes minus those of one of 1, over 2' in text
+    )
     top = text.split('## Top 5 operators by self CPU time, per episode')[1]
     rows = [line for line in top.splitlines() if line.startswith('| aten::')]
     assert rows, top  # The training's matrix products, at least.
@@ -77,8 +109,10 @@ def test_profile_runs_on_the_cpu(tmp_path):
 @pytest.mark.parametrize('flag', ['--episodes', '--skip', '--top'])
 def test_profile_refuses_a_count_below_one(flag, tmp_path, capsys):
     from apnet_pyg.scripting import run_script
+
     out = tmp_path / 'out'
     assert run_script(main, ['profile', flag, '0', '--out', str(out)]) == 1
     assert capsys.readouterr().err.strip() == (
-        f'error: {flag} must be a positive integer (got 0)')
+        f'error: {flag} must be a positive integer (got 0)'
+    )
     assert not out.exists()

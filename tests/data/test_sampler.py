@@ -8,8 +8,9 @@ from apnet_pyg.data.sampler import IGNORE_TARGET
 # 6 classes; class c has 2 + c images, interleaved; images 0..3 are outside
 # the pool.
 LABELS = torch.tensor([c for c in range(6) for _ in range(2 + c)])
-LABELS = LABELS[torch.randperm(LABELS.numel(),
-                               generator=torch.Generator().manual_seed(0))]
+LABELS = LABELS[
+    torch.randperm(LABELS.numel(), generator=torch.Generator().manual_seed(0))
+]
 POOL = torch.arange(4, LABELS.numel())
 
 
@@ -19,9 +20,9 @@ def generator(seed=0):
 
 def check_episode(episode, n_way, k_shot, classes, pool=POOL):
     image_index, episode_classes, target = episode
-    assert image_index.shape == (n_way * k_shot, )
-    assert episode_classes.shape == (n_way, )
-    assert target.shape == (n_way * k_shot, )
+    assert image_index.shape == (n_way * k_shot,)
+    assert episode_classes.shape == (n_way,)
+    assert target.shape == (n_way * k_shot,)
     assert episode_classes.unique().numel() == n_way
     assert torch.isin(episode_classes, classes).all()
     assert torch.isin(image_index, pool).all()
@@ -31,8 +32,9 @@ def check_episode(episode, n_way, k_shot, classes, pool=POOL):
 
 def test_episodes():
     classes = torch.tensor([1, 2, 3, 4, 5])
-    sampler = EpisodeSampler(LABELS, classes, n_way=3, k_shot=2,
-                             generator=generator(), pool=POOL)
+    sampler = EpisodeSampler(
+        LABELS, classes, n_way=3, k_shot=2, generator=generator(), pool=POOL
+    )
     for _ in range(50):
         episode = sampler.sample()
         assert isinstance(episode, Episode)
@@ -43,16 +45,16 @@ def test_episodes():
 
 def test_fewer_classes_than_n_way_uses_all():
     classes = torch.tensor([0, 3, 5])
-    sampler = EpisodeSampler(LABELS, classes, n_way=30,
-                             generator=generator())
+    sampler = EpisodeSampler(LABELS, classes, n_way=30, generator=generator())
     episode = sampler.sample()
     check_episode(episode, 3, 1, classes, pool=torch.arange(LABELS.numel()))
     assert set(episode.episode_classes.tolist()) == {0, 3, 5}
 
 
 def test_k_shot_one_is_uniform_over_images():
-    sampler = EpisodeSampler(LABELS, torch.tensor([4, 5]), n_way=2,
-                             generator=generator())
+    sampler = EpisodeSampler(
+        LABELS, torch.tensor([4, 5]), n_way=2, generator=generator()
+    )
     counts = torch.zeros(LABELS.numel())
     for _ in range(2000):
         counts[sampler.sample().image_index] += 1
@@ -61,10 +63,22 @@ def test_k_shot_one_is_uniform_over_images():
 
 
 def test_deterministic_and_resumable():
-    a = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
-                       generator=generator(1), num_episodes=5)
-    b = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
-                       generator=generator(1), num_episodes=5)
+    a = EpisodeSampler(
+        LABELS,
+        torch.arange(6),
+        n_way=4,
+        k_shot=2,
+        generator=generator(1),
+        num_episodes=5,
+    )
+    b = EpisodeSampler(
+        LABELS,
+        torch.arange(6),
+        n_way=4,
+        k_shot=2,
+        generator=generator(1),
+        num_episodes=5,
+    )
     assert len(a) == 5
     for x, y in zip(a, b):
         assert all(torch.equal(u, v) for u, v in zip(x, y))
@@ -87,18 +101,26 @@ def test_class_with_fewer_than_k_shot_images():
     # Class 0 has 2 images.
     with pytest.raises(ValueError, match='fewer than k_shot=3.*class 0'):
         EpisodeSampler(LABELS, torch.arange(6), n_way=6, k_shot=3)
-    sampler = EpisodeSampler(LABELS, torch.arange(6), n_way=6, k_shot=3,
-                             allow_replacement=True, generator=generator())
+    sampler = EpisodeSampler(
+        LABELS,
+        torch.arange(6),
+        n_way=6,
+        k_shot=3,
+        allow_replacement=True,
+        generator=generator(),
+    )
     episode = sampler.sample()
-    check_episode(episode, 6, 3, torch.arange(6),
-                  pool=torch.arange(LABELS.numel()))
+    check_episode(
+        episode, 6, 3, torch.arange(6), pool=torch.arange(LABELS.numel())
+    )
     row = (episode.episode_classes == 0).nonzero().item()
-    shots = episode.image_index[3 * row:3 * row + 3]
-    assert set(shots.tolist()) <= set((LABELS == 0).nonzero().view(-1)
-                                      .tolist())
+    shots = episode.image_index[3 * row : 3 * row + 3]
+    assert set(shots.tolist()) <= set(
+        (LABELS == 0).nonzero().view(-1).tolist()
+    )
     # Classes with enough images still get distinct images.
     row = (episode.episode_classes == 5).nonzero().item()
-    assert episode.image_index[3 * row:3 * row + 3].unique().numel() == 3
+    assert episode.image_index[3 * row : 3 * row + 3].unique().numel() == 3
 
 
 def test_bad_arguments():
@@ -117,14 +139,14 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="'pool' contains duplicate"):
         EpisodeSampler(LABELS, torch.tensor([1, 2]), pool=POOL[[0, 0, 1]])
     with pytest.raises(ValueError, match="'pool' contains duplicate"):
-        MinibatchSampler(LABELS, torch.tensor([1, 2]), 4,
-                         pool=POOL[[0, 0, 1]])
+        MinibatchSampler(LABELS, torch.tensor([1, 2]), 4, pool=POOL[[0, 0, 1]])
 
 
 def test_minibatches_cover_each_image_once():
     classes = torch.tensor([5, 1, 2])
-    sampler = MinibatchSampler(LABELS, classes, batch_size=4,
-                               generator=generator(), pool=POOL)
+    sampler = MinibatchSampler(
+        LABELS, classes, batch_size=4, generator=generator(), pool=POOL
+    )
     expected = POOL[torch.isin(LABELS[POOL], classes)]
     batches = list(sampler)
     assert len(batches) == len(sampler) == -(-expected.numel() // 4)
@@ -132,11 +154,14 @@ def test_minibatches_cover_each_image_once():
     assert torch.equal(images.sort()[0], expected.sort()[0])
     for image_index, target in batches:
         assert torch.equal(classes[target], LABELS[image_index])
-    assert len(MinibatchSampler(LABELS, classes, 4, pool=POOL,
-                                drop_last=True)) == expected.numel() // 4
+    assert (
+        len(MinibatchSampler(LABELS, classes, 4, pool=POOL, drop_last=True))
+        == expected.numel() // 4
+    )
     # Fewer images than one batch: no pass, so nothing to sample.
-    too_few = MinibatchSampler(LABELS, classes, expected.numel() + 1,
-                               pool=POOL, drop_last=True)
+    too_few = MinibatchSampler(
+        LABELS, classes, expected.numel() + 1, pool=POOL, drop_last=True
+    )
     assert len(too_few) == 0 and list(too_few) == []
     with pytest.raises(ValueError, match='No complete batch to sample'):
         too_few.sample()
@@ -154,10 +179,13 @@ def test_minibatches_deterministic():
     a.load_state_dict(state)
     assert torch.equal(epoch(a), first)
     assert not torch.equal(epoch(a), first)  # the next epoch differs
-    unshuffled = MinibatchSampler(LABELS, torch.tensor([1, 2]), 5,
-                                  shuffle=False, pool=POOL)
-    assert torch.equal(epoch(unshuffled), POOL[LABELS[POOL] <= 2][
-        LABELS[POOL][LABELS[POOL] <= 2] >= 1])
+    unshuffled = MinibatchSampler(
+        LABELS, torch.tensor([1, 2]), 5, shuffle=False, pool=POOL
+    )
+    assert torch.equal(
+        epoch(unshuffled),
+        POOL[LABELS[POOL] <= 2][LABELS[POOL][LABELS[POOL] <= 2] >= 1],
+    )
     with pytest.raises(ValueError, match='unknown'):
         MinibatchSampler(LABELS, torch.tensor([0, 7]), 5)
 
@@ -169,8 +197,7 @@ def test_minibatch_sample_resumes_mid_pass():
     classes = torch.arange(6)
     straight = MinibatchSampler(LABELS, classes, 4, generator=generator(3))
     expected = draw(straight, 11)  # more than one pass
-    interrupted = MinibatchSampler(LABELS, classes, 4,
-                                   generator=generator(3))
+    interrupted = MinibatchSampler(LABELS, classes, 4, generator=generator(3))
     first = draw(interrupted, 5)
     state = interrupted.state_dict()
     resumed = MinibatchSampler(LABELS, classes, 4, generator=generator(99))
@@ -179,20 +206,26 @@ def test_minibatch_sample_resumes_mid_pass():
     for a, b in zip(expected, first + rest):
         assert torch.equal(a, b)
     # A pass covers every image once:
-    one_pass = torch.cat(expected[:len(straight)])
+    one_pass = torch.cat(expected[: len(straight)])
     assert one_pass.numel() == torch.unique(one_pass).numel()
 
 
-@pytest.mark.parametrize('change, message', [
-    (dict(pass_order=torch.zeros(LABELS.numel(), dtype=torch.long)),
-     'not a permutation'),
-    (dict(pass_order=torch.arange(3)), 'another number of images'),
-    (dict(next_batch=-1), r'batch position outside 0\.\.'),
-    (dict(next_batch=2.5), r'batch position outside 0\.\.'),
-    (dict(next_batch=True), r'batch position outside 0\.\.'),
-])
-def test_minibatch_load_state_dict_refuses_and_keeps_its_state(change,
-                                                               message):
+@pytest.mark.parametrize(
+    'change, message',
+    [
+        (
+            dict(pass_order=torch.zeros(LABELS.numel(), dtype=torch.long)),
+            'not a permutation',
+        ),
+        (dict(pass_order=torch.arange(3)), 'another number of images'),
+        (dict(next_batch=-1), r'batch position outside 0\.\.'),
+        (dict(next_batch=2.5), r'batch position outside 0\.\.'),
+        (dict(next_batch=True), r'batch position outside 0\.\.'),
+    ],
+)
+def test_minibatch_load_state_dict_refuses_and_keeps_its_state(
+    change, message
+):
     classes = torch.arange(6)
     sampler = MinibatchSampler(LABELS, classes, 4, generator=generator(3))
     sampler.sample()
@@ -212,27 +245,30 @@ def test_minibatch_load_state_dict_refuses_and_keeps_its_state(change,
 def test_k_shot_draws_each_ordered_sample_equally_often():
     # Class 5 has 7 images: 2 of them in order, 42 ordered pairs, none
     # repeated; each 4000 / 42 = 95 times on average.
-    sampler = EpisodeSampler(LABELS, torch.tensor([4, 5]), n_way=2,
-                             k_shot=2, generator=generator())
+    sampler = EpisodeSampler(
+        LABELS, torch.tensor([4, 5]), n_way=2, k_shot=2, generator=generator()
+    )
     counts = {}
     for _ in range(4000):
         episode = sampler.sample()
         row = int((episode.episode_classes == 5).nonzero())
-        pair = tuple(episode.image_index[2 * row:2 * row + 2].tolist())
+        pair = tuple(episode.image_index[2 * row : 2 * row + 2].tolist())
         assert pair[0] != pair[1]
         counts[pair] = counts.get(pair, 0) + 1
     assert len(counts) == 42
     assert min(counts.values()) > 55 and max(counts.values()) < 140
     # k_shot = all of a class's images (class 0 has 2): a permutation.
-    every = EpisodeSampler(LABELS, torch.tensor([0, 1]), n_way=2, k_shot=2,
-                           generator=generator())
+    every = EpisodeSampler(
+        LABELS, torch.tensor([0, 1]), n_way=2, k_shot=2, generator=generator()
+    )
     orders = set()
     for _ in range(20):
         image_index, classes, _ = every.sample()
         row = int((classes == 0).nonzero())
-        shots = image_index[2 * row:2 * row + 2]
-        assert torch.equal(shots.sort().values,
-                           (LABELS == 0).nonzero().view(-1))
+        shots = image_index[2 * row : 2 * row + 2]
+        assert torch.equal(
+            shots.sort().values, (LABELS == 0).nonzero().view(-1)
+        )
         orders.add(tuple(shots.tolist()))
     assert len(orders) == 2
 
@@ -240,10 +276,22 @@ def test_k_shot_draws_each_ordered_sample_equally_often():
 @pytest.mark.parametrize('k_shot', [1, 3])
 def test_draw_then_episode_is_sample(k_shot):
     classes = torch.arange(6)
-    drawn = EpisodeSampler(LABELS, classes, n_way=4, k_shot=k_shot,
-                           generator=generator(5), allow_replacement=True)
-    sampled = EpisodeSampler(LABELS, classes, n_way=4, k_shot=k_shot,
-                             generator=generator(5), allow_replacement=True)
+    drawn = EpisodeSampler(
+        LABELS,
+        classes,
+        n_way=4,
+        k_shot=k_shot,
+        generator=generator(5),
+        allow_replacement=True,
+    )
+    sampled = EpisodeSampler(
+        LABELS,
+        classes,
+        n_way=4,
+        k_shot=k_shot,
+        generator=generator(5),
+        allow_replacement=True,
+    )
     draws = drawn.draw(6)
     assert draws.classes.shape == (6, 4)
     assert draws.picks.shape == (6, 4, k_shot)
@@ -253,34 +301,49 @@ def test_draw_then_episode_is_sample(k_shot):
             episode = drawn.episode(draws, index)
             assert all(torch.equal(u, v) for u, v in zip(episode, expected))
     # The generators are where they would be after six sample() calls:
-    assert torch.equal(drawn.generator.get_state(),
-                       sampled.generator.get_state())
+    assert torch.equal(
+        drawn.generator.get_state(), sampled.generator.get_state()
+    )
     # Again, into the same tensors:
     again = drawn.draw(6, out=draws)
     assert again.classes is draws.classes
-    assert all(torch.equal(u, v) for u, v in
-               zip(drawn.episode(draws, 0), sampled.sample()))
-    with pytest.raises(ValueError, match="'out' must be the EpisodeDraws "
-                       "of 5 episodes"):
+    assert all(
+        torch.equal(u, v)
+        for u, v in zip(drawn.episode(draws, 0), sampled.sample())
+    )
+    with pytest.raises(
+        ValueError, match="'out' must be the EpisodeDraws of 5 episodes"
+    ):
         drawn.draw(5, out=draws)
 
 
-@pytest.mark.parametrize('batch_size, drop_last', [(4, False), (5, True),
-                                                   (7, False)])
+@pytest.mark.parametrize(
+    'batch_size, drop_last', [(4, False), (5, True), (7, False)]
+)
 def test_advance_then_batch_at_is_sample(batch_size, drop_last):
     classes = torch.tensor([5, 1, 2, 4])
-    stepped = MinibatchSampler(LABELS, classes, batch_size,
-                               generator=generator(4), pool=POOL,
-                               drop_last=drop_last)
-    sampled = MinibatchSampler(LABELS, classes, batch_size,
-                               generator=generator(4), pool=POOL,
-                               drop_last=drop_last)
+    stepped = MinibatchSampler(
+        LABELS,
+        classes,
+        batch_size,
+        generator=generator(4),
+        pool=POOL,
+        drop_last=drop_last,
+    )
+    sampled = MinibatchSampler(
+        LABELS,
+        classes,
+        batch_size,
+        generator=generator(4),
+        pool=POOL,
+        drop_last=drop_last,
+    )
     with pytest.raises(ValueError, match='call advance'):
         stepped.batch_at(torch.tensor(0))
     for _ in range(3 * len(sampled)):  # three passes
         expected = sampled.sample()
         batch = stepped.batch_at(torch.tensor(stepped.advance()))
-        assert batch.image_index.shape == (batch_size, )
+        assert batch.image_index.shape == (batch_size,)
         valid = batch.target != IGNORE_TARGET
         assert int(valid.sum()) == expected.target.numel()
         assert torch.equal(batch.image_index[valid], expected.image_index)
@@ -296,8 +359,9 @@ def test_advance_then_batch_at_is_sample(batch_size, drop_last):
 
 
 def test_padded_positions_leave_the_loss_unchanged():
-    sampler = MinibatchSampler(LABELS, torch.arange(6), 7,
-                               generator=generator(2))
+    sampler = MinibatchSampler(
+        LABELS, torch.arange(6), 7, generator=generator(2)
+    )
     for _ in range(3):
         sampler.advance()
     last = sampler.batch_at(torch.tensor(sampler.advance()))  # 27 = 3*7+6
@@ -306,35 +370,52 @@ def test_padded_positions_leave_the_loss_unchanged():
     valid = last.target != IGNORE_TARGET
     torch.testing.assert_close(
         torch.nn.functional.cross_entropy(logits, last.target),
-        torch.nn.functional.cross_entropy(logits[valid], last.target[valid]))
+        torch.nn.functional.cross_entropy(logits[valid], last.target[valid]),
+    )
 
 
 def test_samplers_on_a_device():
     # The 'meta' device stands for a GPU here: no values, but every table
     # must be there. A generator elsewhere is refused.
-    with pytest.raises(ValueError, match="'generator' is on cpu but "
-                       "'device' is meta: make the generator there"):
-        EpisodeSampler(LABELS, torch.arange(6), generator=generator(),
-                       device='meta')
-    with pytest.raises(ValueError, match="'generator' is on cpu but "
-                       "'device' is meta"):
-        MinibatchSampler(LABELS, torch.arange(6), 4, generator=generator(),
-                         device='meta')
-    with pytest.raises(ValueError, match="'device' must be a torch.device "
-                       "or its name"):
+    with pytest.raises(
+        ValueError,
+        match="'generator' is on cpu but "
+        "'device' is meta: make the generator there",
+    ):
+        EpisodeSampler(
+            LABELS, torch.arange(6), generator=generator(), device='meta'
+        )
+    with pytest.raises(
+        ValueError, match="'generator' is on cpu but 'device' is meta"
+    ):
+        MinibatchSampler(
+            LABELS, torch.arange(6), 4, generator=generator(), device='meta'
+        )
+    with pytest.raises(
+        ValueError, match="'device' must be a torch.device or its name"
+    ):
         EpisodeSampler(LABELS, torch.arange(6), device='no-such-device')
-    sampler = EpisodeSampler(LABELS, torch.arange(6), n_way=3,
-                             generator=generator(), device='cpu')
+    sampler = EpisodeSampler(
+        LABELS, torch.arange(6), n_way=3, generator=generator(), device='cpu'
+    )
     assert sampler.device == torch.device('cpu')
-    assert str(sampler) == ('EpisodeSampler(classes=6, images=27, n_way=3, '
-                            'k_shot=1)')
+    assert str(sampler) == (
+        'EpisodeSampler(classes=6, images=27, n_way=3, k_shot=1)'
+    )
 
 
 def test_sampling_reads_nothing_on_the_host():
-    episodes = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
-                              generator=generator(), allow_replacement=True)
-    batches = MinibatchSampler(LABELS, torch.arange(6), 5,
-                               generator=generator())
+    episodes = EpisodeSampler(
+        LABELS,
+        torch.arange(6),
+        n_way=4,
+        k_shot=2,
+        generator=generator(),
+        allow_replacement=True,
+    )
+    batches = MinibatchSampler(
+        LABELS, torch.arange(6), 5, generator=generator()
+    )
     draws = episodes.draw(3)
     batches.advance()
     with no_host_sync():
@@ -348,12 +429,19 @@ def test_sampling_reads_nothing_on_the_host():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(),
-                    reason='needs a CUDA device')
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason='needs a CUDA device'
+)
 def test_samplers_on_cuda_do_not_synchronise():
     cuda = torch.Generator(device='cuda').manual_seed(0)
-    episodes = EpisodeSampler(LABELS, torch.arange(6), n_way=4, k_shot=2,
-                              generator=cuda, allow_replacement=True)
+    episodes = EpisodeSampler(
+        LABELS,
+        torch.arange(6),
+        n_way=4,
+        k_shot=2,
+        generator=cuda,
+        allow_replacement=True,
+    )
     assert episodes.device.type == 'cuda'
     batches = MinibatchSampler(LABELS, torch.arange(6), 5, device='cuda')
     draws = episodes.draw(3)
@@ -361,15 +449,20 @@ def test_samplers_on_cuda_do_not_synchronise():
     torch.cuda.set_sync_debug_mode('error')
     try:
         episode = episodes.sample()
-        episodes.episode(draws, torch.zeros((), dtype=torch.long,
-                                            device='cuda'))
+        episodes.episode(
+            draws, torch.zeros((), dtype=torch.long, device='cuda')
+        )
         batches.sample()
     finally:
         torch.cuda.set_sync_debug_mode('default')
-    check_episode(tuple(t.cpu() for t in episode), 4, 2, torch.arange(6),
-                  pool=torch.arange(LABELS.numel()))
+    check_episode(
+        tuple(t.cpu() for t in episode),
+        4,
+        2,
+        torch.arange(6),
+        pool=torch.arange(LABELS.numel()),
+    )
     state = episodes.state_dict()
     expected = episodes.sample()
     episodes.load_state_dict({'generator': state['generator'].cuda()})
-    assert all(torch.equal(u, v) for u, v in zip(expected,
-                                                  episodes.sample()))
+    assert all(torch.equal(u, v) for u, v in zip(expected, episodes.sample()))

@@ -6,10 +6,15 @@ import scipy.io
 import torch
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
-from apnet_pyg.data.simulator import (DATASET_OPTIONS, DEFAULT_OPTIONS,
-                                      SIMULATOR_VERSION, class_prototypes,
-                                      default_options, simulate_dataset,
-                                      simulate_labels)
+from apnet_pyg.data.simulator import (
+    DATASET_OPTIONS,
+    DEFAULT_OPTIONS,
+    SIMULATOR_VERSION,
+    class_prototypes,
+    default_options,
+    simulate_dataset,
+    simulate_labels,
+)
 from apnet_pyg.zsl.cli import main as cli_main
 
 # A tiny class side in the real layout: 8 classes (0-5 seen, 6-7 unseen),
@@ -35,28 +40,34 @@ def write_class_side(root, gap=False, seed=0, name='TOY'):
     def loc(index):
         return np.sort(index).astype(np.uint16).reshape(-1, 1)
 
-    scipy.io.savemat(folder / 'att_splits.mat', {
-        'allclasses_names': names,
-        'att': att / np.linalg.norm(att, axis=0, keepdims=True),
-        'original_att': att,
-        'trainval_loc': loc(trainval),
-        'test_seen_loc': loc(test_seen),
-        'test_unseen_loc': loc(test_unseen),
-        'train_loc': loc(np.concatenate([trainval[:20], test_seen[:6]])),
-        'val_loc': loc(np.concatenate([trainval[20:], test_seen[6:]])),
-    })
-    for filename, names in (('trainvalclasses.txt', NAMES[:6]),
-                            ('testclasses.txt', NAMES[6:]),
-                            ('trainclasses1.txt', NAMES[:4]),
-                            ('valclasses1.txt', NAMES[4:6])):
+    scipy.io.savemat(
+        folder / 'att_splits.mat',
+        {
+            'allclasses_names': names,
+            'att': att / np.linalg.norm(att, axis=0, keepdims=True),
+            'original_att': att,
+            'trainval_loc': loc(trainval),
+            'test_seen_loc': loc(test_seen),
+            'test_unseen_loc': loc(test_unseen),
+            'train_loc': loc(np.concatenate([trainval[:20], test_seen[:6]])),
+            'val_loc': loc(np.concatenate([trainval[20:], test_seen[6:]])),
+        },
+    )
+    for filename, names in (
+        ('trainvalclasses.txt', NAMES[:6]),
+        ('testclasses.txt', NAMES[6:]),
+        ('trainclasses1.txt', NAMES[:4]),
+        ('valclasses1.txt', NAMES[4:6]),
+    ):
         (folder / filename).write_text('\n'.join(names) + '\n')
     return folder
 
 
 def test_writes_real_layout_and_reads_back(tmp_path):
     source = write_class_side(tmp_path / 'real')
-    folder = simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path /
-                             'real', seed=3)
+    folder = simulate_xlsa17(
+        'TOY', tmp_path / 'sim', data_root=tmp_path / 'real', seed=3
+    )
     assert folder == tmp_path / 'sim' / 'TOY'
     res = scipy.io.loadmat(folder / 'res101.mat')
     assert res['features'].shape == (2048, 60)
@@ -74,19 +85,23 @@ def test_writes_real_layout_and_reads_back(tmp_path):
 
     data = load_xlsa17(tmp_path / 'sim', 'TOY')  # validates every label
     assert data.simulated and data.simulation['seed'] == 3
-    assert not load_xlsa17(tmp_path / 'real', 'TOY',
-                           load_features=False).simulated
+    assert not load_xlsa17(
+        tmp_path / 'real', 'TOY', load_features=False
+    ).simulated
     assert data.features.shape == (60, 2048)
     assert (data.features >= 0).all()
     # The validation split follows train_loc / val_loc.
     assert torch.isin(data.labels[data.train_loc], data.train_classes).all()
     assert torch.isin(data.labels[data.val_loc], data.val_classes).all()
     # Every seen class has trainval and test_seen images.
-    for split, classes in (('trainval', data.seen_classes),
-                           ('test_seen', data.seen_classes),
-                           ('test_unseen', data.unseen_classes)):
-        assert set(data.labels[data.loc(split)].tolist()) == \
-            set(classes.tolist())
+    for split, classes in (
+        ('trainval', data.seen_classes),
+        ('test_seen', data.seen_classes),
+        ('test_unseen', data.unseen_classes),
+    ):
+        assert set(data.labels[data.loc(split)].tolist()) == set(
+            classes.tolist()
+        )
 
 
 def test_deterministic_per_seed(tmp_path):
@@ -111,16 +126,23 @@ def test_deterministic_per_seed(tmp_path):
 
 def test_in_memory_simulation_equals_the_files(tmp_path):
     write_class_side(tmp_path / 'real')
-    folder = simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path /
-                             'real', seed=5, shared_weight=0.5)
-    data = simulate_dataset('TOY', tmp_path / 'real', seed=5,
-                            shared_weight=0.5)
+    folder = simulate_xlsa17(
+        'TOY',
+        tmp_path / 'sim',
+        data_root=tmp_path / 'real',
+        seed=5,
+        shared_weight=0.5,
+    )
+    data = simulate_dataset(
+        'TOY', tmp_path / 'real', seed=5, shared_weight=0.5
+    )
     written = load_xlsa17(folder.parent, 'TOY')
     assert data.simulated and data.features.dtype == torch.float32
     assert torch.equal(data.features, written.features)
     assert torch.equal(data.labels, written.labels)
     assert data.simulation == json.loads(
-        (folder / 'SIMULATED.json').read_text())
+        (folder / 'SIMULATED.json').read_text()
+    )
     assert torch.equal(data.trainval_loc, written.trainval_loc)
 
 
@@ -139,7 +161,7 @@ def test_features_in_the_range_of_resnet_activations():
 def test_labels_partition_the_real_awa2_lists():
     data = load_xlsa17(None, 'AWA2', load_features=False)
     labels, unlisted = simulate_labels(data, np.random.default_rng(0))
-    assert unlisted == 0 and labels.shape == (37322, )
+    assert unlisted == 0 and labels.shape == (37322,)
     labels = torch.from_numpy(labels)
     seen, unseen = data.seen_classes, data.unseen_classes
     assert torch.isin(labels[data.trainval_loc], seen).all()
@@ -157,10 +179,13 @@ def test_labels_partition_the_real_awa2_lists():
 def test_unlisted_indices_get_seen_classes(tmp_path):
     write_class_side(tmp_path / 'real', gap=True)
     with pytest.warns(UserWarning, match='1 image indices'):
-        folder = simulate_xlsa17('TOY', tmp_path / 'sim',
-                                 data_root=tmp_path / 'real')
-    assert json.loads((folder / 'SIMULATED.json').read_text())[
-        'unlisted_images'] == 1
+        folder = simulate_xlsa17(
+            'TOY', tmp_path / 'sim', data_root=tmp_path / 'real'
+        )
+    assert (
+        json.loads((folder / 'SIMULATED.json').read_text())['unlisted_images']
+        == 1
+    )
     data = load_xlsa17(tmp_path / 'sim', 'TOY')
     assert data.num_images == 61
     assert data.labels[29] in data.seen_classes
@@ -172,10 +197,12 @@ def test_prototypes_follow_attributes():
     attributes[11] = attributes[10]
 
     def prototypes(**options):
-        rngs = {k: np.random.default_rng(1) for k in
-                ('g', 'shared', 'residual')}
-        return class_prototypes(attributes, rngs,
-                                {**DEFAULT_OPTIONS, **options})
+        rngs = {
+            k: np.random.default_rng(1) for k in ('g', 'shared', 'residual')
+        }
+        return class_prototypes(
+            attributes, rngs, {**DEFAULT_OPTIONS, **options}
+        )
 
     # g is a function of the attributes: without the class-specific
     # components, equal attributes give equal prototypes.
@@ -190,9 +217,15 @@ def shared_field(attributes, **options):
     # The shared component alone: no g, no residual, a constant offset
     # large enough that the ReLU never clips.
     rngs = {k: np.random.default_rng(1) for k in ('g', 'shared', 'residual')}
-    options = {**DEFAULT_OPTIONS, 'attribute_strength': 0.0,
-               'residual_strength': 0.0, 'offset_spread': 0.0,
-               'offset': 100.0, 'shared_strength': 1.0, **options}
+    options = {
+        **DEFAULT_OPTIONS,
+        'attribute_strength': 0.0,
+        'residual_strength': 0.0,
+        'offset_spread': 0.0,
+        'offset': 100.0,
+        'shared_strength': 1.0,
+        **options,
+    }
     return class_prototypes(attributes, rngs, options) - 100.0
 
 
@@ -209,8 +242,12 @@ def test_shared_field_borrows_from_the_nearest_classes():
     expected = (innovations + 2.0 * innovations[nearest]) / np.sqrt(5.0)
     assert np.allclose(m, expected)
     # Two neighbours, softmax(cos / tau) between them.
-    m = shared_field(attributes, shared_neighbours=2, shared_weight=1.5,
-                     shared_temperature=0.2)
+    m = shared_field(
+        attributes,
+        shared_neighbours=2,
+        shared_weight=1.5,
+        shared_temperature=0.2,
+    )
     order = np.argsort(-similarity, axis=1)[:, :2]
     logits = np.take_along_axis(similarity, order, 1) / 0.2
     share = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
@@ -219,30 +256,47 @@ def test_shared_field_borrows_from_the_nearest_classes():
     mix /= np.linalg.norm(mix, axis=1, keepdims=True)
     assert np.allclose(m, mix @ innovations)
     # The control: every class its own innovation, nothing shared.
-    assert np.allclose(shared_field(attributes, shared_weight=0.0),
-                       innovations)
+    assert np.allclose(
+        shared_field(attributes, shared_weight=0.0), innovations
+    )
 
 
 def test_bad_options_and_real_files(tmp_path):
     write_class_side(tmp_path / 'real')
     with pytest.raises(TypeError, match='Unknown simulator options'):
-        simulate_xlsa17('TOY', tmp_path, data_root=tmp_path / 'real',
-                        noise=1.0)
+        simulate_xlsa17(
+            'TOY', tmp_path, data_root=tmp_path / 'real', noise=1.0
+        )
     with pytest.raises(ValueError, match="'residual_strength' must be"):
-        simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
-                        residual_strength=-1.0)
+        simulate_xlsa17(
+            'TOY',
+            tmp_path / 'sim',
+            data_root=tmp_path / 'real',
+            residual_strength=-1.0,
+        )
     # Never overwrite real features.
     (tmp_path / 'real' / 'TOY' / 'res101.mat').write_bytes(b'real')
     with pytest.raises(FileExistsError, match='refusing'):
-        simulate_xlsa17('TOY', tmp_path / 'real',
-                        data_root=tmp_path / 'real')
+        simulate_xlsa17('TOY', tmp_path / 'real', data_root=tmp_path / 'real')
 
 
 def test_command_line(tmp_path, capsys):
     write_class_side(tmp_path / 'real')
-    cli_main(['simulate', '--dataset', 'TOY', '--out', str(tmp_path / 'sim'),
-              '--data-root', str(tmp_path / 'real'), '--seed', '4',
-              '--shared-strength', '0'])
+    cli_main(
+        [
+            'simulate',
+            '--dataset',
+            'TOY',
+            '--out',
+            str(tmp_path / 'sim'),
+            '--data-root',
+            str(tmp_path / 'real'),
+            '--seed',
+            '4',
+            '--shared-strength',
+            '0',
+        ]
+    )
     assert 'wrote' in capsys.readouterr().out
     data = load_xlsa17(tmp_path / 'sim', 'TOY')
     assert data.simulation['seed'] == 4
@@ -253,19 +307,35 @@ def test_dataset_defaults(tmp_path):
     assert set(DATASET_OPTIONS) <= {'AWA1', 'AWA2', 'CUB', 'SUN', 'APY'}
     for dataset, overrides in DATASET_OPTIONS.items():
         assert set(overrides) <= set(DEFAULT_OPTIONS)
-        assert default_options(dataset.lower()) == {**DEFAULT_OPTIONS,
-                                                    **overrides}
+        assert default_options(dataset.lower()) == {
+            **DEFAULT_OPTIONS,
+            **overrides,
+        }
     assert default_options('TOY') == DEFAULT_OPTIONS
     cub = default_options('CUB')
     write_class_side(tmp_path / 'real', name='CUB')
     # Unset command-line flags keep the dataset's values; set ones win.
-    cli_main(['simulate', '--dataset', 'CUB', '--out', str(tmp_path / 'sim'),
-              '--data-root', str(tmp_path / 'real'),
-              '--residual-strength', '0.5'])
+    cli_main(
+        [
+            'simulate',
+            '--dataset',
+            'CUB',
+            '--out',
+            str(tmp_path / 'sim'),
+            '--data-root',
+            str(tmp_path / 'real'),
+            '--residual-strength',
+            '0.5',
+        ]
+    )
     options = load_xlsa17(tmp_path / 'sim', 'CUB').simulation['options']
     assert options == {**cub, 'residual_strength': 0.5}
-    folder = simulate_xlsa17('CUB', tmp_path / 'sim2',
-                             data_root=tmp_path / 'real', shared_weight=0.25)
+    folder = simulate_xlsa17(
+        'CUB',
+        tmp_path / 'sim2',
+        data_root=tmp_path / 'real',
+        shared_weight=0.25,
+    )
     sidecar = json.loads((folder / 'SIMULATED.json').read_text())
     assert sidecar['options'] == {**cub, 'shared_weight': 0.25}
 
@@ -274,14 +344,16 @@ def test_whole_float_options_equal_ints(tmp_path):
     write_class_side(tmp_path / 'real')
     sizes = dict(hidden_dim=16, noise_rank=4, shared_neighbours=2)
     as_ints = simulate_dataset('TOY', tmp_path / 'real', **sizes)
-    as_floats = simulate_dataset('TOY', tmp_path / 'real',
-                                 **{k: float(v) for k, v in sizes.items()})
+    as_floats = simulate_dataset(
+        'TOY', tmp_path / 'real', **{k: float(v) for k, v in sizes.items()}
+    )
     assert torch.equal(as_floats.features, as_ints.features)
     assert as_floats.simulation['options'] == as_ints.simulation['options']
 
 
 def test_failed_write_leaves_no_unmarked_features(tmp_path, monkeypatch):
     import apnet_pyg.data.simulator as simulator
+
     write_class_side(tmp_path / 'real')
     simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real')
 
@@ -290,16 +362,18 @@ def test_failed_write_leaves_no_unmarked_features(tmp_path, monkeypatch):
 
     monkeypatch.setattr(simulator, '_write_features', fail)
     with pytest.raises(OSError, match='No space'):
-        simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
-                        seed=1)
+        simulate_xlsa17(
+            'TOY', tmp_path / 'sim', data_root=tmp_path / 'real', seed=1
+        )
     # The earlier features are gone, not left beside the new sidecar; the
     # folder is never features without a sidecar.
     folder = tmp_path / 'sim' / 'TOY'
     assert not (folder / 'res101.mat').exists()
     assert json.loads((folder / 'SIMULATED.json').read_text())['seed'] == 1
     monkeypatch.undo()
-    simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
-                    seed=1)
+    simulate_xlsa17(
+        'TOY', tmp_path / 'sim', data_root=tmp_path / 'real', seed=1
+    )
     assert load_xlsa17(tmp_path / 'sim', 'TOY').simulated
 
 
@@ -308,26 +382,34 @@ def test_numpy_scalar_options_and_bad_compress(tmp_path):
     # checks, deleted the earlier features and failed in the JSON sidecar.
     write_class_side(tmp_path / 'real')
     simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real')
-    folder = simulate_xlsa17('TOY', tmp_path / 'sim',
-                             data_root=tmp_path / 'real',
-                             offset=np.float32(10.0), hidden_dim=np.int64(16))
+    folder = simulate_xlsa17(
+        'TOY',
+        tmp_path / 'sim',
+        data_root=tmp_path / 'real',
+        offset=np.float32(10.0),
+        hidden_dim=np.int64(16),
+    )
     sidecar = json.loads((folder / 'SIMULATED.json').read_text())
     assert sidecar['options']['offset'] == 10.0
     assert sidecar['options']['hidden_dim'] == 16
     assert (folder / 'res101.mat').is_file()
     with pytest.raises(ValueError, match="'compress' must be"):
-        simulate_xlsa17('TOY', tmp_path / 'sim', data_root=tmp_path / 'real',
-                        compress='no')
+        simulate_xlsa17(
+            'TOY', tmp_path / 'sim', data_root=tmp_path / 'real', compress='no'
+        )
     with pytest.raises(ValueError, match="'dataset' must be a dataset name"):
         default_options(5)
 
 
-@pytest.mark.parametrize('options, message', [
-    ({'scale': 1e-320}, 'all zero with these options'),
-    ({'offset': 1e300}, 'not finite with these options'),
-    ({'shared_temperature': 1e-320}, 'not finite with these options'),
-    ({'class_size_spread': 1000.0}, "'class_size_spread' is too large"),
-])
+@pytest.mark.parametrize(
+    'options, message',
+    [
+        ({'scale': 1e-320}, 'all zero with these options'),
+        ({'offset': 1e300}, 'not finite with these options'),
+        ({'shared_temperature': 1e-320}, 'not finite with these options'),
+        ({'class_size_spread': 1000.0}, "'class_size_spread' is too large"),
+    ],
+)
 def test_extreme_options_are_refused(tmp_path, options, message):
     write_class_side(tmp_path / 'real')
     with pytest.raises(ValueError, match=message):

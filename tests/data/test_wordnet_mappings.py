@@ -36,8 +36,9 @@ def test_dataset_wordnet_mapping(dataset):
     coverage = wordnet_coverage(dataset)
     assert tuple(coverage.values()) == EXPECTED_COVERAGE[dataset]
     assert coverage['classes'] == len(mapping)
-    assert sum(coverage[how] for how in ['auto', 'manual', 'hypernym']) == \
-        len(mapping)
+    assert sum(coverage[how] for how in ['auto', 'manual', 'hypernym']) == len(
+        mapping
+    )
 
     # Every synset is a valid noun synset; `auto` rows are exactly what the
     # automatic rule gives, other rows differ from it.

@@ -1,5 +1,5 @@
-import json
 import importlib.util
+import json
 import os.path as osp
 
 import pytest
@@ -12,7 +12,8 @@ EXAMPLES = osp.join(osp.dirname(__file__), '..', '..', 'examples')
 
 def load_example(name):
     spec = importlib.util.spec_from_file_location(
-        name, osp.join(EXAMPLES, f'{name}.py'))
+        name, osp.join(EXAMPLES, f'{name}.py')
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -21,14 +22,27 @@ def load_example(name):
 def test_ablation_example(tiny_root, tmp_path, capsys):
     ablation = load_example('ablation')
     out = tmp_path / 'table.md'
-    ablation.main([
-        '--dataset', 'TINY', '--root',
-        str(tiny_root), '--out-dir',
-        str(tmp_path / 'runs'), '--out',
-        str(out), '--epochs', '1', '--iterations-per-epoch', '2',
-        '--n-way', '4',
-        '--graphs', 'none', 'learned'
-    ])
+    ablation.main(
+        [
+            '--dataset',
+            'TINY',
+            '--root',
+            str(tiny_root),
+            '--out-dir',
+            str(tmp_path / 'runs'),
+            '--out',
+            str(out),
+            '--epochs',
+            '1',
+            '--iterations-per-epoch',
+            '2',
+            '--n-way',
+            '4',
+            '--graphs',
+            'none',
+            'learned',
+        ]
+    )
     table = out.read_text()
     assert 'SIMULATED' in table
     lines = [line for line in table.splitlines() if line.startswith('| ')]
@@ -51,28 +65,53 @@ def test_ablation_example(tiny_root, tmp_path, capsys):
 
 
 def test_ablation_reuses_a_finished_row_only_on_the_same_data(
-        tiny_root, tiny_class_side, tmp_path, capsys):
+    tiny_root, tiny_class_side, tmp_path, capsys
+):
     # Real features (no SIMULATED.json) carry no simulation record: two
     # folders of one dataset differ only in their features.
     import shutil
+
     from apnet_pyg.data import simulate_xlsa17
     from apnet_pyg.data.simulator import SIMULATED_SIDECAR
+
     roots = [tmp_path / 'a', tmp_path / 'b']
     shutil.copytree(tiny_root, roots[0])
-    simulate_xlsa17('TINY', roots[1], data_root=tiny_class_side, seed=1,
-                    isotropic_noise=2.0, lowrank_noise=1.0)
+    simulate_xlsa17(
+        'TINY',
+        roots[1],
+        data_root=tiny_class_side,
+        seed=1,
+        isotropic_noise=2.0,
+        lowrank_noise=1.0,
+    )
     for root in roots:
         (root / 'TINY' / SIMULATED_SIDECAR).unlink()
     ablation = load_example('ablation')
 
     def table(root):
-        ablation.main(['--dataset', 'TINY', '--root', str(root), '--out-dir',
-                       str(tmp_path / 'runs'), '--epochs', '1',
-                       '--iterations-per-epoch', '2', '--n-way', '4',
-                       '--graphs', 'none', '--trainings', 'episodic',
-                       '--no-baselines'])
+        ablation.main(
+            [
+                '--dataset',
+                'TINY',
+                '--root',
+                str(root),
+                '--out-dir',
+                str(tmp_path / 'runs'),
+                '--epochs',
+                '1',
+                '--iterations-per-epoch',
+                '2',
+                '--n-way',
+                '4',
+                '--graphs',
+                'none',
+                '--trainings',
+                'episodic',
+                '--no-baselines',
+            ]
+        )
         out = capsys.readouterr().out
-        return 'reusing' in out, out[out.index('### TINY'):]
+        return 'reusing' in out, out[out.index('### TINY') :]
 
     reused, first = table(roots[0])
     assert not reused
@@ -83,16 +122,29 @@ def test_ablation_reuses_a_finished_row_only_on_the_same_data(
 
     metrics = tmp_path / 'runs' / 'paper-episodic-none' / 'metrics.json'
     metrics.write_text('[1, 2]')
-    with pytest.raises(ValueError, match=f"'{metrics}' is not the "
-                       f"metrics.json of an apnet-zsl run"):
+    with pytest.raises(
+        ValueError,
+        match=f"'{metrics}' is not the metrics.json of an apnet-zsl run",
+    ):
         table(roots[1])
 
 
 def test_calibration_example(tiny_root, tmp_path):
     calibrate = load_example('calibrate_simulator')
     out = tmp_path / 'calibration.md'
-    argv = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
-            '0', '1', '--set', 'shared_weight=0.5', '--out', str(out)]
+    argv = [
+        '--datasets',
+        'TINY',
+        '--data-root',
+        str(tiny_root),
+        '--seeds',
+        '0',
+        '1',
+        '--set',
+        'shared_weight=0.5',
+        '--out',
+        str(out),
+    ]
     results = calibrate.main(argv)
     text = out.read_text()
     assert 'SIMULATED' in text
@@ -114,79 +166,145 @@ def test_calibration_example(tiny_root, tmp_path):
 
 def test_calibration_search_example(tiny_root, tmp_path, monkeypatch):
     calibrate = load_example('calibrate_simulator')
-    common = ['--datasets', 'TINY', '--data-root', str(tiny_root), '--seeds',
-              '0']
+    common = [
+        '--datasets',
+        'TINY',
+        '--data-root',
+        str(tiny_root),
+        '--seeds',
+        '0',
+    ]
     log = tmp_path / 'search.jsonl'
     with pytest.raises(SystemExit, match='no published figures for TINY'):
         calibrate.main(common + ['--search', '2', '--search-log', str(log)])
-    real = {'ESZSL': dict(zsl_acc=50.0, gzsl_unseen=10.0, gzsl_seen=70.0,
-                          gzsl_h=None),
-            'SAE': dict(zsl_acc=40.0, gzsl_unseen=5.0, gzsl_seen=80.0,
-                        gzsl_h=None)}
-    monkeypatch.setattr(calibrate, 'published',
-                        lambda dataset, method: real[method])
-    calibrate.main(common + ['--search', '2', '--search-seed', '3',
-                             '--search-log', str(log)])
+    real = {
+        'ESZSL': dict(
+            zsl_acc=50.0, gzsl_unseen=10.0, gzsl_seen=70.0, gzsl_h=None
+        ),
+        'SAE': dict(
+            zsl_acc=40.0, gzsl_unseen=5.0, gzsl_seen=80.0, gzsl_h=None
+        ),
+    }
+    monkeypatch.setattr(
+        calibrate, 'published', lambda dataset, method: real[method]
+    )
+    calibrate.main(
+        common
+        + ['--search', '2', '--search-seed', '3', '--search-log', str(log)]
+    )
     settings = [json.loads(line) for line in log.read_text().splitlines()]
     assert [s['index'] for s in settings] == [0, 1]
     for setting in settings:
-        assert set(setting['opts']) == {key for key, *_ in
-                                        calibrate.SEARCH_SPACE}
-        gaps = [abs(setting['res'][name][key] - value)
-                for name, figures in real.items()
-                for key, value in figures.items() if value is not None]
+        assert set(setting['opts']) == {
+            key for key, *_ in calibrate.SEARCH_SPACE
+        }
+        gaps = [
+            abs(setting['res'][name][key] - value)
+            for name, figures in real.items()
+            for key, value in figures.items()
+            if value is not None
+        ]
         assert setting['within'] == sum(gap <= 5 for gap in gaps)
         assert setting['dist'] == pytest.approx(sum(gaps))
     # The same stream gives the same settings and results:
     again = tmp_path / 'again.jsonl'
-    calibrate.main(common + ['--search', '1', '--search-seed', '3',
-                             '--search-log', str(again)])
+    calibrate.main(
+        common
+        + ['--search', '1', '--search-seed', '3', '--search-log', str(again)]
+    )
     assert json.loads(again.read_text()) == settings[0]
 
     out = tmp_path / 'search.md'
-    text = calibrate.main(common + ['--summarize', str(log), '--out',
-                                    str(out)])
+    text = calibrate.main(
+        common + ['--summarize', str(log), '--out', str(out)]
+    )
     assert out.read_text() == text + '\n' and 'SIMULATED' in text
     assert f'--search 2 --search-seed 3 --search-log {log}\n' in text
     assert f'--summarize {log}\n' in text
-    rows = [line for line in text.splitlines()
-            if line.startswith(('| defaults', '| stream 3 #'))]
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith(('| defaults', '| stream 3 #'))
+    ]
     assert len(rows) == 3 and rows[0].startswith('| defaults |')
     # One row per published figure (H has none here):
-    figures = [line for line in text.splitlines()
-               if line.startswith(('| ESZSL | ', '| SAE | '))]
+    figures = [
+        line
+        for line in text.splitlines()
+        if line.startswith(('| ESZSL | ', '| SAE | '))
+    ]
     assert len(figures) == 6 and not any('| H |' in line for line in figures)
     # Rechecked on the search's own seed, the best setting gives its logged
     # figures again:
-    text = calibrate.main(common + ['--summarize', str(log), '--recheck-seeds',
-                                    '0', '--recheck-top', '1'])
+    text = calibrate.main(
+        common
+        + [
+            '--summarize',
+            str(log),
+            '--recheck-seeds',
+            '0',
+            '--recheck-top',
+            '1',
+        ]
+    )
     assert '--recheck-seeds 0 --recheck-top 1\n' in text
-    best = [line for line in text.splitlines()
-            if line.startswith('| stream 3 #')][0]
+    best = [
+        line for line in text.splitlines() if line.startswith('| stream 3 #')
+    ][0]
     recheck = text.split('Rechecked on data seeds 0')[1].splitlines()
     recheck = [line for line in recheck if line.startswith('| stream 3 #')]
     assert len(recheck) == 1 and best.startswith(recheck[0])
     with pytest.raises(SystemExit, match='--seeds'):
-        calibrate.main(['--datasets', 'TINY', '--data-root', str(tiny_root),
-                        '--seeds', '1', '--summarize', str(log)])
+        calibrate.main(
+            [
+                '--datasets',
+                'TINY',
+                '--data-root',
+                str(tiny_root),
+                '--seeds',
+                '1',
+                '--summarize',
+                str(log),
+            ]
+        )
     with pytest.raises(SystemExit, match='exists'):
         calibrate.main(common + ['--search', '1', '--search-log', str(log)])
-    with pytest.raises(SystemExit, match="--set 'isotropic_noise=abc': "
-                       "'abc' is not a number"):
+    with pytest.raises(
+        SystemExit, match="--set 'isotropic_noise=abc': 'abc' is not a number"
+    ):
         calibrate.main(common + ['--set', 'isotropic_noise=abc'])
     with pytest.raises(SystemExit, match='not both'):
-        calibrate.main(common + ['--search', '1', '--search-log', str(log),
-                                 '--summarize', str(log)])
+        calibrate.main(
+            common
+            + [
+                '--search',
+                '1',
+                '--search-log',
+                str(log),
+                '--summarize',
+                str(log),
+            ]
+        )
     with pytest.raises(SystemExit, match='--recheck-top must be at least 1'):
-        calibrate.main(common + ['--summarize', str(log), '--recheck-top',
-                                 '0'])
+        calibrate.main(
+            common + ['--summarize', str(log), '--recheck-top', '0']
+        )
     with pytest.raises(SystemExit, match='--recheck-seeds goes with'):
-        calibrate.main(common + ['--search', '1', '--search-log',
-                                 str(tmp_path / 'new.jsonl'),
-                                 '--recheck-seeds', '0'])
+        calibrate.main(
+            common
+            + [
+                '--search',
+                '1',
+                '--search-log',
+                str(tmp_path / 'new.jsonl'),
+                '--recheck-seeds',
+                '0',
+            ]
+        )
     with pytest.raises(SystemExit, match='missing.jsonl: cannot read it'):
-        calibrate.main(common + ['--summarize',
-                                 str(tmp_path / 'missing.jsonl')])
+        calibrate.main(
+            common + ['--summarize', str(tmp_path / 'missing.jsonl')]
+        )
     broken = tmp_path / 'broken.jsonl'
     broken.write_text(log.read_text() + '{not json\n')
     with pytest.raises(SystemExit, match='broken.jsonl: line 3 is not JSON'):
@@ -196,14 +314,26 @@ def test_calibration_search_example(tiny_root, tmp_path, monkeypatch):
 def test_eszsl_per_class_example(tiny_root, tmp_path):
     example = load_example('eszsl_per_class')
     out = tmp_path / 'per-class.md'
-    argv = ['--dataset', 'TINY', '--data-root', str(tiny_root), '--seeds',
-            '0', '1', '--out', str(out)]
+    argv = [
+        '--dataset',
+        'TINY',
+        '--data-root',
+        str(tiny_root),
+        '--seeds',
+        '0',
+        '1',
+        '--out',
+        str(out),
+    ]
     runs, lams = example.main(argv)
     text = out.read_text()
     assert 'SIMULATED' in text
     assert 'eszsl_per_class.py ' + ' '.join(argv) in text
-    rows = [line for line in text.splitlines()
-            if line.startswith('| ') and not line.startswith('| unseen')]
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith('| ') and not line.startswith('| unseen')
+    ]
     assert set(runs) == set(lams) == {'binary', 'signed'}
     assert len(rows) == len(runs['binary'][0])
     assert all(len(runs[t]) == len(lams[t]) == 2 for t in runs)
@@ -211,8 +341,9 @@ def test_eszsl_per_class_example(tiny_root, tmp_path):
     # per-seed accuracy:
     first = min(runs['binary'][0])
     for targets, column in (('binary', 2), ('signed', 5)):
-        mean = 50 * (runs[targets][0][first]['gzsl'] +
-                     runs[targets][1][first]['gzsl'])
+        mean = 50 * (
+            runs[targets][0][first]['gzsl'] + runs[targets][1][first]['gzsl']
+        )
         assert rows[0].split('|')[column].strip() == f'{mean:.1f}'
 
 
@@ -223,13 +354,16 @@ def test_eszsl_per_class_coefficient_sums(tiny_root):
     s = data.attributes[seen].double().t()
     alpha = s.t() @ torch.linalg.solve(
         s @ s.t() + lam * torch.eye(s.size(0), dtype=s.dtype),
-        data.attributes.double().t())
+        data.attributes.double().t(),
+    )
     torch.testing.assert_close(
-        example.coefficient_sums(data.attributes, seen, lam), alpha.sum(0))
+        example.coefficient_sums(data.attributes, seen, lam), alpha.sum(0)
+    )
 
 
 def test_drop_in_example_model():
     import torch
+
     drop_in = load_example('drop_in')
     model = drop_in.Net(8, 16, 3)
     x, edge_index = torch.randn(5, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])
@@ -247,22 +381,31 @@ def tiny_planetoid(num_nodes=60, seed=0):
     r"""A small random citation-like graph with Planetoid's masks."""
     import torch
     from torch_geometric.data import Data
+
     generator = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 3, (num_nodes, ), generator=generator)
+    y = torch.randint(0, 3, (num_nodes,), generator=generator)
     x = (torch.rand(num_nodes, 20, generator=generator) < 0.2).float()
     x[torch.arange(num_nodes), y] = 1.0  # A feature that carries the class.
-    edge_index = torch.randint(0, num_nodes, (2, 4 * num_nodes),
-                               generator=generator)
+    edge_index = torch.randint(
+        0, num_nodes, (2, 4 * num_nodes), generator=generator
+    )
     masks = torch.zeros(3, num_nodes, dtype=torch.bool)
     masks[0, :20], masks[1, 20:40], masks[2, 40:] = True, True, True
-    return Data(x=x / x.sum(-1, keepdim=True), y=y, edge_index=edge_index,
-                train_mask=masks[0], val_mask=masks[1], test_mask=masks[2])
+    return Data(
+        x=x / x.sum(-1, keepdim=True),
+        y=y,
+        edge_index=edge_index,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+    )
 
 
 def test_planetoid_example_table():
     planetoid = load_example('planetoid')
-    table = planetoid.compare(tiny_planetoid(), seeds=[0, 1], epochs=3,
-                              log=lambda *args: None)
+    table = planetoid.compare(
+        tiny_planetoid(), seeds=[0, 1], epochs=3, log=lambda *args: None
+    )
     lines = table.splitlines()
     assert len(lines) == 2 + 3  # header, rule, one row per layer
     for line, name in zip(lines[2:], ['APNetConv', 'AGNNConv', 'GATConv']):
@@ -274,6 +417,7 @@ def test_planetoid_example_table():
 
 def test_planetoid_example_search_never_reads_the_test_nodes():
     from torch_geometric.data import Data
+
     planetoid = load_example('planetoid')
 
     class WithoutTest(Data):
@@ -286,10 +430,14 @@ def test_planetoid_example_search_never_reads_the_test_nodes():
     configs = planetoid.grid_configs()
     assert len(configs) == len(set(map(str, configs)))
     # The projection's initialisation only varies with a projection:
-    assert all('proj_init' not in config for config in configs
-               if config['proj_channels'] is None)
-    results = planetoid.search(data, configs[:3], seeds=[0, 1], epochs=2,
-                               log=lambda *args: None)
+    assert all(
+        'proj_init' not in config
+        for config in configs
+        if config['proj_channels'] is None
+    )
+    results = planetoid.search(
+        data, configs[:3], seeds=[0, 1], epochs=2, log=lambda *args: None
+    )
     means = [sum(result['val']) / 2 for result in results]
     assert means == sorted(means, reverse=True)
     report = planetoid.search_report(results, [0, 1], 2, 'command')
@@ -301,85 +449,195 @@ def test_planetoid_example_reads_cora_offline(tmp_path):
     import os.path as osp
 
     import pytest
+
     planetoid = load_example('planetoid')
     if not osp.isdir(osp.join(planetoid.DEFAULT_RAW, 'Cora', 'raw')):
         pytest.skip('the shared raw Planetoid files are not on this machine')
     out = tmp_path / 'table.md'
-    planetoid.main(['--seeds', '1', '--epochs', '2', '--layers', 'APNetConv',
-                    '--out', str(out)])
+    planetoid.main(
+        [
+            '--seeds',
+            '1',
+            '--epochs',
+            '2',
+            '--layers',
+            'APNetConv',
+            '--out',
+            str(out),
+        ]
+    )
     assert out.read_text().startswith('| layer | test accuracy')
     with pytest.raises(FileNotFoundError, match='--raw'):
         planetoid.load_cora(str(tmp_path))
 
 
-def test_trace_training_example_replays_the_run(tiny_root, tmp_path,
-                                                capsys):
+def test_trace_training_example_replays_the_run(tiny_root, tmp_path, capsys):
     from apnet_pyg.zsl.cli import main as cli
+
     run_dir = tmp_path / 'run'
-    assert cli(['train', '--dataset', 'TINY', '--root', str(tiny_root),
-                '--out', str(run_dir), '--recipe', 'fast', '--epochs', '2',
-                '--iterations-per-epoch', '3', '--n-way', '4',
-                '--model-selection', 'none', '--no-progress']) == 0
+    assert (
+        cli(
+            [
+                'train',
+                '--dataset',
+                'TINY',
+                '--root',
+                str(tiny_root),
+                '--out',
+                str(run_dir),
+                '--recipe',
+                'fast',
+                '--epochs',
+                '2',
+                '--iterations-per-epoch',
+                '3',
+                '--n-way',
+                '4',
+                '--model-selection',
+                'none',
+                '--no-progress',
+            ]
+        )
+        == 0
+    )
     history = json.loads((run_dir / 'metrics.json').read_text())['history']
     trace = load_example('trace_training')
     out = tmp_path / 'trace.csv'
-    records = trace.main(['--run', str(run_dir), '--episodes', '6',
-                          '--out', str(out)])
+    records = trace.main(
+        ['--run', str(run_dir), '--episodes', '6', '--out', str(out)]
+    )
     assert [r['epoch'] for r in records] == [1, 1, 1, 2, 2, 2]
     for epoch in (1, 2):
         losses = [r['loss'] for r in records if r['epoch'] == epoch]
-        assert sum(losses) / 3 == pytest.approx(history[epoch - 1]['loss'],
-                                                rel=1e-6)
+        assert sum(losses) / 3 == pytest.approx(
+            history[epoch - 1]['loss'], rel=1e-6
+        )
     assert out.read_text().splitlines()[0] == ','.join(trace.COLUMNS)
     assert all(r['step_norm'] > 0 and r['grad_norm'] > 0 for r in records)
-    assert 'TINY: SIMULATED features (not a benchmark result)' in \
-        capsys.readouterr().out
+    assert (
+        'TINY: SIMULATED features (not a benchmark result)'
+        in capsys.readouterr().out
+    )
 
-    changed = trace.main(['--run', str(run_dir), '--episodes', '3',
-                          '--set', 'weight_decay=0', 'lr=1e-3',
-                          '--out', str(out)])
+    changed = trace.main(
+        [
+            '--run',
+            str(run_dir),
+            '--episodes',
+            '3',
+            '--set',
+            'weight_decay=0',
+            'lr=1e-3',
+            '--out',
+            str(out),
+        ]
+    )
     assert changed[0]['loss'] == pytest.approx(records[0]['loss'])
     assert changed[1]['loss'] != pytest.approx(records[1]['loss'])
     # Another kind of attributes: the same images, other class inputs.
     # (The first loss is chance, log 4, whatever the inputs: the head's
     # output layer starts at zero.)
-    other = trace.main(['--run', str(run_dir), '--episodes', '2', '--set',
-                        'attributes=att', '--out', str(out)])
+    other = trace.main(
+        [
+            '--run',
+            str(run_dir),
+            '--episodes',
+            '2',
+            '--set',
+            'attributes=att',
+            '--out',
+            str(out),
+        ]
+    )
     assert other[1]['loss'] != pytest.approx(records[1]['loss'])
-    probed = trace.main(['--run', str(run_dir), '--episodes', '2',
-                         '--adam-eps', '10', '--out', str(out)])
+    probed = trace.main(
+        [
+            '--run',
+            str(run_dir),
+            '--episodes',
+            '2',
+            '--adam-eps',
+            '10',
+            '--out',
+            str(out),
+        ]
+    )
     # An epsilon far above the gradients' scale shrinks every step.
     assert probed[0]['step_norm'] < records[0]['step_norm'] / 10
-    with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
-        trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
-                    'lr', '--out', str(out)])
+    with pytest.raises(ValueError, match='--set expects KEY=VALUE'):
+        trace.main(
+            [
+                '--run',
+                str(run_dir),
+                '--episodes',
+                '1',
+                '--set',
+                'lr',
+                '--out',
+                str(out),
+            ]
+        )
     with pytest.raises(FileNotFoundError, match='No metrics.json'):
-        trace.main(['--run', str(tmp_path), '--episodes', '1', '--out',
-                    str(out)])
-    with pytest.raises(ValueError, match="--set 'lr=fast': 'fast' is not "
-                       "a number"):
-        trace.main(['--run', str(run_dir), '--episodes', '1', '--set',
-                    'lr=fast', '--out', str(out)])
+        trace.main(
+            ['--run', str(tmp_path), '--episodes', '1', '--out', str(out)]
+        )
+    with pytest.raises(
+        ValueError, match="--set 'lr=fast': 'fast' is not a number"
+    ):
+        trace.main(
+            [
+                '--run',
+                str(run_dir),
+                '--episodes',
+                '1',
+                '--set',
+                'lr=fast',
+                '--out',
+                str(out),
+            ]
+        )
 
 
 def test_pair_margins_example(tiny_root, tmp_path, capsys):
     from apnet_pyg.zsl.cli import main as cli
+
     pair_margins = load_example('pair_margins')
-    row = pair_margins.summary({1: torch.tensor([1.0, 3.0]),
-                                2: torch.tensor([-1.0, -3.0])}, 1, 2)
+    row = pair_margins.summary(
+        {1: torch.tensor([1.0, 3.0]), 2: torch.tensor([-1.0, -3.0])}, 1, 2
+    )
     assert row['mean_first'] == 2.0 and row['mean_second'] == -2.0
     assert row['first_wins_first'] == 1.0 and row['first_wins_second'] == 0
-    assert row['d_prime'] == pytest.approx(4 / 2 ** 0.5)
+    assert row['d_prime'] == pytest.approx(4 / 2**0.5)
 
     run_dir = tmp_path / 'run'
-    assert cli(['train', '--dataset', 'TINY', '--root', str(tiny_root),
-                '--out', str(run_dir), '--recipe', 'fast', '--epochs', '1',
-                '--iterations-per-epoch', '2', '--n-way', '4',
-                '--model-selection', 'none', '--no-progress']) == 0
+    assert (
+        cli(
+            [
+                'train',
+                '--dataset',
+                'TINY',
+                '--root',
+                str(tiny_root),
+                '--out',
+                str(run_dir),
+                '--recipe',
+                'fast',
+                '--epochs',
+                '1',
+                '--iterations-per-epoch',
+                '2',
+                '--n-way',
+                '4',
+                '--model-selection',
+                'none',
+                '--no-progress',
+            ]
+        )
+        == 0
+    )
     data = load_xlsa17(tiny_root, 'TINY')
     a, b = (data.class_names[c] for c in data.unseen_classes[:2].tolist())
-    results = pair_margins.main(['--run', str(run_dir), '--pairs',
-                                 f'{a}:{b}'])
+    results = pair_margins.main(['--run', str(run_dir), '--pairs', f'{a}:{b}'])
     assert [r['model'] for r in results] == ['APNet', 'ESZSL']
     assert all(r['pair'] == (a, b) for r in results)
     out = capsys.readouterr().out
@@ -387,13 +645,23 @@ def test_pair_margins_example(tiny_root, tmp_path, capsys):
     assert 'TINY: SIMULATED features (not a benchmark result)' in out
     # The APNet margin, scored directly with the ZSL row's model:
     from apnet_pyg.zsl import apnet_score_fn, load_model
-    images = data.test_unseen_loc[data.labels[data.test_unseen_loc] ==
-                                  data.unseen_classes[0]]
+
+    images = data.test_unseen_loc[
+        data.labels[data.test_unseen_loc] == data.unseen_classes[0]
+    ]
     read = load_xlsa17(tiny_root, 'TINY', attributes='percent')  # the run's
     scores = apnet_score_fn(load_model(run_dir, 'zsl'), read)(
-        images, data.unseen_classes)
+        images, data.unseen_classes
+    )
     assert results[0]['mean_first'] == pytest.approx(
-        float((scores[:, 0] - scores[:, 1]).double().mean()))
+        float((scores[:, 0] - scores[:, 1]).double().mean())
+    )
     with pytest.raises(SystemExit, match='two unseen classes'):
-        pair_margins.main(['--run', str(run_dir), '--pairs',
-                           f'{a}:{data.class_names[int(data.seen_classes[0])]}'])
+        pair_margins.main(
+            [
+                '--run',
+                str(run_dir),
+                '--pairs',
+                f'{a}:{data.class_names[int(data.seen_classes[0])]}',
+            ]
+        )

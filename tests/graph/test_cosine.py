@@ -21,8 +21,9 @@ def edge_set(edge_index):
 
 
 def test_cos_40_degrees():
-    assert COS_40_DEGREES == pytest.approx(math.cos(math.radians(40)),
-                                           rel=1e-15)
+    assert COS_40_DEGREES == pytest.approx(
+        math.cos(math.radians(40)), rel=1e-15
+    )
 
 
 @pytest.mark.parametrize('loop', [True, False])
@@ -47,9 +48,10 @@ def test_cosine_threshold_graph_chunks_and_batch(device):
     x = torch.randn(30, 4, generator=generator).to(device)
     full = cosine_threshold_graph(x, threshold=0.3, loop=True)
     for chunk_size in [1, 7, 100]:
-        assert torch.equal(cosine_threshold_graph(x, 0.3, loop=True,
-                                                  chunk_size=chunk_size),
-                           full)
+        assert torch.equal(
+            cosine_threshold_graph(x, 0.3, loop=True, chunk_size=chunk_size),
+            full,
+        )
 
     batch = torch.tensor([0] * 10 + [1] * 12 + [2] * 8, device=device)
     edge_index = cosine_threshold_graph(x, 0.3, batch)
@@ -76,8 +78,7 @@ def test_cosine_threshold_graph_non_positive_threshold():
 def test_cosine_threshold_graph_identical_rows_at_threshold_one():
     # Rounding puts the float32 cosine of identical rows below 1 (down to
     # 1 - 5 eps); the tolerance keeps their edges at threshold 1.0.
-    rows = torch.randn(200, 1, 85,
-                       generator=torch.Generator().manual_seed(0))
+    rows = torch.randn(200, 1, 85, generator=torch.Generator().manual_seed(0))
     rounded_below_one = 0
     for row in rows:
         x = row.repeat(3, 1)
@@ -96,20 +97,22 @@ def test_cosine_threshold_graph_zero_rows_and_empty():
     edge_index = cosine_threshold_graph(x, loop=False)
     assert edge_set(edge_index) == {(1, 2), (2, 1)}
     assert cosine_threshold_graph(torch.zeros(0, 3), loop=True).size() == (
-        2, 0)
+        2,
+        0,
+    )
 
 
 def test_cosine_threshold_graph_bad_input():
     x = torch.randn(5, 3)
-    with pytest.raises(ValueError, match="threshold"):
+    with pytest.raises(ValueError, match='threshold'):
         cosine_threshold_graph(x, threshold=1.5)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match='NaN'):
         cosine_threshold_graph(torch.full((3, 2), math.nan))
-    with pytest.raises(ValueError, match="2 dimensions"):
+    with pytest.raises(ValueError, match='2 dimensions'):
         cosine_threshold_graph(torch.randn(5))
     with pytest.raises(ValueError, match="'batch' must have shape"):
         cosine_threshold_graph(x, batch=torch.zeros(4, dtype=torch.long))
-    with pytest.raises(ValueError, match="integer"):
+    with pytest.raises(ValueError, match='integer'):
         cosine_threshold_graph(x, batch=torch.zeros(5))
 
 
@@ -141,6 +144,7 @@ def test_cosine_knn_graph_signature_matches_knn_graph():
     import inspect
 
     from torch_geometric.nn import knn_graph
+
     ours = inspect.signature(cosine_knn_graph).parameters
     theirs = inspect.signature(knn_graph).parameters
     assert list(ours)[:5] == list(theirs)[:5]
@@ -172,7 +176,7 @@ def test_cosine_knn_graph_bad_input():
         cosine_knn_graph(torch.randn(4, 2), 0)
     with pytest.raises(ValueError, match="'k' must be a positive integer"):
         cosine_knn_graph(torch.randn(4, 2), 2.5)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match='NaN'):
         cosine_knn_graph(torch.full((3, 2), math.inf), 2)
     with pytest.raises(ValueError, match="'flow'"):
         cosine_knn_graph(torch.randn(4, 2), 2, flow='sideways')
@@ -187,7 +191,9 @@ def test_cosine_threshold_graph_low_precision(dtype, device):
     assert cosine_threshold_graph(x.to(device, dtype)).numel() == 0
     close = torch.tensor([[1.0, 0.0], [math.cos(0.6), math.sin(0.6)]])
     assert edge_set(cosine_threshold_graph(close.to(device, dtype))) == {
-        (0, 1), (1, 0)}
+        (0, 1),
+        (1, 0),
+    }
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
@@ -196,15 +202,14 @@ def test_builders_give_the_cpu_edges_on_cuda(dtype, cuda_device):
     # (ties of k-NN aside: continuous random features have none).
     generator = torch.Generator().manual_seed(5)
     x = torch.randn(120, 16, generator=generator).to(dtype)
-    batch = torch.randint(0, 3, (120, ), generator=generator)
+    batch = torch.randint(0, 3, (120,), generator=generator)
     for build in [
-            lambda x, batch: cosine_threshold_graph(x, 0.2, batch),
-            lambda x, batch: cosine_threshold_graph(x, loop=True,
-                                                    chunk_size=32),
-            lambda x, batch: cosine_knn_graph(x, 6, batch),
-            lambda x, batch: cosine_knn_graph(x, 6, loop=True,
-                                              flow='target_to_source',
-                                              chunk_size=32),
+        lambda x, batch: cosine_threshold_graph(x, 0.2, batch),
+        lambda x, batch: cosine_threshold_graph(x, loop=True, chunk_size=32),
+        lambda x, batch: cosine_knn_graph(x, 6, batch),
+        lambda x, batch: cosine_knn_graph(
+            x, 6, loop=True, flow='target_to_source', chunk_size=32
+        ),
     ]:
         expected = build(x, batch)
         assert expected.numel() > 0
@@ -216,8 +221,10 @@ def test_builders_give_the_cpu_edges_on_cuda(dtype, cuda_device):
 @pytest.mark.parametrize('dtype', [torch.float64, torch.bfloat16])
 def test_cosine_threshold_adjacency_is_the_graph_as_a_matrix(dtype):
     from apnet_pyg.graph.cosine import cosine_threshold_adjacency
-    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0),
-                    dtype=torch.float64)
+
+    x = torch.randn(
+        40, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     x[7] = x[3]  # Identical rows: their cosine rounds to about 1.
     x = x.to(dtype)
     for threshold in (-1.0, 0.3, COS_40_DEGREES, 1.0):

@@ -47,30 +47,44 @@ def test_resolve_synsets_forms():
         'access-road',  # '-' as word separator.
     ]
     assert names(resolve_synsets(classes)) == [
-        'zebra.n.01', 'zebra.n.01', 'giant_panda.n.01',
-        'german_shepherd.n.01', 'killer_whale.n.01', 'cardinal.n.01',
-        'zebra.n.01', 'four-poster.n.01', 'jack-in-the-box.n.01',
-        'access_road.n.01'
+        'zebra.n.01',
+        'zebra.n.01',
+        'giant_panda.n.01',
+        'german_shepherd.n.01',
+        'killer_whale.n.01',
+        'cardinal.n.01',
+        'zebra.n.01',
+        'four-poster.n.01',
+        'jack-in-the-box.n.01',
+        'access_road.n.01',
     ]
     assert resolve_synsets([]) == []
-    assert names(resolve_synsets(('bedroom', ))) == ['bedroom.n.01']
+    assert names(resolve_synsets(('bedroom',))) == ['bedroom.n.01']
 
 
 def test_resolve_synsets_docstring_examples_resolve():
     # The class forms the docstring lists as accepted (its first bullet
     # list): each one resolves (an earlier example, a CUB name, did not).
     doc = resolve_synsets.__doc__
-    forms = doc[doc.index('Each class may be'):doc.index('The first noun')]
+    forms = doc[doc.index('Each class may be') : doc.index('The first noun')]
     examples = re.findall(r':obj:`"([^"]+)"`', forms)
-    examples = [e for e in examples if not e.endswith('.') and e not in
-                ('+', '-', '_')]
+    examples = [
+        e for e in examples if not e.endswith('.') and e not in ('+', '-', '_')
+    ]
     assert len(examples) >= 7, examples
     assert len(resolve_synsets(examples)) == len(examples)
 
 
 def test_resolve_synsets_errors():
-    bad = ['temple_south_asia', 'run.v.01', 'dog.n.99', 'n99999999',
-           'v01234567', 'xyzzy_plugh', '']
+    bad = [
+        'temple_south_asia',
+        'run.v.01',
+        'dog.n.99',
+        'n99999999',
+        'v01234567',
+        'xyzzy_plugh',
+        '',
+    ]
     with pytest.raises(ValueError) as info:
         resolve_synsets(['zebra'] + bad)
     message = str(info.value)
@@ -92,7 +106,9 @@ def test_resolve_synsets_mapping():
     assert names(resolve_synsets(['seal'])) == ['sealing_wax.n.01']
     mapping = {'seal': 'seal.n.09', 'mystery': 'n02391049', 'unused': 'x'}
     assert names(resolve_synsets(['seal', 'mystery', 'dog'], mapping)) == [
-        'seal.n.09', 'zebra.n.01', 'dog.n.01'
+        'seal.n.09',
+        'zebra.n.01',
+        'dog.n.01',
     ]
     # A dataset name is not a mapping (the graph layer knows no datasets):
     with pytest.raises(ValueError, match='dataset_wordnet_mapping'):
@@ -107,14 +123,21 @@ def test_resolve_synsets_mapping():
 
 
 def test_wordnet_graph(wordnet):
-    classes = ['zebra', 'horse', 'dog', 'cat', 'airplane.n.01',
-               'giant_panda', 'oak']
+    classes = [
+        'zebra',
+        'horse',
+        'dog',
+        'cat',
+        'airplane.n.01',
+        'giant_panda',
+        'oak',
+    ]
     edge_index, edge_weight = wordnet_graph(classes)
     num_nodes = len(classes)
     assert edge_index.dtype == torch.long
     assert edge_weight.dtype == torch.float
     assert edge_index.size() == (2, num_nodes * (num_nodes - 1))
-    assert edge_weight.size() == (edge_index.size(1), )
+    assert edge_weight.size() == (edge_index.size(1),)
     assert is_undirected(edge_index, edge_weight, num_nodes)
     assert not contains_self_loops(edge_index)
     assert_coalesced(edge_index, num_nodes)
@@ -125,8 +148,10 @@ def test_wordnet_graph(wordnet):
         assert weight == pytest.approx(1.0 / distance)
 
     # zebra and horse are both equines: closer than zebra and oak.
-    weight = {tuple(e): w for e, w in zip(edge_index.t().tolist(),
-                                          edge_weight.tolist())}
+    weight = {
+        tuple(e): w
+        for e, w in zip(edge_index.t().tolist(), edge_weight.tolist())
+    }
     assert weight[(0, 1)] > weight[(0, 6)]
 
 
@@ -146,15 +171,18 @@ def test_wordnet_graph_max_hops():
             wordnet_graph(classes, max_hops=bad)
 
     edge_index, edge_weight = wordnet_graph(['zebra'])
-    assert edge_index.size() == (2, 0) and edge_weight.size() == (0, )
+    assert edge_index.size() == (2, 0) and edge_weight.size() == (0,)
 
 
 def test_wordnet_graph_collision():
     with pytest.warns(UserWarning, match="'bedchamber', 'bedroom'"):
         edge_index, edge_weight = wordnet_graph(
-            ['kitchen', 'bedchamber', 'bedroom'])
-    weight = {tuple(e): w for e, w in zip(edge_index.t().tolist(),
-                                          edge_weight.tolist())}
+            ['kitchen', 'bedchamber', 'bedroom']
+        )
+    weight = {
+        tuple(e): w
+        for e, w in zip(edge_index.t().tolist(), edge_weight.tolist())
+    }
     assert weight[(1, 2)] == weight[(2, 1)] == 1.0
     assert weight[(0, 1)] == weight[(0, 2)] < 1.0
 
@@ -169,7 +197,8 @@ def test_wordnet_graph_sun_matches_nltk(wordnet):
     start = time.perf_counter()
     with pytest.warns(UserWarning, match='more groups'):
         edge_index, edge_weight = wordnet_graph(
-            classes, mapping=dataset_wordnet_mapping('SUN'))
+            classes, mapping=dataset_wordnet_mapping('SUN')
+        )
     assert time.perf_counter() - start < 10  # ~0.2 s; nltk per pair: ~10 s.
 
     num_nodes = len(classes)
@@ -178,8 +207,7 @@ def test_wordnet_graph_sun_matches_nltk(wordnet):
     assert not contains_self_loops(edge_index)
     assert_coalesced(edge_index, num_nodes)
 
-    synsets = resolve_synsets(classes,
-                              mapping=dataset_wordnet_mapping('SUN'))
+    synsets = resolve_synsets(classes, mapping=dataset_wordnet_mapping('SUN'))
     rng = random.Random(12345)
     for k in rng.sample(range(edge_index.size(1)), 300):
         i, j = edge_index[:, k].tolist()
@@ -209,7 +237,7 @@ def test_wordnet_noun_graph(noun_graph, wordnet):
     assert bool((data.offsets[1:] > data.offsets[:-1]).all())
     assert data.lexnames == list(NOUN_LEXNAMES)
     assert len(data.lexnames) == 26
-    assert data.y.size() == (data.num_nodes, )
+    assert data.y.size() == (data.num_nodes,)
     assert torch.equal(data.y.unique(), torch.arange(26))
 
     # Node i is the synset at offsets[i]; edges are its (instance)
@@ -221,8 +249,12 @@ def test_wordnet_noun_graph(noun_graph, wordnet):
         assert data.offsets[i] == synset.offset()
         assert data.lexnames[int(data.y[i])] == synset.lexname()
         neighbors = set(data.edge_index[1, data.edge_index[0] == i].tolist())
-        related = (synset.hypernyms() + synset.instance_hypernyms() +
-                   synset.hyponyms() + synset.instance_hyponyms())
+        related = (
+            synset.hypernyms()
+            + synset.instance_hypernyms()
+            + synset.hyponyms()
+            + synset.instance_hyponyms()
+        )
         assert neighbors == {node_of[s.name()] for s in related}
 
     # Warm: loaded from the cache file.
@@ -267,8 +299,10 @@ def test_wordnet_noun_graph_cache(monkeypatch, tmp_path):
 
 def test_cub_hypernyms_are_birds(wordnet):
     bird = wordnet.synset('bird.n.01')
-    for synset in resolve_synsets(list(dataset_wordnet_mapping('CUB')),
-                                  mapping=dataset_wordnet_mapping('CUB')):
+    for synset in resolve_synsets(
+        list(dataset_wordnet_mapping('CUB')),
+        mapping=dataset_wordnet_mapping('CUB'),
+    ):
         assert bird in synset.closure(lambda s: s.hypernyms()), synset
 
 

@@ -18,7 +18,8 @@ has_debian_wordnet = osp.isfile(osp.join(DEBIAN_WORDNET_DIR, 'data.noun'))
 needs_debian_wordnet = pytest.mark.skipif(
     not has_debian_wordnet,
     reason=f"no WordNet database in '{DEBIAN_WORDNET_DIR}' "
-    f"(apt-get install wordnet-base wordnet-sense-index)")
+    f'(apt-get install wordnet-base wordnet-sense-index)',
+)
 
 # Syntactic category of each data file, as used in the `lexnames` table.
 CATEGORY_OF_DATA_FILE = {'noun': 1, 'verb': 2, 'adj': 3, 'adv': 4}
@@ -34,9 +35,10 @@ def test_lexnames_text():
     for i, line in enumerate(lines):
         num, name, category = line.split('\t')
         assert int(num) == i
-        assert name.split('.')[0] == {
-            1: 'noun', 2: 'verb', 3: 'adj', 4: 'adv'
-        }[int(category)]
+        assert (
+            name.split('.')[0]
+            == {1: 'noun', 2: 'verb', 3: 'adj', 4: 'adv'}[int(category)]
+        )
 
 
 @needs_debian_wordnet
@@ -59,8 +61,9 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv('APNET_PYG_CACHE', str(tmp_path))
     assert default_cache_dir() == str(tmp_path)
     monkeypatch.delenv('APNET_PYG_CACHE')
-    assert default_cache_dir() == osp.join(osp.expanduser('~'), '.cache',
-                                           'apnet_pyg')
+    assert default_cache_dir() == osp.join(
+        osp.expanduser('~'), '.cache', 'apnet_pyg'
+    )
 
 
 @needs_debian_wordnet
@@ -78,8 +81,9 @@ def test_load_wordnet_from_scratch(tmp_path):
     assert wordnet.synset('dog.n.01').lexname() == 'noun.animal'
     assert wordnet.synset('run.v.01').lexname() == 'verb.motion'
     # Files only some functions need: sense index and lemma counts.
-    assert wordnet.lemma_from_key('dog%1:05:00::').synset().name() == \
-        'dog.n.01'
+    assert (
+        wordnet.lemma_from_key('dog%1:05:00::').synset().name() == 'dog.n.01'
+    )
     assert wordnet.synset('dog.n.01').lemmas()[0].count() > 0
 
     # A second preparation reuses the copy.
@@ -103,15 +107,19 @@ def test_missing_wordnet_error(tmp_path):
     empty_dir = tmp_path / 'empty'
     empty_dir.mkdir()
     with pytest.raises(WordNetNotFoundError) as info:
-        load_wordnet(wordnet_dir=empty_dir, cache_dir=tmp_path / 'cache',
-                     search_nltk_data=False)
+        load_wordnet(
+            wordnet_dir=empty_dir,
+            cache_dir=tmp_path / 'cache',
+            search_nltk_data=False,
+        )
     message = str(info.value)
     assert isinstance(info.value, FileNotFoundError)
     assert 'apt-get install wordnet-base wordnet-sense-index' in message
     assert 'python -m nltk.downloader wordnet' in message
     assert str(empty_dir) in message
-    assert not (tmp_path / 'cache' / 'nltk_data' / 'corpora' /
-                'wordnet').exists()
+    assert not (
+        tmp_path / 'cache' / 'nltk_data' / 'corpora' / 'wordnet'
+    ).exists()
 
 
 def _debian_files_without_lexnames(corpus_dir):
@@ -119,8 +127,9 @@ def _debian_files_without_lexnames(corpus_dir):
     corpus_dir.mkdir(parents=True)
     for name in os.listdir(DEBIAN_WORDNET_DIR):
         if osp.isfile(osp.join(DEBIAN_WORDNET_DIR, name)):
-            shutil.copyfile(osp.join(DEBIAN_WORDNET_DIR, name),
-                            corpus_dir / name)
+            shutil.copyfile(
+                osp.join(DEBIAN_WORDNET_DIR, name), corpus_dir / name
+            )
 
 
 @needs_debian_wordnet

@@ -3,7 +3,6 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import gradcheck as _gradcheck
 from torch.autograd import gradgradcheck as _gradgradcheck
-
 from torch_geometric import EdgeIndex
 
 from apnet_pyg.nn.functional import (
@@ -36,20 +35,23 @@ def _nondeterminism(inputs):
 
 def gradcheck(function, inputs):
     # fast_mode: a random projection of the Jacobian, not every entry.
-    return _gradcheck(function, inputs, fast_mode=True,
-                      nondet_tol=_nondeterminism(inputs))
+    return _gradcheck(
+        function, inputs, fast_mode=True, nondet_tol=_nondeterminism(inputs)
+    )
 
 
 def gradgradcheck(function, inputs):
-    return _gradgradcheck(function, inputs, fast_mode=True,
-                          nondet_tol=_nondeterminism(inputs))
+    return _gradgradcheck(
+        function, inputs, fast_mode=True, nondet_tol=_nondeterminism(inputs)
+    )
 
 
-def make_entries(num_rows=6, num_cols=5, nnz=14, seed=0, symmetric=False,
-                 device='cpu'):
+def make_entries(
+    num_rows=6, num_cols=5, nnz=14, seed=0, symmetric=False, device='cpu'
+):
     generator = torch.Generator().manual_seed(seed)
-    row = torch.randint(0, num_rows, (nnz, ), generator=generator)
-    col = torch.randint(0, num_cols, (nnz, ), generator=generator)
+    row = torch.randint(0, num_rows, (nnz,), generator=generator)
+    col = torch.randint(0, num_cols, (nnz,), generator=generator)
     if symmetric:
         row, col = torch.cat([row, col]), torch.cat([col, row])
     return row.to(device), col.to(device)
@@ -65,8 +67,9 @@ def randn(*size, device, dtype=torch.float64, seed=None, generator=None):
 
 def dense_of(pattern, values):
     out = values.new_zeros(pattern.size)
-    return out.index_put_((pattern.row.long(), pattern.col.long()), values,
-                          accumulate=True)
+    return out.index_put_(
+        (pattern.row.long(), pattern.col.long()), values, accumulate=True
+    )
 
 
 def test_sparse_pattern(device):
@@ -79,19 +82,23 @@ def test_sparse_pattern(device):
     assert torch.equal(pattern.col.long(), col[perm])
     key = pattern.row * 5 + pattern.col
     assert bool((key[1:] >= key[:-1]).all())
-    assert pattern.rowptr.tolist() == [0] + torch.bincount(
-        row, minlength=6).cumsum(0).tolist()
+    assert (
+        pattern.rowptr.tolist()
+        == [0] + torch.bincount(row, minlength=6).cumsum(0).tolist()
+    )
     assert pattern.rowptr.device == device
 
     values = randn(14, device=device)
     transposed = pattern.t()
     assert transposed.size == (5, 6)
     assert transposed.t() == pattern
-    assert torch.equal(dense_of(transposed,
-                                pattern.transpose_values(values)),
-                       dense_of(pattern, values).t())
-    assert torch.equal(transposed.transpose_values(
-        pattern.transpose_values(values)), values)
+    assert torch.equal(
+        dense_of(transposed, pattern.transpose_values(values)),
+        dense_of(pattern, values).t(),
+    )
+    assert torch.equal(
+        transposed.transpose_values(pattern.transpose_values(values)), values
+    )
 
 
 def test_sparse_pattern_sorted_inputs(device):
@@ -101,8 +108,11 @@ def test_sparse_pattern_sorted_inputs(device):
     expected, _ = sparse_pattern(row, col, (6, 6))
     ones = torch.ones(60, dtype=torch.float64, device=device)
     shuffled = torch.randperm(60, generator=torch.Generator().manual_seed(0))
-    for order in [shuffled.to(device), torch.argsort(row * 6 + col),
-                  torch.argsort(col * 6 + row)]:
+    for order in [
+        shuffled.to(device),
+        torch.argsort(row * 6 + col),
+        torch.argsort(col * 6 + row),
+    ]:
         pattern, perm = sparse_pattern(row[order], col[order], (6, 6))
         for tensor, expected_tensor in zip(pattern[:6], expected[:6]):
             assert torch.equal(tensor, expected_tensor)
@@ -111,9 +121,11 @@ def test_sparse_pattern_sorted_inputs(device):
         assert torch.equal(pattern.col.long(), col[order][perm])
         values = randn(60, device=device)
         # (Repeated entries may add up in another order.)
-        assert torch.allclose(dense_of(pattern.t(),
-                                       pattern.transpose_values(values)),
-                              dense_of(pattern, values).t(), atol=1e-12)
+        assert torch.allclose(
+            dense_of(pattern.t(), pattern.transpose_values(values)),
+            dense_of(pattern, values).t(),
+            atol=1e-12,
+        )
 
 
 def test_csr_arrays_of_an_edge_index(device):
@@ -124,14 +136,17 @@ def test_csr_arrays_of_an_edge_index(device):
     row, col = make_entries(6, 5, nnz=20, device=device)
     values = randn(20, device=device)
     for sort_order in ('row', 'col'):
-        edge_index, _ = EdgeIndex(torch.stack([row, col]), sparse_size=(6, 5)
-                                  ).sort_by(sort_order)
+        edge_index, _ = EdgeIndex(
+            torch.stack([row, col]), sparse_size=(6, 5)
+        ).sort_by(sort_order)
         for dim in (0, 1):
             arrays, perm = csr_arrays(edge_index, dim)
             again, _ = csr_arrays(edge_index, dim)
             for name in ('col', 'col_t'):
-                assert getattr(arrays, name).data_ptr() == \
-                    getattr(again, name).data_ptr()
+                assert (
+                    getattr(arrays, name).data_ptr()
+                    == getattr(again, name).data_ptr()
+                )
             get_rows, get_cols = edge_index.get_csr, edge_index.get_csc
             if dim == 1:
                 get_rows, get_cols = get_cols, get_rows
@@ -144,29 +159,39 @@ def test_csr_arrays_of_an_edge_index(device):
             assert torch.equal(arrays.col, data[1 - dim][perm])
             assert arrays.size == ((6, 5) if dim == 0 else (5, 6))
             expected = dense_of(arrays, values[perm])
-            assert torch.allclose(dense_of(arrays.t(), arrays.transpose_values(
-                values[perm])), expected.t(), atol=1e-12)
+            assert torch.allclose(
+                dense_of(arrays.t(), arrays.transpose_values(values[perm])),
+                expected.t(),
+                atol=1e-12,
+            )
         assert edge_index._T_perm is not None  # the caller's cache
 
 
 def test_public_functions_take_a_row_sorted_edge_index(device):
     row, col = make_entries(6, 5, nnz=20, device=device)
-    edge_index, perm = EdgeIndex(torch.stack([row, col]), sparse_size=(6, 5)
-                                 ).sort_by('row')
+    edge_index, perm = EdgeIndex(
+        torch.stack([row, col]), sparse_size=(6, 5)
+    ).sort_by('row')
     arrays, _ = csr_arrays(edge_index)
     generator = torch.Generator().manual_seed(0)
     values = randn(20, device=device, generator=generator)
     x = randn(5, 3, device=device, generator=generator)
     a = randn(6, 3, device=device, generator=generator)
-    dense = values.new_zeros(6, 5).index_put_((row[perm], col[perm]), values,
-                                              accumulate=True)
+    dense = values.new_zeros(6, 5).index_put_(
+        (row[perm], col[perm]), values, accumulate=True
+    )
     torch.testing.assert_close(spmm(edge_index, values, x), dense @ x)
-    torch.testing.assert_close(sddmm(edge_index, a, x),
-                               (a @ x.t())[row[perm], col[perm]])
-    torch.testing.assert_close(edge_cosine(edge_index, a, x)[0],
-                               edge_cosine(arrays, a, x)[0])
-    for bad in (edge_index.as_tensor(), edge_index.sort_by('col')[0],
-                EdgeIndex(edge_index.as_tensor(), sort_order='row')):
+    torch.testing.assert_close(
+        sddmm(edge_index, a, x), (a @ x.t())[row[perm], col[perm]]
+    )
+    torch.testing.assert_close(
+        edge_cosine(edge_index, a, x)[0], edge_cosine(arrays, a, x)[0]
+    )
+    for bad in (
+        edge_index.as_tensor(),
+        edge_index.sort_by('col')[0],
+        EdgeIndex(edge_index.as_tensor(), sort_order='row'),
+    ):
         with pytest.raises(ValueError, match="'edge_index'"):
             spmm(bad, values, x)
 
@@ -191,18 +216,21 @@ def test_symmetric_pattern_with_identical_transpose(device):
     # the transpose of a row-sorted EdgeIndex (PyG's order).
     row, col = make_entries(5, 5, symmetric=True, device=device)
     key = torch.argsort(row * 5 + col)
-    edge_index = EdgeIndex(torch.stack([row[key], col[key]]),
-                           sparse_size=(5, 5), sort_order='row')
+    edge_index = EdgeIndex(
+        torch.stack([row[key], col[key]]), sparse_size=(5, 5), sort_order='row'
+    )
     pattern, _ = csr_arrays(edge_index)
     identical, _ = sparse_pattern(row[key], col[key], (5, 5))
     assert torch.equal(identical.col, pattern.col)
     assert torch.equal(identical.col, identical.col_t)
     assert torch.equal(identical.rowptr, identical.rowptr_t)
     a = randn(5, 4, device=device).requires_grad_()
-    grads = [torch.autograd.grad(edge_cosine(p, a)[0].square().sum(), a)[0]
-             for p in (pattern, identical)]
+    grads = [
+        torch.autograd.grad(edge_cosine(p, a)[0].square().sum(), a)[0]
+        for p in (pattern, identical)
+    ]
     torch.testing.assert_close(grads[0], grads[1])
-    assert gradcheck(lambda a: edge_cosine(identical, a)[0], (a, ))
+    assert gradcheck(lambda a: edge_cosine(identical, a)[0], (a,))
 
 
 def test_spmm(device):
@@ -225,8 +253,10 @@ def test_spmm(device):
 
     # A strided (expanded) operand gives the same result:
     ones = torch.ones(1, 1, dtype=torch.float64, device=device).expand(5, 3)
-    assert torch.allclose(spmm(pattern, values, ones),
-                          dense_of(pattern, values) @ ones.contiguous())
+    assert torch.allclose(
+        spmm(pattern, values, ones),
+        dense_of(pattern, values) @ ones.contiguous(),
+    )
 
 
 def test_sddmm(device):
@@ -237,7 +267,7 @@ def test_sddmm(device):
     b = randn(5, 4, device=device, generator=generator).requires_grad_()
 
     out = sddmm(pattern, a, b)
-    assert out.size() == (14, )
+    assert out.size() == (14,)
     expected = (a @ b.t())[pattern.row.long(), pattern.col.long()]
     assert torch.allclose(out, expected, atol=1e-12)
 
@@ -252,8 +282,9 @@ def test_empty_pattern(device):
     assert torch.equal(spmm(pattern, x.new_zeros(0), x), x.new_zeros(3, 2))
     assert sddmm(pattern, x, x).numel() == 0
     assert edge_cosine(pattern, x)[0].numel() == 0
-    out, alpha, alpha_loop = softmax_spmm(pattern, x.new_zeros(0), x,
-                                          x.new_zeros(3))
+    out, alpha, alpha_loop = softmax_spmm(
+        pattern, x.new_zeros(0), x, x.new_zeros(3)
+    )
     assert torch.allclose(out, x) and torch.equal(alpha_loop, x.new_ones(3))
     out.sum().backward()
     assert torch.equal(x.grad, x.new_ones(3, 2))
@@ -261,8 +292,7 @@ def test_empty_pattern(device):
 
 @pytest.mark.parametrize('symmetric', [False, True])
 def test_edge_cosine(symmetric, device):
-    row, col = make_entries(7, 7, nnz=20, symmetric=symmetric,
-                            device=device)
+    row, col = make_entries(7, 7, nnz=20, symmetric=symmetric, device=device)
     pattern, _ = sparse_pattern(row, col, (7, 7))
     x = randn(7, 4, device=device).requires_grad_()
 
@@ -273,12 +303,12 @@ def test_edge_cosine(symmetric, device):
     assert torch.equal(self_cos, x.new_ones(7))
 
     grad = torch.randn_like(out)
-    grad_x, = torch.autograd.grad(out, x, grad)
-    expected_grad, = torch.autograd.grad(expected, x, grad)
+    (grad_x,) = torch.autograd.grad(out, x, grad)
+    (expected_grad,) = torch.autograd.grad(expected, x, grad)
     assert torch.allclose(grad_x, expected_grad, atol=1e-12)
 
-    assert gradcheck(lambda x: edge_cosine(pattern, x)[0], (x, ))
-    assert gradgradcheck(lambda x: edge_cosine(pattern, x)[0], (x, ))
+    assert gradcheck(lambda x: edge_cosine(pattern, x)[0], (x,))
+    assert gradgradcheck(lambda x: edge_cosine(pattern, x)[0], (x,))
 
 
 def test_edge_cosine_bipartite(device):
@@ -289,21 +319,25 @@ def test_edge_cosine_bipartite(device):
     b = randn(5, 4, device=device, generator=generator).requires_grad_()
     out, _ = edge_cosine(pattern, a, b)
     expected = (F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t())[
-        pattern.row.long(), pattern.col.long()]
+        pattern.row.long(), pattern.col.long()
+    ]
     assert torch.allclose(out, expected, atol=1e-12)
     assert gradcheck(lambda a, b: edge_cosine(pattern, a, b)[0], (a, b))
     assert gradgradcheck(lambda a, b: edge_cosine(pattern, a, b)[0], (a, b))
     # Only a needs a gradient:
-    grad_a, = torch.autograd.grad(edge_cosine(pattern, a, b.detach())[0],
-                                  a, a.new_ones(14))
-    expected_a, = torch.autograd.grad(expected, a, a.new_ones(14))
+    (grad_a,) = torch.autograd.grad(
+        edge_cosine(pattern, a, b.detach())[0], a, a.new_ones(14)
+    )
+    (expected_a,) = torch.autograd.grad(expected, a, a.new_ones(14))
     assert torch.allclose(grad_a, expected_a, atol=1e-12)
 
 
 def test_edge_cosine_zero_row(device):
-    pattern, _ = sparse_pattern(torch.tensor([0, 0, 1], device=device),
-                                torch.tensor([0, 1, 1], device=device),
-                                (2, 2))
+    pattern, _ = sparse_pattern(
+        torch.tensor([0, 0, 1], device=device),
+        torch.tensor([0, 1, 1], device=device),
+        (2, 2),
+    )
     x = torch.tensor([[0.0, 0.0], [1.0, 2.0]], device=device)
     cos, self_cos = edge_cosine(pattern, x)
     assert cos.tolist() == pytest.approx([0.0, 0.0, 1.0])
@@ -318,14 +352,15 @@ def softmax_reference(pattern, logits, x, loop_logits=None):
         entries = (pattern.row == i).nonzero().view(-1)
         row_logits = logits[entries]
         if loop_logits is not None:
-            row_logits = torch.cat([row_logits, loop_logits[i:i + 1]])
+            row_logits = torch.cat([row_logits, loop_logits[i : i + 1]])
         alpha.append(torch.softmax(row_logits, dim=0))
     out, edge_alpha, loop_alpha = [], [], []
     for i, a in enumerate(alpha):
         entries = (pattern.row == i).nonzero().view(-1)
         k = entries.numel()
         row_out = (a[:k].unsqueeze(-1) * x[pattern.col[entries].long()]).sum(
-            dim=0)
+            dim=0
+        )
         if loop_logits is not None:
             row_out = row_out + a[k] * x[i]
             loop_alpha.append(a[k])
@@ -333,7 +368,7 @@ def softmax_reference(pattern, logits, x, loop_logits=None):
         edge_alpha.append((entries, a[:k]))
     full_alpha = logits.new_zeros(logits.numel())
     for entries, a in edge_alpha:
-        full_alpha = full_alpha.index_put((entries, ), a)
+        full_alpha = full_alpha.index_put((entries,), a)
     loops = torch.stack(loop_alpha) if loop_alpha else None
     return torch.stack(out), full_alpha, loops
 
@@ -345,9 +380,11 @@ def test_softmax_spmm(loops, device):
     generator = torch.Generator().manual_seed(0)
     logits = randn(12, device=device, generator=generator).requires_grad_()
     x = randn(5, 3, device=device, generator=generator).requires_grad_()
-    loop_logits = randn(5, device=device,
-                        generator=generator).requires_grad_() \
-        if loops else None
+    loop_logits = (
+        randn(5, device=device, generator=generator).requires_grad_()
+        if loops
+        else None
+    )
 
     out, alpha, alpha_loop = softmax_spmm(pattern, logits, x, loop_logits)
     expected = softmax_reference(pattern, logits, x, loop_logits)
@@ -360,7 +397,7 @@ def test_softmax_spmm(loops, device):
 
     # Gradients through the output, the attention, or both; and second
     # derivatives.
-    inputs = (logits, x) + ((loop_logits, ) if loops else ())
+    inputs = (logits, x) + ((loop_logits,) if loops else ())
 
     def function(*inputs):
         return softmax_spmm(pattern, *inputs[:2], *inputs[2:])
@@ -376,7 +413,7 @@ def test_softmax_spmm_masked_self_loops_and_high_logits(device):
     generator = torch.Generator().manual_seed(0)
     logits = 1000.0 * randn(12, device=device, generator=generator)
     x = randn(5, 3, device=device, generator=generator)
-    loop_logits = x.new_full((5, ), float('-inf'))
+    loop_logits = x.new_full((5,), float('-inf'))
     loop_logits[pattern.row.unique().long()[0]] = 0.0
     out, alpha, alpha_loop = softmax_spmm(pattern, logits, x, loop_logits)
     expected = softmax_reference(pattern, logits, x, loop_logits)
@@ -395,38 +432,89 @@ def test_kernels_as_custom_operators(dtype, device):
     generator = torch.Generator().manual_seed(0)
     x = randn(5, 3, device=device, generator=generator, dtype=dtype)
     logits = randn(24, device=device, generator=generator, dtype=dtype)
-    zeros, grad_out = x.new_zeros(5), randn(5, 3, device=device,
-                                            generator=generator, dtype=dtype)
+    zeros, grad_out = (
+        x.new_zeros(5),
+        randn(5, 3, device=device, generator=generator, dtype=dtype),
+    )
     ops = torch.ops.apnet_pyg
-    backward_args = (pattern.rowptr, pattern.row, pattern.col,
-                     pattern.rowptr_t, pattern.col_t, pattern.perm_t, False)
-    cos, h, inv_norm, _, _ = ops.edge_cosine(pattern.rowptr, pattern.col, x,
-                                             None)
-    out, alpha, alpha_loop = ops.softmax_spmm(pattern.rowptr, pattern.row,
-                                              pattern.col, logits, x, zeros)
+    backward_args = (
+        pattern.rowptr,
+        pattern.row,
+        pattern.col,
+        pattern.rowptr_t,
+        pattern.col_t,
+        pattern.perm_t,
+        False,
+    )
+    cos, h, inv_norm, _, _ = ops.edge_cosine(
+        pattern.rowptr, pattern.col, x, None
+    )
+    out, alpha, alpha_loop = ops.softmax_spmm(
+        pattern.rowptr, pattern.row, pattern.col, logits, x, zeros
+    )
     assert cos.dtype == h.dtype == out.dtype == alpha.dtype == torch.float32
     for op, args in [
-        (ops.edge_cosine_backward, (*backward_args, logits, cos, h, inv_norm,
-                                    None, None, False)),
-        (ops.edge_cosine_backward, (*backward_args, logits, cos, h, inv_norm,
-                                    h, inv_norm, True)),
-        (ops.softmax_spmm_backward, (*backward_args, x, out, alpha,
-                                     alpha_loop, grad_out, None, None,
-                                     True)),
-        (ops.softmax_spmm_backward, (*backward_args, x, out, alpha, None,
-                                     grad_out, logits, None, False)),
+        (
+            ops.edge_cosine_backward,
+            (*backward_args, logits, cos, h, inv_norm, None, None, False),
+        ),
+        (
+            ops.edge_cosine_backward,
+            (*backward_args, logits, cos, h, inv_norm, h, inv_norm, True),
+        ),
+        (
+            ops.softmax_spmm_backward,
+            (
+                *backward_args,
+                x,
+                out,
+                alpha,
+                alpha_loop,
+                grad_out,
+                None,
+                None,
+                True,
+            ),
+        ),
+        (
+            ops.softmax_spmm_backward,
+            (
+                *backward_args,
+                x,
+                out,
+                alpha,
+                None,
+                grad_out,
+                logits,
+                None,
+                False,
+            ),
+        ),
         (ops.edge_index_arrays, (torch.stack([row, col]), 5, 5, 1)),
         (ops.spmm, (pattern.rowptr, pattern.col, logits, x)),
         (ops.sddmm, (pattern.rowptr, pattern.col, x, x)),
         (ops.edge_cosine, (pattern.rowptr, pattern.col, x, None)),
         (ops.edge_cosine, (pattern.rowptr, pattern.col, x, x + 1)),
-        (ops.softmax_spmm, (pattern.rowptr, pattern.row, pattern.col, logits,
-                            x, zeros)),
-        (ops.softmax_spmm, (pattern.rowptr, pattern.row, pattern.col, logits,
-                            x, None)),
+        (
+            ops.softmax_spmm,
+            (pattern.rowptr, pattern.row, pattern.col, logits, x, zeros),
+        ),
+        (
+            ops.softmax_spmm,
+            (pattern.rowptr, pattern.row, pattern.col, logits, x, None),
+        ),
         # Float32 logits with x in another dtype (APNetConv's half path):
-        (ops.softmax_spmm, (pattern.rowptr, pattern.row, pattern.col,
-                            logits.float(), x, zeros.float())),
+        (
+            ops.softmax_spmm,
+            (
+                pattern.rowptr,
+                pattern.row,
+                pattern.col,
+                logits.float(),
+                x,
+                zeros.float(),
+            ),
+        ),
     ]:
         torch.library.opcheck(op, args)
 
@@ -446,8 +534,11 @@ def test_more_entries_than_cells(device):
         torch.testing.assert_close(sddmm(pattern, a, b), expected)
         cos, _ = edge_cosine(pattern, a, b)
         torch.testing.assert_close(
-            cos, (F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t())[
-                pattern.row.long(), pattern.col.long()])
+            cos,
+            (F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t())[
+                pattern.row.long(), pattern.col.long()
+            ],
+        )
         logits = randn(20, device=device, generator=generator)
         _, alpha, _ = softmax_spmm(pattern, logits, b)
         torch.autograd.grad(alpha.square().sum() + cos.sum(), [a, b])
@@ -455,12 +546,14 @@ def test_more_entries_than_cells(device):
         assert torch.equal(tensor, saved_tensor)
     assert gradcheck(lambda a, b: sddmm(pattern, a, b), (a, b))
     values = randn(20, device=device, generator=generator).requires_grad_()
-    torch.testing.assert_close(spmm(pattern, values, b),
-                               dense_of(pattern, values) @ b)
+    torch.testing.assert_close(
+        spmm(pattern, values, b), dense_of(pattern, values) @ b
+    )
     assert gradcheck(lambda v, b: spmm(pattern, v, b), (values, b))
-    assert gradcheck(lambda v, a: spmm(pattern.t(), v, a),
-                     (pattern.transpose_values(values).detach()
-                      .requires_grad_(), a))
+    assert gradcheck(
+        lambda v, a: spmm(pattern.t(), v, a),
+        (pattern.transpose_values(values).detach().requires_grad_(), a),
+    )
 
 
 def test_sparse_pattern_int32_indices_of_a_large_graph(device):
@@ -472,8 +565,15 @@ def test_sparse_pattern_int32_indices_of_a_large_graph(device):
     expected, expected_perm = sparse_pattern(row, col, (n, n))
     pattern, perm = sparse_pattern(row.int(), col.int(), (n, n))
     assert torch.equal(perm, expected_perm)
-    for name in ('rowptr', 'row', 'col', 'rowptr_t', 'row_t', 'col_t',
-                 'perm_t'):
+    for name in (
+        'rowptr',
+        'row',
+        'col',
+        'rowptr_t',
+        'row_t',
+        'col_t',
+        'perm_t',
+    ):
         assert torch.equal(getattr(pattern, name), getattr(expected, name))
 
 
@@ -488,11 +588,12 @@ def special_entries(num_rows, num_cols, nnz, seed=0, device='cpu'):
     r"""Random entries, then a copy of the first entry and a self-loop on
     row 1; the last row and the last column have no entry."""
     generator = torch.Generator().manual_seed(seed)
-    row = torch.randint(0, num_rows - 1, (nnz, ), generator=generator)
-    col = torch.randint(0, num_cols - 1, (nnz, ), generator=generator)
+    row = torch.randint(0, num_rows - 1, (nnz,), generator=generator)
+    col = torch.randint(0, num_cols - 1, (nnz,), generator=generator)
     one = torch.ones(1, dtype=torch.long)
-    return torch.cat([row, row[:1], one]).to(device), \
-        torch.cat([col, col[:1], one]).to(device)
+    return torch.cat([row, row[:1], one]).to(device), torch.cat(
+        [col, col[:1], one]
+    ).to(device)
 
 
 def incidence(index, size):
@@ -500,25 +601,36 @@ def incidence(index, size):
 
 
 def randn64(*size, generator, device='cpu'):
-    return randn(*size, generator=generator,
-                 device=device).requires_grad_()
+    return randn(*size, generator=generator, device=device).requires_grad_()
 
 
-def assert_same_gradients(outputs, expected_outputs, inputs, generator,
-                          create_graph=False):
+def assert_same_gradients(
+    outputs, expected_outputs, inputs, generator, create_graph=False
+):
     r"""Forward equality, then equality of the gradients of both sides with
     respect to every input, for the same random output gradients."""
     grads_out = []
     for out, expected in zip(outputs, expected_outputs):
         torch.testing.assert_close(out, expected)
-        grads_out.append(randn(out.shape, generator=generator,
-                               dtype=out.dtype, device=out.device))
+        grads_out.append(
+            randn(
+                out.shape,
+                generator=generator,
+                dtype=out.dtype,
+                device=out.device,
+            )
+        )
     # (An input that an output does not depend on has a zero gradient.)
-    grads = torch.autograd.grad(outputs, inputs, grads_out,
-                                create_graph=create_graph,
-                                materialize_grads=True)
-    expected_grads = torch.autograd.grad(expected_outputs, inputs, grads_out,
-                                         materialize_grads=True)
+    grads = torch.autograd.grad(
+        outputs,
+        inputs,
+        grads_out,
+        create_graph=create_graph,
+        materialize_grads=True,
+    )
+    expected_grads = torch.autograd.grad(
+        expected_outputs, inputs, grads_out, materialize_grads=True
+    )
     for grad, expected_grad in zip(grads, expected_grads):
         torch.testing.assert_close(grad, expected_grad)
 
@@ -528,11 +640,11 @@ def test_spmm_equals_dense_reference(transposed, device):
     row, col = special_entries(6, 5, nnz=10, device=device)
     pattern, perm = sparse_pattern(row, col, (6, 5))
     generator = torch.Generator().manual_seed(1)
-    values = randn64(row.numel(), generator=generator,
-                     device=device)  # input order
+    values = randn64(
+        row.numel(), generator=generator, device=device
+    )  # input order
     # A = R^T diag(v) C, with a repeated entry adding up:
-    dense = incidence(row, 6).t() @ (values.unsqueeze(-1) *
-                                     incidence(col, 5))
+    dense = incidence(row, 6).t() @ (values.unsqueeze(-1) * incidence(col, 5))
     if transposed:  # The other direction of perm_t.
         x = randn64(6, 3, generator=generator, device=device)
         out = spmm(pattern.t(), pattern.transpose_values(values[perm]), x)
@@ -555,13 +667,15 @@ def test_sddmm_equals_dense_reference(transposed, device):
         out = sddmm(pattern.t(), a, b)
         # v_k = <a_{col_k}, b_{row_k}>, reordered for the transpose:
         expected = pattern.transpose_values(
-            ((incidence(col, 5) @ a) * (incidence(row, 6) @ b)).sum(-1)[perm])
+            ((incidence(col, 5) @ a) * (incidence(row, 6) @ b)).sum(-1)[perm]
+        )
     else:
         a = randn64(6, 4, generator=generator, device=device)
         b = randn64(5, 4, generator=generator, device=device)
         out = sddmm(pattern, a, b)
-        expected = ((incidence(row, 6) @ a) *
-                    (incidence(col, 5) @ b)).sum(-1)[perm]
+        expected = ((incidence(row, 6) @ a) * (incidence(col, 5) @ b)).sum(-1)[
+            perm
+        ]
     assert_same_gradients([out], [expected], [a, b], generator)
 
 
@@ -579,25 +693,33 @@ def softmax_spmm_dense_reference(row, col, size, logits, x, loop_logits):
     alpha = exp / (rows @ denominator)
     out = rows.t() @ (alpha.unsqueeze(-1) * (cols @ x))
     if loop_logits is not None:
-        out = out + alpha_loop.unsqueeze(-1) * x[:size[0]]
+        out = out + alpha_loop.unsqueeze(-1) * x[: size[0]]
     return out, alpha, alpha_loop
 
 
-@pytest.mark.parametrize('through,create_graph', [
-    ('out', False), ('alpha', False), ('both', False), ('out', True),
-    # The attention alone does not use x: its gradient is zero.
-    ('alpha', True),
-    ('both', True)
-])
+@pytest.mark.parametrize(
+    'through,create_graph',
+    [
+        ('out', False),
+        ('alpha', False),
+        ('both', False),
+        ('out', True),
+        # The attention alone does not use x: its gradient is zero.
+        ('alpha', True),
+        ('both', True),
+    ],
+)
 @pytest.mark.parametrize('loops', [False, True])
-def test_softmax_spmm_equals_dense_reference(loops, through, create_graph,
-                                             device):
+def test_softmax_spmm_equals_dense_reference(
+    loops, through, create_graph, device
+):
     # create_graph=True runs the backward of second derivatives.
     row, col = special_entries(5, 6, nnz=10, device=device)
     pattern, perm = sparse_pattern(row, col, (5, 6))
     generator = torch.Generator().manual_seed(1)
-    logits = randn64(row.numel(), generator=generator,
-                     device=device)  # input order
+    logits = randn64(
+        row.numel(), generator=generator, device=device
+    )  # input order
     x = randn64(6, 3, generator=generator, device=device)
     inputs = [logits, x]
     loop_logits = None
@@ -607,25 +729,32 @@ def test_softmax_spmm_equals_dense_reference(loops, through, create_graph,
         loop_logits.requires_grad_()
         inputs.append(loop_logits)
 
-    out, alpha, alpha_loop = softmax_spmm(pattern, logits[perm], x,
-                                          loop_logits)
-    expected = softmax_spmm_dense_reference(row, col, (5, 6), logits, x,
-                                            loop_logits)
+    out, alpha, alpha_loop = softmax_spmm(
+        pattern, logits[perm], x, loop_logits
+    )
+    expected = softmax_spmm_dense_reference(
+        row, col, (5, 6), logits, x, loop_logits
+    )
     # The last row has no entry: zero, or x_4 through its self-loop alone.
     torch.testing.assert_close(out[4], x[4] if loops else x.new_zeros(3))
     outputs = [out, alpha, alpha_loop]
     expected = [expected[0], expected[1][perm], expected[2]]
     picked = {'out': [0], 'alpha': [1, 2], 'both': [0, 1, 2]}[through]
     picked = [i for i in picked if outputs[i] is not None]
-    assert_same_gradients([outputs[i] for i in picked],
-                          [expected[i] for i in picked], inputs, generator,
-                          create_graph)
+    assert_same_gradients(
+        [outputs[i] for i in picked],
+        [expected[i] for i in picked],
+        inputs,
+        generator,
+        create_graph,
+    )
 
 
 @pytest.mark.parametrize('create_graph', [False, True])
 @pytest.mark.parametrize('wrt', ['a and b', 'b'])
-def test_edge_cosine_bipartite_equals_dense_reference(wrt, create_graph,
-                                                      device):
+def test_edge_cosine_bipartite_equals_dense_reference(
+    wrt, create_graph, device
+):
     row, col = special_entries(6, 5, nnz=10, device=device)
     pattern, perm = sparse_pattern(row, col, (6, 5))
     generator = torch.Generator().manual_seed(1)
@@ -641,8 +770,10 @@ def test_edge_cosine_bipartite_equals_dense_reference(wrt, create_graph,
         return t / t.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
     out, _ = edge_cosine(pattern, a, b)
-    expected = ((incidence(row, 6) @ normalized(a)) *
-                (incidence(col, 5) @ normalized(b))).sum(-1)[perm]
+    expected = (
+        (incidence(row, 6) @ normalized(a))
+        * (incidence(col, 5) @ normalized(b))
+    ).sum(-1)[perm]
     assert bool((out[pattern.col.long() == col[0]] == 0).all())
     assert_same_gradients([out], [expected], inputs, generator, create_graph)
 
@@ -664,8 +795,12 @@ def assert_rounded_from(actual, expected, dtype):
     assert actual.dtype == dtype
     finfo, eps32 = torch.finfo(dtype), torch.finfo(torch.float32).eps
     atol = 16 * eps32 * expected.abs().max().item() + finfo.tiny
-    torch.testing.assert_close(actual.double(), expected.to(dtype).double(),
-                               rtol=max(finfo.eps, 32 * eps32), atol=atol)
+    torch.testing.assert_close(
+        actual.double(),
+        expected.to(dtype).double(),
+        rtol=max(finfo.eps, 32 * eps32),
+        atol=atol,
+    )
 
 
 def half_problem(dtype, device, num_rows=12, num_cols=150, nnz=1200):
@@ -683,8 +818,9 @@ def half_problem(dtype, device, num_rows=12, num_cols=150, nnz=1200):
 
 
 def gradients(outputs, inputs, grads_out):
-    return torch.autograd.grad(outputs, inputs, grads_out,
-                               materialize_grads=True)
+    return torch.autograd.grad(
+        outputs, inputs, grads_out, materialize_grads=True
+    )
 
 
 @pytest.mark.parametrize('dtype', LOW_PRECISION)
@@ -695,25 +831,26 @@ def test_spmm_and_sddmm_in_half_precision(dtype, device):
 
     out = spmm(pattern, values, x)
     assert_rounded_from(out, spmm(pattern, values64, x64), dtype)
-    for actual, expected in zip(gradients(out, [values, x], grad),
-                                gradients(spmm(pattern, values64, x64),
-                                          [values64, x64], grad64)):
+    for actual, expected in zip(
+        gradients(out, [values, x], grad),
+        gradients(spmm(pattern, values64, x64), [values64, x64], grad64),
+    ):
         assert_rounded_from(actual, expected, dtype)
 
     out = sddmm(pattern, a, x)
     grad_values, grad_values64 = operand(pattern.nnz)
     assert_rounded_from(out, sddmm(pattern, a64, x64), dtype)
-    for actual, expected in zip(gradients(out, [a, x], grad_values),
-                                gradients(sddmm(pattern, a64, x64),
-                                          [a64, x64], grad_values64)):
+    for actual, expected in zip(
+        gradients(out, [a, x], grad_values),
+        gradients(sddmm(pattern, a64, x64), [a64, x64], grad_values64),
+    ):
         assert_rounded_from(actual, expected, dtype)
 
 
 @pytest.mark.parametrize('dtype', LOW_PRECISION)
 @pytest.mark.parametrize('bipartite', [False, True])
 def test_edge_cosine_in_half_precision(bipartite, dtype, device):
-    pattern, operand = half_problem(dtype, device, num_rows=40,
-                                    num_cols=40)
+    pattern, operand = half_problem(dtype, device, num_rows=40, num_cols=40)
     (a, a64), (b, b64) = operand(40, 64), operand(40, 64)
     inputs, inputs64 = ([a, b], [a64, b64]) if bipartite else ([a], [a64])
     cos, self_cos = edge_cosine(pattern, *inputs)
@@ -721,8 +858,10 @@ def test_edge_cosine_in_half_precision(bipartite, dtype, device):
     assert_rounded_from(cos, cos64, dtype)
     assert self_cos.dtype == dtype and bool((self_cos == 1).all())
     grad_cos, grad_cos64 = operand(pattern.nnz)
-    for actual, expected in zip(gradients(cos, inputs, grad_cos),
-                                gradients(cos64, inputs64, grad_cos64)):
+    for actual, expected in zip(
+        gradients(cos, inputs, grad_cos),
+        gradients(cos64, inputs64, grad_cos64),
+    ):
         assert_rounded_from(actual, expected, dtype)
 
 
@@ -742,16 +881,19 @@ def test_softmax_spmm_in_half_precision(logits_dtype, dtype, device):
     inputs64 = [logits64, x64, loop_logits64]
     # (A temperature of 4: exact in every dtype.)
     outputs = softmax_spmm(pattern, 4.0 * logits, x, 4.0 * loop_logits)
-    outputs64 = softmax_spmm(pattern, 4.0 * logits64, x64,
-                             4.0 * loop_logits64)
-    for actual, expected, source in zip(outputs, outputs64,
-                                        [x, logits, logits]):
+    outputs64 = softmax_spmm(pattern, 4.0 * logits64, x64, 4.0 * loop_logits64)
+    for actual, expected, source in zip(
+        outputs, outputs64, [x, logits, logits]
+    ):
         assert_rounded_from(actual, expected, source.dtype)
     # Through the aggregation and the attention at once:
-    (grad_out, grad_out64), (grad_alpha, grad_alpha64) = \
-        operand(12, 64), operand(pattern.nnz)
-    grads = gradients(outputs[:2], inputs,
-                      [grad_out, grad_alpha.to(logits.dtype)])
+    (grad_out, grad_out64), (grad_alpha, grad_alpha64) = (
+        operand(12, 64),
+        operand(pattern.nnz),
+    )
+    grads = gradients(
+        outputs[:2], inputs, [grad_out, grad_alpha.to(logits.dtype)]
+    )
     grads64 = gradients(outputs64[:2], inputs64, [grad_out64, grad_alpha64])
     for actual, expected, source in zip(grads, grads64, inputs):
         assert_rounded_from(actual, expected, source.dtype)
@@ -772,12 +914,14 @@ def test_kernels_ignore_autocast(device):
         out, alpha, _ = softmax_spmm(pattern, logits + cos, x, loop_logits)
         out = out + spmm(pattern, alpha, x)
         value = out, sddmm(pattern, out, x)
-        return value + gradients(value, [a, x, logits, loop_logits],
-                                 [grad_out, torch.ones_like(value[1])])
+        return value + gradients(
+            value,
+            [a, x, logits, loop_logits],
+            [grad_out, torch.ones_like(value[1])],
+        )
 
     expected = run()
-    autocast_dtype = torch.bfloat16 if device.type == 'cpu' else \
-        torch.float16
+    autocast_dtype = torch.bfloat16 if device.type == 'cpu' else torch.float16
     with torch.autocast(device.type, dtype=autocast_dtype):
         results = run()
     # On CUDA the float32 results differ in their last bits from run to run
@@ -786,8 +930,9 @@ def test_kernels_ignore_autocast(device):
     tolerance = 1e-6 if device.type == 'cpu' else 2e-5
     for result, expected_result in zip(results, expected):
         assert result.dtype == torch.float32
-        torch.testing.assert_close(result, expected_result, rtol=tolerance,
-                                   atol=tolerance)
+        torch.testing.assert_close(
+            result, expected_result, rtol=tolerance, atol=tolerance
+        )
 
 
 def test_softmax_spmm_dtypes_of_its_operands():
@@ -798,10 +943,19 @@ def test_softmax_spmm_dtypes_of_its_operands():
     logits, x = torch.randn(12), torch.randn(5, 3).half()
     out, alpha, alpha_loop = softmax_spmm(pattern, logits, x, torch.zeros(5))
     assert (out.dtype, alpha.dtype, alpha_loop.dtype) == (
-        torch.float16, torch.float32, torch.float32)
-    with pytest.raises(ValueError, match=r"'loop_logits' has dtype "
-                       r"torch.float16 but 'logits' torch.float32: convert"):
+        torch.float16,
+        torch.float32,
+        torch.float32,
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"'loop_logits' has dtype "
+        r"torch.float16 but 'logits' torch.float32: convert",
+    ):
         softmax_spmm(pattern, logits, x, torch.zeros(5).half())
-    with pytest.raises(ValueError, match=r"'values' has dtype torch.float32 "
-                       r"but 'x' torch.float16: convert"):
+    with pytest.raises(
+        ValueError,
+        match=r"'values' has dtype torch.float32 "
+        r"but 'x' torch.float16: convert",
+    ):
         spmm(pattern, logits, x)

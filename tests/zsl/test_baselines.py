@@ -5,14 +5,29 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.data.splits import seen_validation_split
-from apnet_pyg.zsl.baselines import (BASELINES, eszsl_metrics,
-                                     hyper_parameters, sae_metrics)
-from apnet_pyg.zsl.eszsl import (eszsl_scores, fit_eszsl,
-                                 fit_eszsl_validated, predict_eszsl)
-from apnet_pyg.zsl.metrics import (CALIBRATED_METRICS, harmonic_mean,
-                                   per_class_accuracy)
-from apnet_pyg.zsl.sae import (fit_sae, fit_sae_validated, predict_sae,
-                               sae_scores)
+from apnet_pyg.zsl.baselines import (
+    BASELINES,
+    eszsl_metrics,
+    hyper_parameters,
+    sae_metrics,
+)
+from apnet_pyg.zsl.eszsl import (
+    eszsl_scores,
+    fit_eszsl,
+    fit_eszsl_validated,
+    predict_eszsl,
+)
+from apnet_pyg.zsl.metrics import (
+    CALIBRATED_METRICS,
+    harmonic_mean,
+    per_class_accuracy,
+)
+from apnet_pyg.zsl.sae import (
+    fit_sae,
+    fit_sae_validated,
+    predict_sae,
+    sae_scores,
+)
 
 
 @pytest.fixture(scope='module')
@@ -21,10 +36,17 @@ def tiny(tiny_root):
 
 
 def split(data):
-    return (data.features, data.labels, data.attributes, data.train_classes,
-            data.images_of(data.train_classes), data.val_classes,
-            data.images_of(data.val_classes), data.seen_classes,
-            data.trainval_loc)
+    return (
+        data.features,
+        data.labels,
+        data.attributes,
+        data.train_classes,
+        data.images_of(data.train_classes),
+        data.val_classes,
+        data.images_of(data.val_classes),
+        data.seen_classes,
+        data.trainval_loc,
+    )
 
 
 def protocol(data, predict):
@@ -34,14 +56,20 @@ def protocol(data, predict):
     everything = torch.arange(data.num_classes)
 
     def accuracy(images, candidates, classes):
-        return 100 * per_class_accuracy(predict(images, candidates),
-                                        data.labels[images], classes)
+        return 100 * per_class_accuracy(
+            predict(images, candidates), data.labels[images], classes
+        )
 
     u = accuracy(unseen_images, everything, data.unseen_classes)
     s = accuracy(seen_images, everything, data.seen_classes)
-    return dict(zsl_acc=accuracy(unseen_images, data.unseen_classes,
-                                 data.unseen_classes),
-                gzsl_unseen=u, gzsl_seen=s, gzsl_h=harmonic_mean(s, u))
+    return dict(
+        zsl_acc=accuracy(
+            unseen_images, data.unseen_classes, data.unseen_classes
+        ),
+        gzsl_unseen=u,
+        gzsl_seen=s,
+        gzsl_h=harmonic_mean(s, u),
+    )
 
 
 def test_eszsl_metrics(tiny):
@@ -49,8 +77,12 @@ def test_eszsl_metrics(tiny):
     v, gamma, lam, accuracy = fit_eszsl_validated(*split(tiny))
     assert (metrics['gamma'], metrics['lam']) == (gamma, lam)
     assert metrics['val_zsl_acc'] == accuracy
-    expected = protocol(tiny, lambda images, classes: predict_eszsl(
-        v, tiny.features[images], tiny.attributes, classes))
+    expected = protocol(
+        tiny,
+        lambda images, classes: predict_eszsl(
+            v, tiny.features[images], tiny.attributes, classes
+        ),
+    )
     for key, value in expected.items():
         assert metrics[key] == pytest.approx(value)
     assert hyper_parameters(metrics) == f'gamma={gamma:g}, lam={lam:g}'
@@ -62,8 +94,12 @@ def test_sae_metrics(tiny):
     assert (metrics['lam'], metrics['space']) == (lam, space)
     assert metrics['val_zsl_acc'] == accuracy
     assert space in ('semantic', 'feature')
-    expected = protocol(tiny, lambda images, classes: predict_sae(
-        w, tiny.features[images], tiny.attributes, classes, space))
+    expected = protocol(
+        tiny,
+        lambda images, classes: predict_sae(
+            w, tiny.features[images], tiny.attributes, classes, space
+        ),
+    )
     for key, value in expected.items():
         assert metrics[key] == pytest.approx(value)
     assert hyper_parameters(metrics) == f'lam={lam:g}, space={space}'
@@ -77,20 +113,23 @@ def test_choice_ignores_the_test_images(tiny, name):
     gen = torch.Generator().manual_seed(0)
     test = torch.cat([tiny.test_seen_loc, tiny.test_unseen_loc])
     features = tiny.features.clone()
-    features[test] = torch.rand(test.numel(), features.size(1),
-                                generator=gen)
+    features[test] = torch.rand(test.numel(), features.size(1), generator=gen)
     labels = tiny.labels.clone()
     unseen = tiny.unseen_classes
-    labels[tiny.test_unseen_loc] = unseen[torch.randint(
-        unseen.numel(), (tiny.test_unseen_loc.numel(), ), generator=gen)]
+    labels[tiny.test_unseen_loc] = unseen[
+        torch.randint(
+            unseen.numel(), (tiny.test_unseen_loc.numel(),), generator=gen
+        )
+    ]
     scrambled = dataclasses.replace(tiny, features=features, labels=labels)
     metrics, other = BASELINES[name](tiny), BASELINES[name](scrambled)
     assert hyper_parameters(other) == hyper_parameters(metrics)
     # Nor the calibration constant: it comes from the validation task.
     assert other['calibration'] == metrics['calibration']
     # (while the test figures it gives do change)
-    assert [other[key] for key in CALIBRATED_METRICS[1:]] != \
-        [metrics[key] for key in CALIBRATED_METRICS[1:]]
+    assert [other[key] for key in CALIBRATED_METRICS[1:]] != [
+        metrics[key] for key in CALIBRATED_METRICS[1:]
+    ]
 
 
 def scorer(data, name, metrics, images):
@@ -99,27 +138,42 @@ def scorer(data, name, metrics, images):
     features, labels = data.features[images], data.labels[images]
     classes = labels.unique()
     if name == 'ESZSL':
-        v = fit_eszsl(features, labels, data.attributes, classes,
-                      metrics['gamma'], metrics['lam'])
+        v = fit_eszsl(
+            features,
+            labels,
+            data.attributes,
+            classes,
+            metrics['gamma'],
+            metrics['lam'],
+        )
         return lambda index, candidates: eszsl_scores(
-            v, data.features[index], data.attributes, candidates)
+            v, data.features[index], data.attributes, candidates
+        )
     w = fit_sae(features, labels, data.attributes, classes, metrics['lam'])
     return lambda index, candidates: sae_scores(
-        w, data.features[index], data.attributes, candidates,
-        metrics['space'])
+        w, data.features[index], data.attributes, candidates, metrics['space']
+    )
 
 
-def stacked(data, scores, seen_images, unseen_images, seen_classes,
-            unseen_classes, constant):
+def stacked(
+    data,
+    scores,
+    seen_images,
+    unseen_images,
+    seen_classes,
+    unseen_classes,
+    constant,
+):
     # Calibrated stacking written out: the constant off every seen class's
     # score, then the argmax over all classes; (S, U, H) in %.
     classes = torch.cat([seen_classes, unseen_classes])
 
     def accuracy(images, own):
         candidate = scores(images, classes).clone()
-        candidate[:, :seen_classes.numel()] -= constant
-        return 100 * per_class_accuracy(classes[candidate.argmax(1)],
-                                        data.labels[images], own)
+        candidate[:, : seen_classes.numel()] -= constant
+        return 100 * per_class_accuracy(
+            classes[candidate.argmax(1)], data.labels[images], own
+        )
 
     s = accuracy(seen_images, seen_classes)
     u = accuracy(unseen_images, unseen_classes)
@@ -132,48 +186,77 @@ def test_calibrated_stacking(tiny, name):
     # The constant is the best one on the validation task, for the
     # baseline fitted on that task's training images ...
     split = seen_validation_split(tiny)
-    validation = (split.seen_val_images, split.unseen_val_images,
-                  split.train_classes, split.val_classes)
+    validation = (
+        split.seen_val_images,
+        split.unseen_val_images,
+        split.train_classes,
+        split.val_classes,
+    )
     scores = scorer(tiny, name, metrics, split.train_images)
     everything = torch.cat(validation[:2])
     classes = torch.cat(validation[2:])
     all_scores = scores(everything, classes)
     seen = split.train_classes.numel()
-    margin = (all_scores[:, :seen].max(1).values -
-              all_scores[:, seen:].max(1).values).sort().values
+    margin = (
+        (
+            all_scores[:, :seen].max(1).values
+            - all_scores[:, seen:].max(1).values
+        )
+        .sort()
+        .values
+    )
     # Every distinct outcome of the constant: below, between and above
     # the images' margins.
-    candidates = torch.cat([margin[:1] - 1, (margin[1:] + margin[:-1]) / 2,
-                            margin[-1:] + 1])
-    best = max(stacked(tiny, scores, *validation, float(c))[2]
-               for c in candidates)
+    candidates = torch.cat(
+        [margin[:1] - 1, (margin[1:] + margin[:-1]) / 2, margin[-1:] + 1]
+    )
+    best = max(
+        stacked(tiny, scores, *validation, float(c))[2] for c in candidates
+    )
     chosen = stacked(tiny, scores, *validation, metrics['calibration'])
     assert chosen[2] == pytest.approx(best)
     # ... and is applied to the baseline fitted on all seen classes.
     scores = scorer(tiny, name, metrics, tiny.trainval_loc)
-    s, u, h = stacked(tiny, scores, tiny.test_seen_loc, tiny.test_unseen_loc,
-                      tiny.seen_classes, tiny.unseen_classes,
-                      metrics['calibration'])
-    assert (metrics['gzsl_cal_seen'], metrics['gzsl_cal_unseen'],
-            metrics['gzsl_cal_h']) == pytest.approx((s, u, h))
+    s, u, h = stacked(
+        tiny,
+        scores,
+        tiny.test_seen_loc,
+        tiny.test_unseen_loc,
+        tiny.seen_classes,
+        tiny.unseen_classes,
+        metrics['calibration'],
+    )
+    assert (
+        metrics['gzsl_cal_seen'],
+        metrics['gzsl_cal_unseen'],
+        metrics['gzsl_cal_h'],
+    ) == pytest.approx((s, u, h))
     assert hyper_parameters(metrics) == ', '.join(
-        f'{key}={metrics[key]:g}' if isinstance(metrics[key], float)
-        else f'{key}={metrics[key]}' for key in (
-            ('gamma', 'lam') if name == 'ESZSL' else ('lam', 'space')))
+        f'{key}={metrics[key]:g}'
+        if isinstance(metrics[key], float)
+        else f'{key}={metrics[key]}'
+        for key in (('gamma', 'lam') if name == 'ESZSL' else ('lam', 'space'))
+    )
 
 
 def test_calibration_task_of_another_dataset(tiny):
     split = seen_validation_split(tiny)
     other = split._replace(train_classes=split.train_classes[1:])
-    with pytest.raises(ValueError, match="'split' must be a validation "
-                       "task of 'TINY'.*its classes"):
+    with pytest.raises(
+        ValueError,
+        match="'split' must be a validation task of 'TINY'.*its classes",
+    ):
         eszsl_metrics(tiny, other)
     # Test images among the validation images would let test data choose
     # the constant.
-    for field, test in (('seen_val_images', tiny.test_seen_loc),
-                        ('unseen_val_images', tiny.test_unseen_loc)):
-        with pytest.raises(ValueError, match="'split' must be a validation "
-                           "task of 'TINY'.*its images"):
+    for field, test in (
+        ('seen_val_images', tiny.test_seen_loc),
+        ('unseen_val_images', tiny.test_unseen_loc),
+    ):
+        with pytest.raises(
+            ValueError,
+            match="'split' must be a validation task of 'TINY'.*its images",
+        ):
             sae_metrics(tiny, split._replace(**{field: test}))
 
 
@@ -181,7 +264,8 @@ def test_bad_input(tiny_root):
     class_side = load_xlsa17(tiny_root, 'TINY', load_features=False)
     with pytest.raises(ValueError, match='load_features=True'):
         eszsl_metrics(class_side)
-    no_split = dataclasses.replace(load_xlsa17(tiny_root, 'TINY'),
-                                   train_classes=None, val_classes=None)
+    no_split = dataclasses.replace(
+        load_xlsa17(tiny_root, 'TINY'), train_classes=None, val_classes=None
+    )
     with pytest.raises(ValueError, match='valclasses1.txt'):
         sae_metrics(no_split)

@@ -21,7 +21,8 @@ def test_wordnet_class_prior_uses_the_packaged_mapping():
     awa2 = wordnet_class_prior('AWA2', classes)
     by_name = wordnet_class_prior('TOY', classes)
     assert awa2[0, 1] > by_name[0, 1] > 0
-    edge_index, edge_weight = wordnet_graph(classes,
-                                            mapping={'seal': 'seal.n.09'})
+    edge_index, edge_weight = wordnet_graph(
+        classes, mapping={'seal': 'seal.n.09'}
+    )
     assert edge_index.tolist() == [[0, 1], [1, 0]]
     assert awa2[0, 1] == awa2[1, 0] == edge_weight[0]

@@ -20,7 +20,10 @@ def test_paper_recipe():
 def test_the_default_is_the_papers_reading():
     # The bounded score, gamma_2 = 30 and the authors' attribute scale.
     assert (PAPER.score, PAPER.logit_scale, PAPER.attributes) == (
-        'sigmoid', 30.0, 'percent')
+        'sigmoid',
+        30.0,
+        'percent',
+    )
     assert PAPER.replace(**VARIANTS['paper']) == PAPER
     authors = PAPER.replace(**VARIANTS['authors'])
     assert (authors.score, authors.logit_scale) == ('linear', 0.01)
@@ -40,16 +43,19 @@ def test_round_trip_and_replace():
     assert TrainConfig.from_dict(config.to_dict()) == config
 
 
-@pytest.mark.parametrize('changes,message', [
-    (dict(graph='knn'), "'graph' must be one of"),
-    (dict(score='tanh'), "'score' must be one of"),
-    (dict(attributes='raw'), "'attributes' must be one of"),
-    (dict(epochs=0), "'epochs' must be positive"),
-    (dict(n_way=1), "'n_way' must be at least 2"),
-    (dict(iterations_per_epoch=0), "'iterations_per_epoch' must be"),
-    (dict(seen_val_fraction=1.0), "'seen_val_fraction' must lie in"),
-    (dict(logit_scale=0.0), "'logit_scale' must be positive"),
-])
+@pytest.mark.parametrize(
+    'changes,message',
+    [
+        (dict(graph='knn'), "'graph' must be one of"),
+        (dict(score='tanh'), "'score' must be one of"),
+        (dict(attributes='raw'), "'attributes' must be one of"),
+        (dict(epochs=0), "'epochs' must be positive"),
+        (dict(n_way=1), "'n_way' must be at least 2"),
+        (dict(iterations_per_epoch=0), "'iterations_per_epoch' must be"),
+        (dict(seen_val_fraction=1.0), "'seen_val_fraction' must lie in"),
+        (dict(logit_scale=0.0), "'logit_scale' must be positive"),
+    ],
+)
 def test_bad_config(changes, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**changes)
@@ -68,6 +74,5 @@ def test_option_parser_reads_each_type_from_text():
     assert option_parser('graph')('wordnet') == 'wordnet'
     with pytest.raises(ValueError):
         option_parser('epochs')('1.5')
-    with pytest.raises(TypeError, match="'report_test_selected' is a "
-                       "switch"):
+    with pytest.raises(TypeError, match="'report_test_selected' is a switch"):
         option_parser('report_test_selected')

@@ -2,8 +2,12 @@ import numpy as np
 import pytest
 import torch
 
-from apnet_pyg.zsl.eszsl import (attribute_map, eszsl_scores, fit_eszsl,
-                                 predict_eszsl)
+from apnet_pyg.zsl.eszsl import (
+    attribute_map,
+    eszsl_scores,
+    fit_eszsl,
+    predict_eszsl,
+)
 from apnet_pyg.zsl.metrics import per_class_accuracy
 
 
@@ -11,8 +15,13 @@ def explicit_eszsl(x, y, s, gamma, lam, signed):
     # The paper's formula with explicit X (d x n), Y (n x z), S (a x z).
     eye = np.eye
     targets = np.where(y, 1.0, -1.0 if signed else 0.0)
-    return np.linalg.inv(x @ x.T + gamma * eye(x.shape[0])) @ x @ targets \
-        @ s.T @ np.linalg.inv(s @ s.T + lam * eye(s.shape[0]))
+    return (
+        np.linalg.inv(x @ x.T + gamma * eye(x.shape[0]))
+        @ x
+        @ targets
+        @ s.T
+        @ np.linalg.inv(s @ s.T + lam * eye(s.shape[0]))
+    )
 
 
 @pytest.mark.parametrize('signed', [True, False])
@@ -22,18 +31,30 @@ def test_closed_form_matches_formula(signed):
     attributes = rng.standard_normal((7, 4))
     classes = np.array([1, 2, 4, 6])
     labels = classes[rng.integers(0, 4, 30)]
-    v = fit_eszsl(torch.from_numpy(features), torch.from_numpy(labels),
-                  torch.from_numpy(attributes), torch.from_numpy(classes),
-                  gamma=0.5, lam=2.0, signed_targets=signed)
+    v = fit_eszsl(
+        torch.from_numpy(features),
+        torch.from_numpy(labels),
+        torch.from_numpy(attributes),
+        torch.from_numpy(classes),
+        gamma=0.5,
+        lam=2.0,
+        signed_targets=signed,
+    )
     y = labels[:, None] == classes[None, :]
-    expected = explicit_eszsl(features.T, y, attributes[classes].T, 0.5, 2.0,
-                              signed)
+    expected = explicit_eszsl(
+        features.T, y, attributes[classes].T, 0.5, 2.0, signed
+    )
     assert v.shape == (6, 4)
     assert np.allclose(v.numpy(), expected)
-    scores = eszsl_scores(v, torch.from_numpy(features),
-                          torch.from_numpy(attributes), torch.tensor([0, 3]))
-    assert np.allclose(scores.numpy(),
-                       features @ expected @ attributes[[0, 3]].T)
+    scores = eszsl_scores(
+        v,
+        torch.from_numpy(features),
+        torch.from_numpy(attributes),
+        torch.tensor([0, 3]),
+    )
+    assert np.allclose(
+        scores.numpy(), features @ expected @ attributes[[0, 3]].T
+    )
 
 
 def test_known_answer_transfers_to_unseen_classes():
@@ -43,17 +64,27 @@ def test_known_answer_transfers_to_unseen_classes():
     # V = A^{-T}, whatever the class sizes, so x^T V s_c = s_y^T s_c: every
     # unseen class (unit attributes) is recognised.
     gen = torch.Generator().manual_seed(0)
-    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=gen,
-                                       dtype=torch.float64))
+    q, _ = torch.linalg.qr(
+        torch.randn(6, 6, generator=gen, dtype=torch.float64)
+    )
     unseen_attributes = torch.nn.functional.normalize(
-        torch.randn(4, 6, generator=gen, dtype=torch.float64), dim=1)
+        torch.randn(4, 6, generator=gen, dtype=torch.float64), dim=1
+    )
     attributes = torch.cat([q, unseen_attributes])  # [10, 6]
-    mixing = torch.randn(6, 6, generator=gen, dtype=torch.float64) + \
-        3 * torch.eye(6, dtype=torch.float64)  # A^T, well conditioned
+    mixing = torch.randn(
+        6, 6, generator=gen, dtype=torch.float64
+    ) + 3 * torch.eye(6, dtype=torch.float64)  # A^T, well conditioned
     seen, unseen = torch.arange(6), torch.arange(6, 10)
     labels = torch.tensor([0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5, 5])
-    v = fit_eszsl(attributes[labels] @ mixing, labels, attributes, seen,
-                  gamma=1e-9, lam=1e-9, signed_targets=False)
+    v = fit_eszsl(
+        attributes[labels] @ mixing,
+        labels,
+        attributes,
+        seen,
+        gamma=1e-9,
+        lam=1e-9,
+        signed_targets=False,
+    )
     assert torch.allclose(v, torch.linalg.inv(mixing), atol=1e-5)
 
     test_labels = unseen.repeat_interleave(5)
@@ -70,11 +101,16 @@ def test_known_answer_transfers_to_unseen_classes():
 def test_bad_input():
     x = torch.randn(4, 3)
     with pytest.raises(ValueError, match='not in'):
-        fit_eszsl(x, torch.tensor([0, 1, 2, 2]), torch.randn(3, 2),
-                  torch.tensor([0, 1]))
+        fit_eszsl(
+            x,
+            torch.tensor([0, 1, 2, 2]),
+            torch.randn(3, 2),
+            torch.tensor([0, 1]),
+        )
     with pytest.raises(ValueError, match=r'\[n, d\]'):
-        fit_eszsl(x, torch.tensor([0, 1]), torch.randn(3, 2),
-                  torch.tensor([0, 1]))
+        fit_eszsl(
+            x, torch.tensor([0, 1]), torch.randn(3, 2), torch.tensor([0, 1])
+        )
 
 
 def noisy_linear_data():
@@ -83,15 +119,18 @@ def noisy_linear_data():
     gen = torch.Generator().manual_seed(3)
     attributes = torch.randn(9, 5, generator=gen, dtype=torch.float64)
     labels = torch.arange(9).repeat_interleave(6)
-    features = attributes[labels] @ torch.randn(5, 7, generator=gen,
-                                                dtype=torch.float64)
-    features += 0.5 * torch.randn(features.shape, generator=gen,
-                                  dtype=torch.float64)
+    features = attributes[labels] @ torch.randn(
+        5, 7, generator=gen, dtype=torch.float64
+    )
+    features += 0.5 * torch.randn(
+        features.shape, generator=gen, dtype=torch.float64
+    )
     return features, labels, attributes
 
 
 def test_validated_fit_equals_brute_force_grid():
     from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+
     features, labels, attributes = noisy_linear_data()
     train, val, seen = torch.arange(4), torch.arange(4, 6), torch.arange(6)
     train_images = torch.nonzero(labels < 4).view(-1)
@@ -99,12 +138,27 @@ def test_validated_fit_equals_brute_force_grid():
     seen_images = torch.nonzero(labels < 6).view(-1)
     grid = [1e-2, 1.0, 1e2]
     v, gamma, lam, accuracy = fit_eszsl_validated(
-        features, labels, attributes, train, train_images, val, val_images,
-        seen, seen_images, grid)
+        features,
+        labels,
+        attributes,
+        train,
+        train_images,
+        val,
+        val_images,
+        seen,
+        seen_images,
+        grid,
+    )
 
     def validation(g, lam_):
-        w = fit_eszsl(features[train_images], labels[train_images],
-                      attributes, train, g, lam_)
+        w = fit_eszsl(
+            features[train_images],
+            labels[train_images],
+            attributes,
+            train,
+            g,
+            lam_,
+        )
         pred = predict_eszsl(w, features[val_images], attributes, val)
         return per_class_accuracy(pred, labels[val_images], val)
 
@@ -112,12 +166,21 @@ def test_validated_fit_equals_brute_force_grid():
     assert validation(gamma, lam) == best
     assert accuracy == 100 * best
     # The first pair in grid order that reaches the best accuracy wins:
-    first = next((g, lam_) for g in grid for lam_ in grid
-                 if validation(g, lam_) == best)
+    first = next(
+        (g, lam_) for g in grid for lam_ in grid if validation(g, lam_) == best
+    )
     assert (gamma, lam) == first
-    assert torch.allclose(v, fit_eszsl(features[seen_images],
-                                       labels[seen_images], attributes, seen,
-                                       gamma, lam))
+    assert torch.allclose(
+        v,
+        fit_eszsl(
+            features[seen_images],
+            labels[seen_images],
+            attributes,
+            seen,
+            gamma,
+            lam,
+        ),
+    )
 
 
 @pytest.mark.parametrize('signed', [True, False])
@@ -134,38 +197,72 @@ def test_score_factorises_through_attribute_map(signed):
     y = (labels[:, None] == seen).double()
     if signed:
         y = 2 * y - 1
-    v = fit_eszsl(x, labels, attributes, seen, gamma, lam,
-                  signed_targets=signed)
+    v = fit_eszsl(
+        x, labels, attributes, seen, gamma, lam, signed_targets=signed
+    )
     ridge = torch.linalg.solve(
-        x.t() @ x + gamma * torch.eye(9, dtype=x.dtype), x.t() @ y)
+        x.t() @ x + gamma * torch.eye(9, dtype=x.dtype), x.t() @ y
+    )
     s = attributes[seen].t()
     alpha = s.t() @ torch.linalg.solve(
-        s @ s.t() + lam * torch.eye(4, dtype=s.dtype), attributes.t())
+        s @ s.t() + lam * torch.eye(4, dtype=s.dtype), attributes.t()
+    )
     everyone = torch.arange(7)
-    torch.testing.assert_close(eszsl_scores(v, test, attributes, everyone),
-                               test @ ridge @ alpha)
     torch.testing.assert_close(
-        attribute_map(attributes, seen, lam) @ attributes.t(), alpha)
+        eszsl_scores(v, test, attributes, everyone), test @ ridge @ alpha
+    )
+    torch.testing.assert_close(
+        attribute_map(attributes, seen, lam) @ attributes.t(), alpha
+    )
 
 
 def test_grid_predictions_are_each_pair_fitted_alone():
     # Every (gamma, lambda) in grid x grid order, each the prediction of
     # ESZSL fitted on the training images with that pair.
     from apnet_pyg.zsl.eszsl import eszsl_grid_predictions
+
     features, labels, attributes = noisy_linear_data()
     train, val = torch.arange(4), torch.arange(4, 9)
     train_images = torch.nonzero(labels < 4).view(-1)
     val_images = torch.nonzero(labels >= 4).view(-1)
     grid = [1e-1, 10.0]
-    pairs = list(eszsl_grid_predictions(features, labels, attributes, train,
-                                        train_images, val, val_images, grid))
-    assert [key for key, _ in pairs] == [(g, lam) for g in grid
-                                         for lam in grid]
+    pairs = list(
+        eszsl_grid_predictions(
+            features,
+            labels,
+            attributes,
+            train,
+            train_images,
+            val,
+            val_images,
+            grid,
+        )
+    )
+    assert [key for key, _ in pairs] == [
+        (g, lam) for g in grid for lam in grid
+    ]
     for (gamma, lam), prediction in pairs:
-        v = fit_eszsl(features[train_images], labels[train_images],
-                      attributes, train, gamma, lam)
-        assert torch.equal(prediction, predict_eszsl(
-            v, features[val_images], attributes, val))
+        v = fit_eszsl(
+            features[train_images],
+            labels[train_images],
+            attributes,
+            train,
+            gamma,
+            lam,
+        )
+        assert torch.equal(
+            prediction, predict_eszsl(v, features[val_images], attributes, val)
+        )
     with pytest.raises(ValueError, match="'grid' is empty"):
-        list(eszsl_grid_predictions(features, labels, attributes, train,
-                                    train_images, val, val_images, []))
+        list(
+            eszsl_grid_predictions(
+                features,
+                labels,
+                attributes,
+                train,
+                train_images,
+                val,
+                val_images,
+                [],
+            )
+        )

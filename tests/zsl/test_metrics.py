@@ -11,7 +11,8 @@ def test_per_class_accuracy_hand_computed():
     target = torch.tensor([0, 0, 0, 0, 1, 1, 2])
     pred = torch.tensor([0, 0, 0, 1, 1, 0, 0])
     assert per_class_accuracy(pred, target) == pytest.approx(
-        (3 / 4 + 1 / 2 + 0) / 3)
+        (3 / 4 + 1 / 2 + 0) / 3
+    )
     # Plain accuracy would be 4/7: large classes do not dominate.
     assert per_class_accuracy(pred, target) != pytest.approx(4 / 7)
 
@@ -20,8 +21,9 @@ def test_per_class_accuracy_restricted_classes():
     target = torch.tensor([0, 0, 0, 0, 1, 1, 2])
     pred = torch.tensor([0, 0, 0, 1, 1, 0, 0])
     # Only classes 1 and 2 count; class 5 has no sample and is left out.
-    assert per_class_accuracy(pred, target, torch.tensor([1, 2, 5])) == \
-        pytest.approx(0.25)
+    assert per_class_accuracy(
+        pred, target, torch.tensor([1, 2, 5])
+    ) == pytest.approx(0.25)
     assert per_class_accuracy(pred, target, torch.tensor([0])) == 0.75
     with pytest.raises(ValueError, match='None of'):
         per_class_accuracy(pred, target, torch.tensor([7]))
@@ -46,6 +48,7 @@ def test_harmonic_mean():
 
 def test_first_best_index_is_the_earliest_of_the_largest():
     from apnet_pyg.zsl.metrics import first_best_index
+
     assert first_best_index([0.2, 0.7, 0.1, 0.7]) == 1
     assert first_best_index([3]) == 0
     with pytest.raises(ValueError, match='empty grid'):

@@ -7,25 +7,36 @@ import torch
 from host_sync import HostSync, no_host_sync
 from torch._dynamo.testing import CompileCounter
 
-from apnet_pyg.data import load_xlsa17
 import apnet_pyg.zsl.step as step_module
 import apnet_pyg.zsl.train as train_module
-from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
+from apnet_pyg.data import load_xlsa17
 from apnet_pyg.environment import describe_environment
+from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.evaluate import class_graph_edges
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.factory import build_model, make_optimizer, make_sampler
+from apnet_pyg.zsl.metrics import ROWS
+from apnet_pyg.zsl.reports import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import load_run, run_dataset
 from apnet_pyg.zsl.step import TrainStep, adam_update
-from apnet_pyg.zsl.metrics import ROWS
-from apnet_pyg.zsl.train import (TrainingDiverged,
-                                 ValidationEpisodeWarning, select_epochs,
-                                 select_on_validation)
+from apnet_pyg.zsl.train import (
+    TrainingDiverged,
+    ValidationEpisodeWarning,
+    select_epochs,
+    select_on_validation,
+)
 
-TINY = TrainConfig(class_channels=32, hidden_channels=32, proj_channels=16,
-                   num_centroids=2, n_way=4, lr=1e-3, epochs=3,
-                   lr_decay_epoch=2, iterations_per_epoch=15,
-                   seen_val_fraction=0.25)
+TINY = TrainConfig(
+    class_channels=32,
+    hidden_channels=32,
+    proj_channels=16,
+    num_centroids=2,
+    n_way=4,
+    lr=1e-3,
+    epochs=3,
+    lr_decay_epoch=2,
+    iterations_per_epoch=15,
+    seen_val_fraction=0.25,
+)
 
 
 @pytest.fixture(scope='module')
@@ -36,8 +47,15 @@ def tiny(tiny_root):
 def test_run_end_to_end(tiny, tmp_path):
     metrics = run(tiny, TINY, tmp_path, progress=False, data_root='x')
     saved = json.loads((tmp_path / 'metrics.json').read_text())
-    for key in ['zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_h',
-                'gzsl_cal_seen', 'gzsl_cal_unseen', 'gzsl_cal_h']:
+    for key in [
+        'zsl_acc',
+        'gzsl_seen',
+        'gzsl_unseen',
+        'gzsl_h',
+        'gzsl_cal_seen',
+        'gzsl_cal_unseen',
+        'gzsl_cal_h',
+    ]:
         assert 0.0 <= saved[key] <= 100.0
         assert saved[key] == metrics[key]
     assert saved['simulated'] is True
@@ -50,8 +68,11 @@ def test_run_end_to_end(tiny, tmp_path):
     assert saved['compiled_step'] is False
     assert saved['resumed'] is False  # wall_seconds covers the whole run.
     # On what: the data's fingerprint, also written when the run started.
-    assert saved['data'] == tiny.fingerprint() == json.loads(
-        (tmp_path / 'data.json').read_text())
+    assert (
+        saved['data']
+        == tiny.fingerprint()
+        == json.loads((tmp_path / 'data.json').read_text())
+    )
 
     # Each row reports the selection's epoch (chosen by the rule that
     # test_select_epochs_* check), and the final phase ran to the latest.
@@ -60,8 +81,7 @@ def test_run_end_to_end(tiny, tmp_path):
     for row, metric in ROWS.items():
         assert saved['epochs'][row] == selection[row]['epoch']
         assert selection[row][metric] >= 0
-    assert saved['calibration'] == selection['gzsl_calibrated'][
-        'calibration']
+    assert saved['calibration'] == selection['gzsl_calibrated']['calibration']
     task = selection['validation_task']
     assert task['seen_val_images'] > 0 and task['unseen_val_images'] > 0
 
@@ -71,50 +91,84 @@ def test_run_end_to_end(tiny, tmp_path):
     assert all(isinstance(n, int) and n >= 0 for n in edges)
     assert saved['class_graph_edges'] == edges[saved['epochs']['gzsl'] - 1]
     fresh = build_model(TINY, tiny, tiny.seen_classes)
-    assert saved['class_graph_edges_initial'] == class_graph_edges(fresh,
-                                                                   tiny)
+    assert saved['class_graph_edges_initial'] == class_graph_edges(fresh, tiny)
 
     # The saved models reproduce the metrics:
     model = load_model(tmp_path, 'zsl')
     assert evaluate(model, tiny)['zsl_acc'] == pytest.approx(
-        metrics['zsl_acc'])
-    calibrated = evaluate(load_model(tmp_path, 'gzsl_calibrated'), tiny,
-                          saved['calibration'])
+        metrics['zsl_acc']
+    )
+    calibrated = evaluate(
+        load_model(tmp_path, 'gzsl_calibrated'), tiny, saved['calibration']
+    )
     assert calibrated['gzsl_cal_h'] == pytest.approx(metrics['gzsl_cal_h'])
 
 
 def test_select_epochs_takes_each_rows_earliest_best_epoch():
     history = [
-        {'epoch': 1, 'loss': 3.0, 'val_zsl_acc': 40.0, 'val_gzsl_h': 10.0,
-         'val_gzsl_cal_h': 50.0, 'val_calibration': 1.5},
-        {'epoch': 2, 'loss': 2.0, 'val_zsl_acc': 60.0, 'val_gzsl_h': 20.0,
-         'val_gzsl_cal_h': 45.0, 'val_calibration': 2.5},
-        {'epoch': 3, 'loss': 1.0, 'val_zsl_acc': 55.0, 'val_gzsl_h': 30.0,
-         'val_gzsl_cal_h': 50.0, 'val_calibration': 3.5},
-        {'epoch': 4, 'loss': 0.5, 'val_zsl_acc': 60.0, 'val_gzsl_h': 25.0,
-         'val_gzsl_cal_h': 40.0, 'val_calibration': 4.5},
+        {
+            'epoch': 1,
+            'loss': 3.0,
+            'val_zsl_acc': 40.0,
+            'val_gzsl_h': 10.0,
+            'val_gzsl_cal_h': 50.0,
+            'val_calibration': 1.5,
+        },
+        {
+            'epoch': 2,
+            'loss': 2.0,
+            'val_zsl_acc': 60.0,
+            'val_gzsl_h': 20.0,
+            'val_gzsl_cal_h': 45.0,
+            'val_calibration': 2.5,
+        },
+        {
+            'epoch': 3,
+            'loss': 1.0,
+            'val_zsl_acc': 55.0,
+            'val_gzsl_h': 30.0,
+            'val_gzsl_cal_h': 50.0,
+            'val_calibration': 3.5,
+        },
+        {
+            'epoch': 4,
+            'loss': 0.5,
+            'val_zsl_acc': 60.0,
+            'val_gzsl_h': 25.0,
+            'val_gzsl_cal_h': 40.0,
+            'val_calibration': 4.5,
+        },
     ]
     selection = select_epochs(history)
     # ZSL: 60 at epochs 2 and 4, the earliest wins; H: 30 at epoch 3;
     # calibrated H: 50 at epochs 1 and 3, with epoch 1's constant.
     assert {row: selection[row]['epoch'] for row in ROWS} == {
-        'zsl': 2, 'gzsl': 3, 'gzsl_calibrated': 1}
+        'zsl': 2,
+        'gzsl': 3,
+        'gzsl_calibrated': 1,
+    }
     assert selection['gzsl_calibrated']['calibration'] == 1.5
-    assert selection['zsl'] == {key: value for key, value in
-                                history[1].items() if key != 'loss'}
+    assert selection['zsl'] == {
+        key: value for key, value in history[1].items() if key != 'loss'
+    }
 
 
 def test_select_on_validation_selects_from_its_history(tiny, tmp_path):
-    selection, history = select_on_validation(tiny, TINY, tmp_path,
-                                              progress=False)
+    selection, history = select_on_validation(
+        tiny, TINY, tmp_path, progress=False
+    )
     assert [h['epoch'] for h in history] == list(range(1, TINY.epochs + 1))
     for row, metric in ROWS.items():
         values = [h[metric] for h in history]
         best = history[values.index(max(values))]
         assert selection[row]['epoch'] == best['epoch']
         assert selection[row][metric] == best[metric]
-    assert selection['gzsl_calibrated']['calibration'] == \
-        history[selection['gzsl_calibrated']['epoch'] - 1]['val_calibration']
+    assert (
+        selection['gzsl_calibrated']['calibration']
+        == history[selection['gzsl_calibrated']['epoch'] - 1][
+            'val_calibration'
+        ]
+    )
 
 
 def corrupt_test_labels(data):
@@ -122,8 +176,10 @@ def corrupt_test_labels(data):
     shifted to another class of its own side): whatever reads them gets a
     different answer."""
     labels = data.labels.clone()
-    for images, classes in ((data.test_seen_loc, data.seen_classes),
-                            (data.test_unseen_loc, data.unseen_classes)):
+    for images, classes in (
+        (data.test_seen_loc, data.seen_classes),
+        (data.test_unseen_loc, data.unseen_classes),
+    ):
         position = torch.searchsorted(classes, labels[images])
         labels[images] = classes[(position + 1) % classes.numel()]
     return dataclasses.replace(data, labels=labels)
@@ -135,22 +191,30 @@ def test_selection_never_reads_test_labels(tiny, tmp_path):
     # wrong: it never read them. The test metrics are not.
     config = TINY.replace(epochs=2)
     honest = run(tiny, config, tmp_path / 'a', progress=False)
-    corrupt = run(corrupt_test_labels(tiny), config, tmp_path / 'b',
-                  progress=False)
+    corrupt = run(
+        corrupt_test_labels(tiny), config, tmp_path / 'b', progress=False
+    )
     assert corrupt['model_selection'] == honest['model_selection']
     assert corrupt['epochs'] == honest['epochs']
     assert corrupt['calibration'] == honest['calibration']
-    test_metrics = ['zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_cal_seen',
-                    'gzsl_cal_unseen']
-    assert [corrupt[key] for key in test_metrics] != \
-        [honest[key] for key in test_metrics]
+    test_metrics = [
+        'zsl_acc',
+        'gzsl_seen',
+        'gzsl_unseen',
+        'gzsl_cal_seen',
+        'gzsl_cal_unseen',
+    ]
+    assert [corrupt[key] for key in test_metrics] != [
+        honest[key] for key in test_metrics
+    ]
     # It learned (chance: 10% among the 10 classes), so wrong labels tell:
     assert honest['gzsl_seen'] > 25
 
 
 def test_test_selected_report_is_labelled(tiny, tmp_path):
-    metrics = run(tiny, TINY.replace(report_test_selected=True), tmp_path,
-                  progress=False)
+    metrics = run(
+        tiny, TINY.replace(report_test_selected=True), tmp_path, progress=False
+    )
     selected = metrics['test_selected']
     assert selected['label'] == 'test-set selected (optimistic)'
     tested = {h['epoch']: h['test'] for h in metrics['history']}
@@ -165,19 +229,31 @@ def test_test_selected_report_is_labelled(tiny, tmp_path):
 
 
 @pytest.mark.filterwarnings('ignore::apnet_pyg.zsl.train.NotLearningWarning')
-@pytest.mark.parametrize('graph,training', [('learned', 'episodic'),
-                                            ('wordnet', 'episodic'),
-                                            ('none', 'minibatch'),
-                                            ('learned', 'minibatch')])
+@pytest.mark.parametrize(
+    'graph,training',
+    [
+        ('learned', 'episodic'),
+        ('wordnet', 'episodic'),
+        ('none', 'minibatch'),
+        ('learned', 'minibatch'),
+    ],
+)
 def test_training_is_deterministic(tiny, graph, training):
-    config = TINY.replace(graph=graph, training=training,
-                          iterations_per_epoch=5)
+    config = TINY.replace(
+        graph=graph, training=training, iterations_per_epoch=5
+    )
     states = []
     for _ in range(2):
         model = build_model(config, tiny, tiny.seen_classes)
-        history = train_model(model, tiny, tiny.trainval_loc,
-                              tiny.seen_classes, config, epochs=2,
-                              progress=False)
+        history = train_model(
+            model,
+            tiny,
+            tiny.trainval_loc,
+            tiny.seen_classes,
+            config,
+            epochs=2,
+            progress=False,
+        )
         states.append((model.state_dict(), history))
     (first, history1), (second, history2) = states
     assert [h['loss'] for h in history1] == [h['loss'] for h in history2]
@@ -197,36 +273,78 @@ def test_resume_continues_exactly(tiny, tmp_path, training):
     train_model(straight, tiny, images, classes, config, progress=False)
 
     interrupted = build_model(config, tiny, classes)
-    train_model(interrupted, tiny, images, classes, config, epochs=1,
-                checkpoint=checkpoint, progress=False)
+    train_model(
+        interrupted,
+        tiny,
+        images,
+        classes,
+        config,
+        epochs=1,
+        checkpoint=checkpoint,
+        progress=False,
+    )
     resumed = build_model(config, tiny, classes)
-    history = train_model(resumed, tiny, images, classes, config,
-                          checkpoint=checkpoint, resume=True, progress=False)
+    history = train_model(
+        resumed,
+        tiny,
+        images,
+        classes,
+        config,
+        checkpoint=checkpoint,
+        resume=True,
+        progress=False,
+    )
     assert [h['epoch'] for h in history] == [1, 2, 3]
     for key, value in straight.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[key]), key
 
     with pytest.raises(ValueError, match='another configuration'):
-        train_model(build_model(config, tiny, classes), tiny, images,
-                    classes, config.replace(lr=0.5), checkpoint=checkpoint,
-                    resume=True, progress=False)
+        train_model(
+            build_model(config, tiny, classes),
+            tiny,
+            images,
+            classes,
+            config.replace(lr=0.5),
+            checkpoint=checkpoint,
+            resume=True,
+            progress=False,
+        )
     # The checkpoint now holds 3 epochs: resuming it for 2 would return the
     # third epoch's model and history as the second's.
-    with pytest.raises(ValueError, match="saved after epoch 3, past the 2 "
-                       "epochs asked for: resume with epochs >= 3"):
-        train_model(build_model(config, tiny, classes), tiny, images,
-                    classes, config, epochs=2, checkpoint=checkpoint,
-                    resume=True, progress=False)
+    with pytest.raises(
+        ValueError,
+        match='saved after epoch 3, past the 2 '
+        'epochs asked for: resume with epochs >= 3',
+    ):
+        train_model(
+            build_model(config, tiny, classes),
+            tiny,
+            images,
+            classes,
+            config,
+            epochs=2,
+            checkpoint=checkpoint,
+            resume=True,
+            progress=False,
+        )
 
 
-TIMING = ('wall_seconds', 'peak_rss_mb', 'ms_per_episode',
-          'episodes_per_second', 'resumed')
+TIMING = (
+    'wall_seconds',
+    'peak_rss_mb',
+    'ms_per_episode',
+    'episodes_per_second',
+    'resumed',
+)
 
 
 def without_timing(value):
     if isinstance(value, dict):
-        return {key: without_timing(item) for key, item in value.items()
-                if key not in TIMING}
+        return {
+            key: without_timing(item)
+            for key, item in value.items()
+            if key not in TIMING
+        }
     if isinstance(value, list):
         return [without_timing(item) for item in value]
     return value
@@ -235,13 +353,16 @@ def without_timing(value):
 # validate: once per selection epoch; class_graph_edges: once before the
 # final phase, then once per final epoch (all three with the test-selected
 # report; else only up to the latest selected epoch, which may be the first).
-@pytest.mark.parametrize('name, call, config', [
-    ('validate', 2, TINY),
-    ('class_graph_edges', 3, TINY.replace(report_test_selected=True)),
-])
-def test_interrupted_run_resumes_to_the_same_result(tiny, tmp_path,
-                                                    monkeypatch, name, call,
-                                                    config):
+@pytest.mark.parametrize(
+    'name, call, config',
+    [
+        ('validate', 2, TINY),
+        ('class_graph_edges', 3, TINY.replace(report_test_selected=True)),
+    ],
+)
+def test_interrupted_run_resumes_to_the_same_result(
+    tiny, tmp_path, monkeypatch, name, call, config
+):
     whole = run(tiny, config, tmp_path / 'whole', progress=False)
     assert whole['resumed'] is False
 
@@ -260,8 +381,7 @@ def test_interrupted_run_resumes_to_the_same_result(tiny, tmp_path,
     with pytest.raises(KeyboardInterrupt):
         run(tiny, config, tmp_path / 'cut', progress=False)
     monkeypatch.undo()
-    resumed = run(tiny, config, tmp_path / 'cut', resume=True,
-                  progress=False)
+    resumed = run(tiny, config, tmp_path / 'cut', resume=True, progress=False)
     assert resumed['resumed'] is True
     assert without_timing(resumed) == without_timing(whole)
     # The selected models, and both phases' last states (the selection
@@ -273,26 +393,29 @@ def test_interrupted_run_resumes_to_the_same_result(tiny, tmp_path,
         for key, value in saved[weights].items():
             assert torch.equal(value, again[weights][key]), (path, key)
         if 'history' in saved:
-            assert without_timing(saved['history']) == \
-                without_timing(again['history'])
+            assert without_timing(saved['history']) == without_timing(
+                again['history']
+            )
 
 
-def test_resume_with_another_configuration_keeps_config_json(tiny,
-                                                              tmp_path):
+def test_resume_with_another_configuration_keeps_config_json(tiny, tmp_path):
     run_dir = tmp_path / 'run'
     run_dir.mkdir()
     (run_dir / 'config.json').write_text(json.dumps(TINY.to_dict()))
     (run_dir / 'selection.pt').write_bytes(b'')  # an interrupted run
-    with pytest.raises(ValueError, match=r"config.json' was written with "
-                       r"another configuration \(differs in: lr\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"config.json' was written with "
+        r'another configuration \(differs in: lr\)',
+    ):
         run(tiny, TINY.replace(lr=0.5), run_dir, resume=True, progress=False)
     # Still the configuration of the checkpoints:
-    assert json.loads((run_dir / 'config.json').read_text()) == \
-        TINY.to_dict()
+    assert json.loads((run_dir / 'config.json').read_text()) == TINY.to_dict()
 
 
 def test_data_differences_reads_earlier_records(tiny):
     from apnet_pyg.zsl.rundir import data_differences
+
     fingerprint = tiny.fingerprint()
     assert data_differences(fingerprint, fingerprint) == []
     assert data_differences({}, fingerprint) == sorted(fingerprint)
@@ -305,12 +428,12 @@ def test_data_differences_reads_earlier_records(tiny):
     earlier['features'] = '00000000'
     assert data_differences(earlier, fingerprint) == ['features']
     del earlier['attributes']
-    assert data_differences(earlier, fingerprint) == ['attributes',
-                                                      'features']
+    assert data_differences(earlier, fingerprint) == ['attributes', 'features']
 
 
-def test_resume_or_evaluate_on_other_data_is_refused(tiny, tiny_root,
-                                                     tmp_path):
+def test_resume_or_evaluate_on_other_data_is_refused(
+    tiny, tiny_root, tmp_path
+):
     other = dataclasses.replace(tiny, features=tiny.features + 1.0)
     assert other.fingerprint() != tiny.fingerprint()
     run_dir = tmp_path / 'run'
@@ -318,23 +441,35 @@ def test_resume_or_evaluate_on_other_data_is_refused(tiny, tiny_root,
     (run_dir / 'config.json').write_text(json.dumps(TINY.to_dict()))
     (run_dir / 'data.json').write_text(json.dumps(tiny.fingerprint()))
     (run_dir / 'selection.pt').write_bytes(b'')  # an interrupted run
-    with pytest.raises(ValueError, match=r"data.json': the run was started "
-                       r"on other data \(differs in: features\); resume "
-                       r"with the --root"):
+    with pytest.raises(
+        ValueError,
+        match=r"data.json': the run was started "
+        r'on other data \(differs in: features\); resume '
+        r'with the --root',
+    ):
         run(other, TINY, run_dir, resume=True, progress=False)
-    assert json.loads((run_dir / 'data.json').read_text()) == \
-        tiny.fingerprint()
+    assert (
+        json.loads((run_dir / 'data.json').read_text()) == tiny.fingerprint()
+    )
 
     # A finished run, evaluated on other data than it was trained on:
     finished = tmp_path / 'finished'
-    run(tiny, TINY.replace(epochs=1, lr_decay_epoch=1), finished,
-        progress=False, data_root=str(tiny_root))
+    run(
+        tiny,
+        TINY.replace(epochs=1, lr_decay_epoch=1),
+        finished,
+        progress=False,
+        data_root=str(tiny_root),
+    )
     saved = json.loads((finished / 'metrics.json').read_text())
     run_dataset(finished, saved)  # its own data: fine
     saved['data']['labels'] = '00000000'
-    with pytest.raises(ValueError, match=r"is not the data the run in "
-                       r".* was trained on \(differs in: labels\): pass "
-                       r"the folder it was trained on"):
+    with pytest.raises(
+        ValueError,
+        match=r'is not the data the run in '
+        r'.* was trained on \(differs in: labels\): pass '
+        r'the folder it was trained on',
+    ):
         run_dataset(finished, saved)
 
 
@@ -349,8 +484,9 @@ def test_episodes_per_epoch():
 def test_training_needs_features_and_a_trained_run(tiny_root, tmp_path):
     data = load_xlsa17(tiny_root, 'TINY', load_features=False)
     with pytest.raises(ValueError, match='needs image features'):
-        train_model(None, data, torch.arange(3), torch.arange(2), TINY,
-                    progress=False)
+        train_model(
+            None, data, torch.arange(3), torch.arange(2), TINY, progress=False
+        )
     with pytest.raises(FileNotFoundError, match='No metrics.json'):
         load_model(tmp_path)
 
@@ -359,15 +495,20 @@ def test_validation_episodes_are_capped_with_a_warning(tiny, tmp_path):
     # TINY's validation task trains on 4 classes (trainclasses1): 5-way
     # episodes there are 4-way, said and recorded; the final phase has 6.
     with pytest.warns(ValidationEpisodeWarning, match='4-way'):
-        metrics = run(tiny, TINY.replace(n_way=5, epochs=1), tmp_path,
-                      progress=False)
+        metrics = run(
+            tiny, TINY.replace(n_way=5, epochs=1), tmp_path, progress=False
+        )
     assert metrics['model_selection']['validation_task']['n_way'] == 4
     assert metrics['config']['n_way'] == 5
 
 
 def test_load_run(tiny_root, tiny, tmp_path):
-    run(tiny, TINY.replace(epochs=1, model_selection='none'), tmp_path,
-        progress=False)
+    run(
+        tiny,
+        TINY.replace(epochs=1, model_selection='none'),
+        tmp_path,
+        progress=False,
+    )
     with pytest.raises(ValueError, match='does not say where'):
         load_run(tmp_path)  # No data_root recorded, none given.
     saved, data = load_run(tmp_path, tiny_root)
@@ -375,10 +516,13 @@ def test_load_run(tiny_root, tiny, tmp_path):
     assert torch.equal(data.attributes, tiny.attributes)  # the run's kind
     # A variant's configuration reads its own kind, from the recorded root.
     saved['data_root'] = str(tiny_root)
-    variant = run_dataset(tmp_path, saved,
-                          config=TINY.replace(attributes='att'))
-    assert torch.equal(variant.attributes, load_xlsa17(
-        tiny_root, 'TINY', attributes='att').attributes)
+    variant = run_dataset(
+        tmp_path, saved, config=TINY.replace(attributes='att')
+    )
+    assert torch.equal(
+        variant.attributes,
+        load_xlsa17(tiny_root, 'TINY', attributes='att').attributes,
+    )
     assert not torch.equal(variant.attributes, tiny.attributes)
     (tmp_path / 'metrics.json').write_text('{}')
     with pytest.raises(ValueError, match='is not the metrics.json'):
@@ -386,17 +530,28 @@ def test_load_run(tiny_root, tiny, tmp_path):
 
 
 # A training step without the host ########################################
-STEP_CASES = [('learned', 'episodic', 1), ('wordnet', 'episodic', 2),
-              ('none', 'minibatch', 1), ('learned', 'minibatch', 1)]
+STEP_CASES = [
+    ('learned', 'episodic', 1),
+    ('wordnet', 'episodic', 2),
+    ('none', 'minibatch', 1),
+    ('learned', 'minibatch', 1),
+]
 
 
 def make_step(tiny, config, iterations, dtype=torch.float32, **kwargs):
     model = build_model(config, tiny, tiny.seen_classes).to(dtype)
     sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes, config)
     optimizer = make_optimizer(model, config)
-    step = TrainStep(model, sampler, optimizer, tiny.features.to(dtype),
-                     tiny.attributes.to(dtype), tiny.seen_classes,
-                     iterations, **kwargs)
+    step = TrainStep(
+        model,
+        sampler,
+        optimizer,
+        tiny.features.to(dtype),
+        tiny.attributes.to(dtype),
+        tiny.seen_classes,
+        iterations,
+        **kwargs,
+    )
     return model, optimizer, step
 
 
@@ -411,19 +566,25 @@ def run_epochs(step, optimizer, epochs, iterations):
 
 def uncompiled(monkeypatch):
     # The compiled step's function, run eagerly: what is compiled.
-    monkeypatch.setattr(step_module, 'compile_train_step',
-                        lambda step, device: step)
+    monkeypatch.setattr(
+        step_module, 'compile_train_step', lambda step, device: step
+    )
 
 
 @pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
-def test_step_function_compiles_without_graph_breaks(tiny, monkeypatch,
-                                                     graph, training, k_shot):
+def test_step_function_compiles_without_graph_breaks(
+    tiny, monkeypatch, graph, training, k_shot
+):
     # fullgraph=True fails on any graph break; one frame for every step,
     # also after the learning rate changed.
     counter = CompileCounter()
     monkeypatch.setattr(
-        step_module, 'compile_train_step', lambda step, device:
-        torch.compile(step, backend=counter, fullgraph=True))
+        step_module,
+        'compile_train_step',
+        lambda step, device: torch.compile(
+            step, backend=counter, fullgraph=True
+        ),
+    )
     config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
     model, optimizer, step = make_step(tiny, config, 4, compile_step=True)
     run_epochs(step, optimizer, 2, 4)
@@ -432,8 +593,9 @@ def test_step_function_compiles_without_graph_breaks(tiny, monkeypatch,
 
 
 @pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
-def test_steps_read_nothing_on_the_host(tiny, monkeypatch, graph, training,
-                                        k_shot):
+def test_steps_read_nothing_on_the_host(
+    tiny, monkeypatch, graph, training, k_shot
+):
     config = TINY.replace(graph=graph, training=training, k_shot=k_shot)
     _, _, eager = make_step(tiny, config, 3, sync_free=True)
     uncompiled(monkeypatch)
@@ -460,69 +622,113 @@ def test_compiled_step_equals_the_eager_step(tiny, monkeypatch, training):
     # step to rounding, in float64. 7 mini-batches of 4 per epoch: the
     # padded last batch of a pass is in it.
     monkeypatch.setattr(
-        step_module, 'compile_train_step', lambda step, device:
-        torch.compile(step, backend='aot_eager', fullgraph=True))
+        step_module,
+        'compile_train_step',
+        lambda step, device: torch.compile(
+            step, backend='aot_eager', fullgraph=True
+        ),
+    )
     config = TINY.replace(training=training)
     results = []
     for kwargs in ({'sync_free': True}, {'compile_step': True}):
-        model, optimizer, step = make_step(tiny, config, 7,
-                                           dtype=torch.float64, **kwargs)
+        model, optimizer, step = make_step(
+            tiny, config, 7, dtype=torch.float64, **kwargs
+        )
         run_epochs(step, optimizer, 2, 7)
         results.append((model, step))
     (eager, eager_step), (compiled, compiled_step) = results
-    torch.testing.assert_close(compiled_step.losses, eager_step.losses,
-                               rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        compiled_step.losses, eager_step.losses, rtol=1e-9, atol=1e-9
+    )
     assert int(compiled_step.correct) == int(eager_step.correct)
     assert compiled_step.seen == eager_step.seen
     for key, value in eager.state_dict().items():
-        torch.testing.assert_close(compiled.state_dict()[key], value,
-                                   rtol=1e-7, atol=1e-9)
+        torch.testing.assert_close(
+            compiled.state_dict()[key], value, rtol=1e-7, atol=1e-9
+        )
 
 
 def test_adam_update_equals_torch_adam():
     generator = torch.Generator().manual_seed(0)
-    parameter = torch.nn.Parameter(torch.randn(50, dtype=torch.float64,
-                                               generator=generator))
-    optimizer = torch.optim.Adam([parameter], lr=1e-3, weight_decay=1e-2,
-                                 fused=True)
+    parameter = torch.nn.Parameter(
+        torch.randn(50, dtype=torch.float64, generator=generator)
+    )
+    optimizer = torch.optim.Adam(
+        [parameter], lr=1e-3, weight_decay=1e-2, fused=True
+    )
     param = parameter.detach().clone()
-    state = [[torch.zeros_like(param)], [torch.zeros_like(param)],
-             [torch.zeros(())]]
+    state = [
+        [torch.zeros_like(param)],
+        [torch.zeros_like(param)],
+        [torch.zeros(())],
+    ]
     for _ in range(5):
         grad = torch.randn(50, dtype=torch.float64, generator=generator)
         parameter.grad = grad.clone()
         optimizer.step()
-        adam_update([param], [grad], *state,
-                    lr=torch.tensor(1e-3, dtype=torch.float64),
-                    beta1=0.9, beta2=0.999, weight_decay=1e-2, eps=1e-8)
-    torch.testing.assert_close(param, parameter.detach(), rtol=1e-14,
-                               atol=1e-15)
-    torch.testing.assert_close(state[0][0],
-                               optimizer.state[parameter]['exp_avg'])
+        adam_update(
+            [param],
+            [grad],
+            *state,
+            lr=torch.tensor(1e-3, dtype=torch.float64),
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=1e-2,
+            eps=1e-8,
+        )
+    torch.testing.assert_close(
+        param, parameter.detach(), rtol=1e-14, atol=1e-15
+    )
+    torch.testing.assert_close(
+        state[0][0], optimizer.state[parameter]['exp_avg']
+    )
 
 
 @pytest.mark.filterwarnings('ignore::apnet_pyg.zsl.train.NotLearningWarning')
 @pytest.mark.parametrize('training', ['episodic', 'minibatch'])
-def test_compiled_training_is_deterministic_and_resumes(tiny, tmp_path,
-                                                        monkeypatch,
-                                                        training):
+def test_compiled_training_is_deterministic_and_resumes(
+    tiny, tmp_path, monkeypatch, training
+):
     uncompiled(monkeypatch)
     config = TINY.replace(iterations_per_epoch=7, training=training)
     images, classes = tiny.trainval_loc, tiny.seen_classes
     straight = []
     for _ in range(2):
         model = build_model(config, tiny, classes)
-        history = train_model(model, tiny, images, classes, config,
-                              progress=False, compile_step=True)
+        history = train_model(
+            model,
+            tiny,
+            images,
+            classes,
+            config,
+            progress=False,
+            compile_step=True,
+        )
         straight.append((model, history))
     checkpoint = tmp_path / 'checkpoint.pt'
-    train_model(build_model(config, tiny, classes), tiny, images, classes,
-                config, epochs=1, checkpoint=checkpoint, progress=False,
-                compile_step=True)
+    train_model(
+        build_model(config, tiny, classes),
+        tiny,
+        images,
+        classes,
+        config,
+        epochs=1,
+        checkpoint=checkpoint,
+        progress=False,
+        compile_step=True,
+    )
     resumed = build_model(config, tiny, classes)
-    history = train_model(resumed, tiny, images, classes, config,
-                          checkpoint=checkpoint, resume=True, progress=False,
-                          compile_step=True)
+    history = train_model(
+        resumed,
+        tiny,
+        images,
+        classes,
+        config,
+        checkpoint=checkpoint,
+        resume=True,
+        progress=False,
+        compile_step=True,
+    )
     (first, history1), (second, history2) = straight
     assert [h['loss'] for h in history1] == [h['loss'] for h in history2]
     assert [h['loss'] for h in history] == [h['loss'] for h in history1]
@@ -552,38 +758,62 @@ def test_divergence_is_found_at_the_next_check(tiny, monkeypatch):
 
     monkeypatch.setattr(TrainStep, '__call__', poisoning)
     config = TINY.replace(model_selection='none')
-    with pytest.raises(TrainingDiverged, match=r"training diverged in epoch "
-                       r"1, step 6: the loss is nan; lower the learning "
-                       r"rate \(lr=0.001\)"):
-        train_model(build_model(config, tiny, tiny.seen_classes), tiny,
-                    tiny.trainval_loc, tiny.seen_classes, config,
-                    progress=False, compile_step=True)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r'training diverged in epoch '
+        r'1, step 6: the loss is nan; lower the learning '
+        r'rate \(lr=0.001\)',
+    ):
+        train_model(
+            build_model(config, tiny, tiny.seen_classes),
+            tiny,
+            tiny.trainval_loc,
+            tiny.seen_classes,
+            config,
+            progress=False,
+            compile_step=True,
+        )
     assert steps == list(range(8))
 
 
 def test_compile_step_needs_the_dense_class_graph_and_fused_adam(
-        tiny, monkeypatch):
+    tiny, monkeypatch
+):
     uncompiled(monkeypatch)
-    monkeypatch.setattr(step_module, 'use_dense_class_graph',
-                        lambda *args: False)
-    with pytest.raises(ValueError, match="compile_step needs the dense "
-                       "class graph, for tasks of at most 1024 classes "
-                       "\\(this one has 4\\)"):
+    monkeypatch.setattr(
+        step_module, 'use_dense_class_graph', lambda *args: False
+    )
+    with pytest.raises(
+        ValueError,
+        match='compile_step needs the dense '
+        'class graph, for tasks of at most 1024 classes '
+        '\\(this one has 4\\)',
+    ):
         make_step(tiny, TINY, 3, compile_step=True)
     monkeypatch.undo()
     uncompiled(monkeypatch)
     model = build_model(TINY, tiny, tiny.seen_classes)
     sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes, TINY)
-    with pytest.raises(ValueError, match="compile_step needs the optimizer "
-                       "of make_optimizer"):
-        TrainStep(model, sampler, torch.optim.SGD(model.parameters(), 0.1),
-                  tiny.features, tiny.attributes, tiny.seen_classes, 3,
-                  compile_step=True)
+    with pytest.raises(
+        ValueError, match='compile_step needs the optimizer of make_optimizer'
+    ):
+        TrainStep(
+            model,
+            sampler,
+            torch.optim.SGD(model.parameters(), 0.1),
+            tiny.features,
+            tiny.attributes,
+            tiny.seen_classes,
+            3,
+            compile_step=True,
+        )
 
 
-def test_the_compile_flag_reaches_the_training(tiny_root, tmp_path,
-                                               monkeypatch):
+def test_the_compile_flag_reaches_the_training(
+    tiny_root, tmp_path, monkeypatch
+):
     from apnet_pyg.zsl.cli import main
+
     calls = []
 
     def stopping_run(*args, **kwargs):
@@ -591,8 +821,16 @@ def test_the_compile_flag_reaches_the_training(tiny_root, tmp_path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(train_module, 'run', stopping_run)
-    argv = ['train', '--dataset', 'TINY', '--root', str(tiny_root), '--out',
-            str(tmp_path / 'run'), '--no-progress']
+    argv = [
+        'train',
+        '--dataset',
+        'TINY',
+        '--root',
+        str(tiny_root),
+        '--out',
+        str(tmp_path / 'run'),
+        '--no-progress',
+    ]
     for flags, expected in (([], False), (['--compile'], True)):
         assert main(argv + flags) == 130
         assert calls.pop()['compile_step'] is expected
@@ -601,15 +839,18 @@ def test_the_compile_flag_reaches_the_training(tiny_root, tmp_path,
 def test_compile_step_off_cuda_runs_the_eager_step_with_a_warning(tiny):
     # Inductor's CPU code is wrong or slow for this step (see
     # compile_train_step): the step without the host runs eagerly.
-    with pytest.warns(step_module.CompileStepWarning,
-                      match='compile_step on cpu: the step runs uncompiled'):
+    with pytest.warns(
+        step_module.CompileStepWarning,
+        match='compile_step on cpu: the step runs uncompiled',
+    ):
         _, _, step = make_step(tiny, TINY, 3, compile_step=True)
     assert step.compiled is None and step.sync_free and step.dense
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(),
-                    reason='needs a CUDA device')
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason='needs a CUDA device'
+)
 @pytest.mark.parametrize('graph, training, k_shot', STEP_CASES)
 def test_steps_on_cuda_do_not_synchronise(tiny, graph, training, k_shot):
     # The eager step on the GPU and the compiled one (CUDA graphs): no host
@@ -619,13 +860,20 @@ def test_steps_on_cuda_do_not_synchronise(tiny, graph, training, k_shot):
     results = []
     for kwargs in ({}, {'compile_step': True}):
         model = build_model(config, tiny, tiny.seen_classes).cuda().double()
-        sampler = make_sampler(tiny, tiny.trainval_loc, tiny.seen_classes,
-                               config, 'cuda')
+        sampler = make_sampler(
+            tiny, tiny.trainval_loc, tiny.seen_classes, config, 'cuda'
+        )
         optimizer = make_optimizer(model, config)
-        step = TrainStep(model, sampler, optimizer,
-                         tiny.features.cuda().double(),
-                         tiny.attributes.cuda().double(),
-                         tiny.seen_classes.cuda(), 6, **kwargs)
+        step = TrainStep(
+            model,
+            sampler,
+            optimizer,
+            tiny.features.cuda().double(),
+            tiny.attributes.cuda().double(),
+            tiny.seen_classes.cuda(),
+            6,
+            **kwargs,
+        )
         assert step.sync_free and (step.dense or graph == 'none')
         assert (step.compiled is not None) == bool(kwargs)
         losses = []
@@ -649,11 +897,13 @@ def test_steps_on_cuda_do_not_synchronise(tiny, graph, training, k_shot):
     # the losses of 12 steps differed by up to 1.3e-8 relative. A wrong
     # step (another episode, a missed update or learning rate) differs by
     # orders of magnitude more.
-    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-6,
-                               atol=1e-8)
+    torch.testing.assert_close(
+        compiled_losses, eager_losses, rtol=1e-6, atol=1e-8
+    )
     for key, value in eager.state_dict().items():
-        torch.testing.assert_close(compiled.state_dict()[key], value,
-                                   rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(
+            compiled.state_dict()[key], value, rtol=1e-6, atol=1e-8
+        )
 
 
 def test_training_checks_the_data_once(tiny):
@@ -662,17 +912,26 @@ def test_training_checks_the_data_once(tiny):
     features = tiny.features.clone()
     features[3, 1] = math.nan
     broken = dataclasses.replace(tiny, features=features)
-    with pytest.raises(ValueError, match=r"'data.features' contains NaN or "
-                       r"infinite values"):
-        train_model(build_model(TINY, tiny, tiny.seen_classes), broken,
-                    tiny.trainval_loc, tiny.seen_classes, TINY,
-                    progress=False)
+    with pytest.raises(
+        ValueError,
+        match=r"'data.features' contains NaN or "
+        r'infinite values',
+    ):
+        train_model(
+            build_model(TINY, tiny, tiny.seen_classes),
+            broken,
+            tiny.trainval_loc,
+            tiny.seen_classes,
+            TINY,
+            progress=False,
+        )
 
 
 # Classes scored as wrong answers in every step ###########################
 @pytest.mark.parametrize('training', ['episodic', 'minibatch'])
-def test_negative_classes_are_scored_in_every_step(tiny, monkeypatch,
-                                                   training):
+def test_negative_classes_are_scored_in_every_step(
+    tiny, monkeypatch, training
+):
     # The task is the step's own classes, then the negatives; the loss is
     # the cross-entropy over all of them with the targets among the first.
     negatives = tiny.unseen_classes
@@ -685,53 +944,83 @@ def test_negative_classes_are_scored_in_every_step(tiny, monkeypatch,
         logits = forward(images, attributes, classes, **kwargs)
         calls.append((classes, logits.detach()))
         return logits
+
     monkeypatch.setattr(model, 'forward', recording)
     targets = []
     cross_entropy = step_module.F.cross_entropy
-    monkeypatch.setattr(step_module.F, 'cross_entropy',
-                        lambda logits, target: targets.append(target) or
-                        cross_entropy(logits, target))
+    monkeypatch.setattr(
+        step_module.F,
+        'cross_entropy',
+        lambda logits, target: (
+            targets.append(target) or cross_entropy(logits, target)
+        ),
+    )
     step.start_epoch()
     step(0)
-    (classes, logits), = calls
-    own = config.n_way if training == 'episodic' else \
-        tiny.seen_classes.numel()
+    ((classes, logits),) = calls
+    own = config.n_way if training == 'episodic' else tiny.seen_classes.numel()
     assert torch.equal(classes[own:], negatives)
     assert not torch.isin(classes[:own], negatives).any()
     assert logits.size(1) == own + negatives.numel()
     assert int(targets[0].max()) < own
-    torch.testing.assert_close(step.losses[0],
-                               cross_entropy(logits, targets[0]))
+    torch.testing.assert_close(
+        step.losses[0], cross_entropy(logits, targets[0])
+    )
 
 
 def test_compiled_step_with_negative_classes_equals_the_eager_step(
-        tiny, monkeypatch):
+    tiny, monkeypatch
+):
     monkeypatch.setattr(
-        step_module, 'compile_train_step', lambda step, device:
-        torch.compile(step, backend='aot_eager', fullgraph=True))
+        step_module,
+        'compile_train_step',
+        lambda step, device: torch.compile(
+            step, backend='aot_eager', fullgraph=True
+        ),
+    )
     results = []
     for kwargs in ({'sync_free': True}, {'compile_step': True}):
         model, optimizer, step = make_step(
-            tiny, TINY, 3, dtype=torch.float64,
-            negative_classes=tiny.unseen_classes, **kwargs)
+            tiny,
+            TINY,
+            3,
+            dtype=torch.float64,
+            negative_classes=tiny.unseen_classes,
+            **kwargs,
+        )
         run_epochs(step, optimizer, 1, 3)
         results.append(step)
-    torch.testing.assert_close(results[1].losses, results[0].losses,
-                               rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        results[1].losses, results[0].losses, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_train_model_with_negative_classes(tiny):
     config = TINY.replace(epochs=1)
     model = build_model(config, tiny, tiny.seen_classes)
-    history = train_model(model, tiny, tiny.trainval_loc, tiny.seen_classes,
-                          config, progress=False,
-                          negative_classes=tiny.unseen_classes)
+    history = train_model(
+        model,
+        tiny,
+        tiny.trainval_loc,
+        tiny.seen_classes,
+        config,
+        progress=False,
+        negative_classes=tiny.unseen_classes,
+    )
     assert len(history) == 1 and math.isfinite(history[0]['loss'])
     seen = tiny.seen_classes
     for negatives, message in (
-            (seen[:1], 'must not hold a training class'),
-            (torch.tensor([-1]), r'must be class ids in \[0, '),
-            (tiny.unseen_classes[[0, 0]], 'has a class twice')):
+        (seen[:1], 'must not hold a training class'),
+        (torch.tensor([-1]), r'must be class ids in \[0, '),
+        (tiny.unseen_classes[[0, 0]], 'has a class twice'),
+    ):
         with pytest.raises(ValueError, match=message):
-            train_model(model, tiny, tiny.trainval_loc, seen, config,
-                        progress=False, negative_classes=negatives)
+            train_model(
+                model,
+                tiny,
+                tiny.trainval_loc,
+                seen,
+                config,
+                progress=False,
+                negative_classes=negatives,
+            )

@@ -3,6 +3,7 @@ to WordNet 3.0 noun synsets (one :obj:`<DATASET>.tsv` per dataset; how each
 was made: :obj:`README.md` in this folder). Pass one as the :obj:`mapping`
 of :func:`apnet_pyg.graph.resolve_synsets` or
 :func:`apnet_pyg.graph.wordnet_graph`."""
+
 from importlib import resources
 from typing import Dict, List, Tuple
 
@@ -17,12 +18,16 @@ MAPPING_METHODS = ('auto', 'manual', 'hypernym')
 
 def _normalise_dataset(dataset: str) -> str:
     if not isinstance(dataset, str):
-        raise ValueError(f"'dataset' must be a string out of "
-                         f"{WORDNET_MAPPING_DATASETS}, got {dataset!r}")
+        raise ValueError(
+            f"'dataset' must be a string out of "
+            f'{WORDNET_MAPPING_DATASETS}, got {dataset!r}'
+        )
     key = dataset.strip().upper()
     if key not in WORDNET_MAPPING_DATASETS:
-        raise ValueError(f"No WordNet mapping for dataset {dataset!r}; "
-                         f"available: {', '.join(WORDNET_MAPPING_DATASETS)}")
+        raise ValueError(
+            f'No WordNet mapping for dataset {dataset!r}; '
+            f'available: {", ".join(WORDNET_MAPPING_DATASETS)}'
+        )
     return key
 
 
@@ -31,15 +36,18 @@ def read_mapping_rows(dataset: str) -> List[Tuple[str, str, str]]:
     mapping of :obj:`dataset`, in :obj:`allclasses_names` order."""
     dataset = _normalise_dataset(dataset)
     text = (resources.files(__name__) / f'{dataset}.tsv').read_text(
-        encoding='utf-8')
+        encoding='utf-8'
+    )
     rows = []
     for line in text.splitlines()[1:]:  # The first line is the header.
         if not line.strip() or line.startswith('#'):
             continue
         name, synset, method = line.split('\t')
         if method not in MAPPING_METHODS:
-            raise ValueError(f"Bad method {method!r} in the mapping of "
-                             f"{dataset} (line {line!r})")
+            raise ValueError(
+                f'Bad method {method!r} in the mapping of '
+                f'{dataset} (line {line!r})'
+            )
         rows.append((name, synset, method))
     return rows
 

@@ -4,13 +4,13 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
 from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor, PairTensor, Size
 from torch_geometric.utils import softmax
 
 from apnet_pyg.nn.conv._apnet_conv_io import APNetConvIOMixin
+
 # The layer shared with DenseAPNetConv; imported here so that its names
 # stay importable from apnet_pyg.nn.conv.apnet_conv.
 from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
@@ -40,7 +40,7 @@ KERNELS = ('auto', 'sparse', 'triton')
 _FUSED_KWARGS = {
     'aggr': ('add', 'sum'),
     'node_dim': (0, -2),
-    'decomposed_layers': (1, ),
+    'decomposed_layers': (1,),
     'flow': ('source_to_target', 'target_to_source'),
 }
 
@@ -115,6 +115,7 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         - **output:** node features :math:`(|\mathcal{V}|, F)` or
           :math:`(|\mathcal{V}_t|, F_{s})` if bipartite
     """
+
     def __init__(
         self,
         in_channels: Union[int, Tuple[int, int]],
@@ -133,21 +134,32 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             for key, value in kwargs.items():
                 if value not in _FUSED_KWARGS.get(key, ()):
                     raise ValueError(
-                        f"APNetConv(fused=True) cannot honour the "
-                        f"MessagePassing argument {key}={value!r}; pass "
+                        f'APNetConv(fused=True) cannot honour the '
+                        f'MessagePassing argument {key}={value!r}; pass '
                         f"fused=False to run PyG's message passing, which "
-                        f"does")
+                        f'does'
+                    )
         super().__init__(**kwargs)
-        self._init_apnet_layer(in_channels, proj_channels, temperature,
-                               learn_temperature, num_steps, proj_init)
+        self._init_apnet_layer(
+            in_channels,
+            proj_channels,
+            temperature,
+            learn_temperature,
+            num_steps,
+            proj_init,
+        )
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.fused = check_bool(fused, 'fused')
         if kernel not in KERNELS:
-            raise ValueError(f"'kernel' must be one of {', '.join(KERNELS)} "
-                             f"(got {kernel!r})")
+            raise ValueError(
+                f"'kernel' must be one of {', '.join(KERNELS)} "
+                f'(got {kernel!r})'
+            )
         if kernel == 'triton' and not fused:
-            raise ValueError("kernel='triton' is a fused kernel, which "
-                             "fused=False does not run: drop one of the two")
+            raise ValueError(
+                "kernel='triton' is a fused kernel, which "
+                'fused=False does not run: drop one of the two'
+            )
         self.kernel = kernel
         self._cached_structure = None
         self.reset_parameters()
@@ -163,8 +175,9 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         edge_weight: OptTensor = None,
         size: Size = None,
         return_attention_weights: Optional[bool] = None,
-    ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]],
-               Tuple[Tensor, Tensor]]:
+    ) -> Union[
+        Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]], Tuple[Tensor, Tensor]
+    ]:
         r"""Runs the forward pass of the module.
 
         Args:
@@ -198,7 +211,8 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         attention = bool(return_attention_weights)
         x_src, x_dst, bipartite, size = self._node_inputs(x, size, attention)
         edge_index, graph, edge_weight, sparse_layout = self._edge_inputs(
-            edge_index, edge_weight, x_src, size, bipartite)
+            edge_index, edge_weight, x_src, size, bipartite
+        )
         # PyG's explainer masks messages: only message passing has them.
         fused = self.fused and not self.explain
         # The attention's dtype: x's, float32 for half-precision x (and
@@ -212,23 +226,45 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             log_weight = edge_weight.to(dtype).log()
 
         loop_kept, arrays, perm = self._graph_structure(
-            edge_index, graph, size, bipartite, fused)
+            edge_index, graph, size, bipartite, fused
+        )
         if fused:
             if log_weight is not None and perm is not None:
                 log_weight = log_weight.index_select(0, perm)
             out, alpha, alpha_loop = self._fused_propagate(
-                x_src, x_dst, arrays, perm, log_weight, loop_kept,
-                bipartite, attention, dtype)
+                x_src,
+                x_dst,
+                arrays,
+                perm,
+                log_weight,
+                loop_kept,
+                bipartite,
+                attention,
+                dtype,
+            )
         else:
             out, alpha, alpha_loop = self._message_passing(
-                x_src, x_dst, edge_index, log_weight, loop_kept, size,
-                bipartite, dtype)
+                x_src,
+                x_dst,
+                edge_index,
+                log_weight,
+                loop_kept,
+                size,
+                bipartite,
+                dtype,
+            )
 
         if not attention:
             return out
-        return out, self._attention_output(edge_index, alpha, alpha_loop,
-                                           loop_kept, size, sparse_layout,
-                                           out.dtype)
+        return out, self._attention_output(
+            edge_index,
+            alpha,
+            alpha_loop,
+            loop_kept,
+            size,
+            sparse_layout,
+            out.dtype,
+        )
 
     # Propagation #############################################################
 
@@ -252,12 +288,22 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         # Inference tensors have no version counter, and what is built
         # under inference mode cannot be saved for a later backward pass:
         # neither is cached.
-        cacheable = not is_compiling() and not edge_index.is_inference() \
+        cacheable = (
+            not is_compiling()
+            and not edge_index.is_inference()
             and not torch.is_inference_mode_enabled()
-        cached = self._cached_structure if cacheable and \
-            not value_checks_enabled() else None
-        if cached is not None and cached[0] is edge_index and \
-                cached[1] == edge_index._version and cached[2] == key:
+        )
+        cached = (
+            self._cached_structure
+            if cacheable and not value_checks_enabled()
+            else None
+        )
+        if (
+            cached is not None
+            and cached[0] is edge_index
+            and cached[1] == edge_index._version
+            and cached[2] == key
+        ):
             return cached[3]
 
         source_row = 0 if self.flow == 'source_to_target' else 1
@@ -270,36 +316,53 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             loop_kept = _lacks_self_loop(source, target, size[0])
         arrays = perm = None
         if fused:
-            arrays, perm = self._target_arrays(edge_index, graph, row_sizes,
-                                               1 - source_row)
+            arrays, perm = self._target_arrays(
+                edge_index, graph, row_sizes, 1 - source_row
+            )
         structure = (loop_kept, arrays, perm)
         if cacheable:
             # A reference to edge_index itself: its memory cannot be reused
             # by another tensor that would pass for it.
-            self._cached_structure = (edge_index, edge_index._version, key,
-                                      structure)
+            self._cached_structure = (
+                edge_index,
+                edge_index._version,
+                key,
+                structure,
+            )
         return structure
 
     @staticmethod
-    def _target_arrays(edge_index: Tensor, graph: Optional[EdgeIndex],
-                       size: Tuple[int, int], dim: int
-                       ) -> Tuple[CSRArrays, OptTensor]:
+    def _target_arrays(
+        edge_index: Tensor,
+        graph: Optional[EdgeIndex],
+        size: Tuple[int, int],
+        dim: int,
+    ) -> Tuple[CSRArrays, OptTensor]:
         r"""The CSR arrays whose rows are the targets
         (:obj:`edge_index[dim]`; :obj:`size` is :obj:`edge_index`'s sparse
         size). A caller's :class:`EdgeIndex` that is sorted and has this
         sparse size gives them from its cache, which it keeps (filled
         here, shared with other layers and calls); otherwise an
         :class:`EdgeIndex` is built from the tensor (in range: checked)."""
-        if graph is not None and not is_compiling() and graph.is_sorted \
-                and graph.sparse_size() == tuple(size):
+        if (
+            graph is not None
+            and not is_compiling()
+            and graph.is_sorted
+            and graph.sparse_size() == tuple(size)
+        ):
             arrays, perm = csr_arrays(graph, dim)
             # (index_copy, for the attention, takes int64 indices only.)
             return arrays, None if perm is None else perm.long()
         return edge_index_arrays(edge_index, size, dim, check=False)
 
-    def _projections(self, x_src: Tensor, x_dst: Tensor, bipartite: bool,
-                     step: int, dtype: torch.dtype
-                     ) -> Tuple[Tensor, Optional[Tensor]]:
+    def _projections(
+        self,
+        x_src: Tensor,
+        x_dst: Tensor,
+        bipartite: bool,
+        step: int,
+        dtype: torch.dtype,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         r""":math:`f(\mathbf{x}_{dst})` and :math:`f(\mathbf{x}_{src})`
         (:obj:`None` when both sides are the same nodes), in the
         attention's :obj:`dtype` (float32 for a half-precision projection:
@@ -317,8 +380,9 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         return h_dst.to(dtype), None if h_src is None else h_src.to(dtype)
 
     @staticmethod
-    def _next_step(out: Tensor, x_src: Tensor,
-                   bipartite: bool) -> Tuple[Tensor, Tensor]:
+    def _next_step(
+        out: Tensor, x_src: Tensor, bipartite: bool
+    ) -> Tuple[Tensor, Tensor]:
         r"""The features of the next step's sources and targets: the
         targets take the output; the sources of a bipartite graph stay."""
         return (x_src if bipartite else out), out
@@ -339,16 +403,24 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         if self._uses_triton(x_src, attention):
             for step in range(self.num_steps):
                 # The kernel accumulates in float32 whatever h's dtype.
-                h_dst, h_src = self._projections(x_src, x_dst, bipartite,
-                                                 step, x_src.dtype)
+                h_dst, h_src = self._projections(
+                    x_src, x_dst, bipartite, step, x_src.dtype
+                )
                 out = triton_attention_propagate(
-                    pattern, x_src, h_dst, h_src, self.temperature,
-                    log_weight, loop_kept)
+                    pattern,
+                    x_src,
+                    h_dst,
+                    h_src,
+                    self.temperature,
+                    log_weight,
+                    loop_kept,
+                )
                 x_src, x_dst = self._next_step(out, x_src, bipartite)
             return out, None, None
         for step in range(self.num_steps):
-            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step,
-                                             dtype)
+            h_dst, h_src = self._projections(
+                x_src, x_dst, bipartite, step, dtype
+            )
             cos, self_cos = edge_cosine(pattern, h_dst, h_src)
             logits = self.temperature * cos
             if log_weight is not None:
@@ -358,13 +430,14 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
                 # The self-loops join the softmax as a diagonal term (weight
                 # 1, cosine 1), rather than as edges of the pattern; a node
                 # with a self-loop of its own gets none (-inf).
-                loop_logits = torch.where(loop_kept,
-                                          self.temperature * self_cos,
-                                          -math.inf)
+                loop_logits = torch.where(
+                    loop_kept, self.temperature * self_cos, -math.inf
+                )
             # Logits in the attention's dtype, x_src in its own: the
             # output comes back in x_src's.
-            out, alpha, alpha_loop = softmax_spmm(pattern, logits, x_src,
-                                                  loop_logits)
+            out, alpha, alpha_loop = softmax_spmm(
+                pattern, logits, x_src, loop_logits
+            )
             x_src, x_dst = self._next_step(out, x_src, bipartite)
             alphas.append(alpha)
             loop_alphas.append(alpha_loop)
@@ -383,18 +456,23 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
     def _uses_triton(self, x: Tensor, attention: bool) -> bool:
         if self.kernel == 'triton':
             if attention:
-                raise ValueError("APNetConv(kernel='triton') does not return "
-                                 "the attention (the kernel never stores "
-                                 "it): pass kernel='sparse' or 'auto' for "
-                                 "return_attention_weights")
+                raise ValueError(
+                    "APNetConv(kernel='triton') does not return "
+                    'the attention (the kernel never stores '
+                    "it): pass kernel='sparse' or 'auto' for "
+                    'return_attention_weights'
+                )
             return True
-        return self.kernel == 'auto' and not attention and \
-            x.device.type == 'cuda' and _triton_installed() and \
-            max(x.size(-1), self._attention_channels(x)) <= MAX_FEATURES
+        return (
+            self.kernel == 'auto'
+            and not attention
+            and x.device.type == 'cuda'
+            and _triton_installed()
+            and max(x.size(-1), self._attention_channels(x)) <= MAX_FEATURES
+        )
 
     def _attention_channels(self, x: Tensor) -> int:
-        return x.size(-1) if self.proj_channels is None \
-            else self.proj_channels
+        return x.size(-1) if self.proj_channels is None else self.proj_channels
 
     def _message_passing(
         self,
@@ -411,11 +489,11 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         if loop_kept is not None:
             # Every node gets a self-loop edge (static shapes, no graph
             # break), masked out (-inf) where the node has its own.
-            loops = torch.arange(size[0], device=edge_index.device,
-                                 dtype=edge_index.dtype)
+            loops = torch.arange(
+                size[0], device=edge_index.device, dtype=edge_index.dtype
+            )
             edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
-            loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(
-                dtype)
+            loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(dtype)
             if log_weight is None:
                 log_weight = loop_log_weight.new_zeros(num_edges)
             log_weight = torch.cat([log_weight, loop_log_weight])
@@ -423,17 +501,21 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         alphas = []
         out_dtype = x_src.dtype
         for step in range(self.num_steps):
-            h_dst, h_src = self._projections(x_src, x_dst, bipartite, step,
-                                             dtype)
+            h_dst, h_src = self._projections(
+                x_src, x_dst, bipartite, step, dtype
+            )
             h_dst = F.normalize(h_dst, p=2.0, dim=-1)
-            h_src = h_dst if h_src is None else F.normalize(h_src, p=2.0,
-                                                            dim=-1)
+            h_src = (
+                h_dst if h_src is None else F.normalize(h_src, p=2.0, dim=-1)
+            )
             # edge_updater_type: (h: PairTensor, log_weight: OptTensor)
-            alpha = self.edge_updater(edge_index, h=(h_src, h_dst),
-                                      log_weight=log_weight, size=size)
+            alpha = self.edge_updater(
+                edge_index, h=(h_src, h_dst), log_weight=log_weight, size=size
+            )
             # propagate_type: (x: PairTensor, alpha: Tensor)
-            out = self.propagate(edge_index, x=(x_src, x_dst), alpha=alpha,
-                                 size=size)
+            out = self.propagate(
+                edge_index, x=(x_src, x_dst), alpha=alpha, size=size
+            )
             # Messages in the attention's dtype (float32 sums for half
             # precision x), the output in x's, as on the fused path.
             out = out.to(out_dtype)
@@ -445,16 +527,24 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             alpha, alpha_loop = alpha[:num_edges], alpha[num_edges:]
         return out, *self._squeeze_steps(alpha, alpha_loop)
 
-    def _squeeze_steps(self, alpha: Tensor,
-                       alpha_loop: OptTensor) -> Tuple[Tensor, OptTensor]:
+    def _squeeze_steps(
+        self, alpha: Tensor, alpha_loop: OptTensor
+    ) -> Tuple[Tensor, OptTensor]:
         if self.num_steps > 1:  # One column per step.
             return alpha, alpha_loop
-        return alpha.squeeze(-1), (None if alpha_loop is None else
-                                   alpha_loop.squeeze(-1))
+        return alpha.squeeze(-1), (
+            None if alpha_loop is None else alpha_loop.squeeze(-1)
+        )
 
-    def edge_update(self, h_i: Tensor, h_j: Tensor, log_weight: OptTensor,
-                    index: Tensor, ptr: OptTensor,
-                    dim_size: Optional[int]) -> Tensor:
+    def edge_update(
+        self,
+        h_i: Tensor,
+        h_j: Tensor,
+        log_weight: OptTensor,
+        index: Tensor,
+        ptr: OptTensor,
+        dim_size: Optional[int],
+    ) -> Tensor:
         logits = self.temperature * (h_i * h_j).sum(dim=-1)
         if log_weight is not None:
             logits = logits + log_weight
@@ -464,8 +554,7 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         return alpha.view(-1, 1) * x_j
 
 
-def _lacks_self_loop(source: Tensor, target: Tensor,
-                     num_nodes: int) -> Tensor:
+def _lacks_self_loop(source: Tensor, target: Tensor, num_nodes: int) -> Tensor:
     r"""Which nodes have no self-loop in the graph (:obj:`[num_nodes]`,
     boolean), with static shapes: no graph break, no host
     synchronisation."""

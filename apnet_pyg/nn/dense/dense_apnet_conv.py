@@ -11,8 +11,8 @@ from apnet_pyg.utils import (
     check_features,
     check_finite,
     check_positive_weights,
-    check_zeros_and_ones,
     check_same_device,
+    check_zeros_and_ones,
     value_checks_enabled,
 )
 
@@ -90,6 +90,7 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
           :math:`(B, N, N)` (:math:`(B, N, N, T)` for :obj:`num_steps=T > 1`)
           if :obj:`return_attention_weights=True`
     """
+
     def __init__(
         self,
         in_channels: int,
@@ -101,11 +102,19 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
     ):
         super().__init__()
         if isinstance(in_channels, (tuple, list)):
-            raise ValueError(f"DenseAPNetConv takes one node set, so "
-                             f"'in_channels' must be an int (got "
-                             f"{in_channels})")
-        self._init_apnet_layer(in_channels, proj_channels, temperature,
-                               learn_temperature, num_steps, proj_init)
+            raise ValueError(
+                f'DenseAPNetConv takes one node set, so '
+                f"'in_channels' must be an int (got "
+                f'{in_channels})'
+            )
+        self._init_apnet_layer(
+            in_channels,
+            proj_channels,
+            temperature,
+            learn_temperature,
+            num_steps,
+            proj_init,
+        )
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -148,40 +157,60 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
         """
         if isinstance(x, Tensor) and x.dim() == 2:
             x = x.unsqueeze(0)
-        check_features(x, 'x', dim=3, channels=self._input_channels(
-            self.lin, self.in_channels))
+        check_features(
+            x,
+            'x',
+            dim=3,
+            channels=self._input_channels(self.lin, self.in_channels),
+        )
         self._check_dtype(x, 'x', self.lin)
         if not isinstance(adj, Tensor):
-            raise ValueError(f"'adj' must be a torch.Tensor "
-                             f"(got {type(adj).__name__})")
+            raise ValueError(
+                f"'adj' must be a torch.Tensor (got {type(adj).__name__})"
+            )
         if adj.layout != torch.strided:
-            raise ValueError(f"'adj' must be a dense tensor (got layout "
-                             f"{adj.layout}): pass adj.to_dense(), or the "
-                             f"sparse adjacency to APNetConv")
+            raise ValueError(
+                f"'adj' must be a dense tensor (got layout "
+                f'{adj.layout}): pass adj.to_dense(), or the '
+                f'sparse adjacency to APNetConv'
+            )
         adj = adj.unsqueeze(0) if adj.dim() == 2 else adj
         B, N, _ = x.size()
-        if adj.dim() != 3 or adj.shape[1:] != (N, N) or \
-                adj.size(0) not in (1, B):
-            raise ValueError(f"'adj' must have shape [{B}, {N}, {N}] or "
-                             f"[{N}, {N}] (got {tuple(adj.shape)})")
+        if (
+            adj.dim() != 3
+            or adj.shape[1:] != (N, N)
+            or adj.size(0) not in (1, B)
+        ):
+            raise ValueError(
+                f"'adj' must have shape [{B}, {N}, {N}] or "
+                f'[{N}, {N}] (got {tuple(adj.shape)})'
+            )
         check_same_device(adj, 'adj', x)
         if adj.is_complex():
-            raise ValueError(f"'adj' must hold real weights or booleans "
-                             f"(got dtype {adj.dtype})")
+            raise ValueError(
+                f"'adj' must hold real weights or booleans "
+                f'(got dtype {adj.dtype})'
+            )
         if mask is not None:
             if not isinstance(mask, Tensor):
-                raise ValueError(f"'mask' must be a torch.Tensor "
-                                 f"(got {type(mask).__name__})")
+                raise ValueError(
+                    f"'mask' must be a torch.Tensor "
+                    f'(got {type(mask).__name__})'
+                )
             if mask.shape != (B, N):
-                raise ValueError(f"'mask' must have shape [{B}, {N}] "
-                                 f"(got {tuple(mask.shape)})")
+                raise ValueError(
+                    f"'mask' must have shape [{B}, {N}] "
+                    f'(got {tuple(mask.shape)})'
+                )
             check_same_device(mask, 'mask', x)
             if mask.is_floating_point() or mask.is_complex():
                 # Metadata only: a mask of 0.5 would read as valid nodes.
-                raise ValueError(f"'mask' must be a boolean (or 0/1 integer) "
-                                 f"tensor of the valid nodes (got dtype "
-                                 f"{mask.dtype}): pass mask.bool() or "
-                                 f"mask > 0.5, as wanted")
+                raise ValueError(
+                    f"'mask' must be a boolean (or 0/1 integer) "
+                    f'tensor of the valid nodes (got dtype '
+                    f'{mask.dtype}): pass mask.bool() or '
+                    f'mask > 0.5, as wanted'
+                )
             if mask.dtype != torch.bool and value_checks_enabled():
                 check_zeros_and_ones(mask, 'mask')
             mask = mask.bool()  # One meaning for the edges and the output.
@@ -198,16 +227,21 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             weight = adj.to(dtype)
             if value_checks_enabled():
                 check_positive_weights(
-                    weight.expand(B, N, N)[edges.expand(B, N, N)], 'adj')
+                    weight.expand(B, N, N)[edges.expand(B, N, N)], 'adj'
+                )
             # Off-edge entries (zero) never reach the log, so they cannot
             # produce NaN gradients.
             log_weight = torch.where(edges, weight, 1.0).log()
 
         if add_loop:
-            valid = x.new_ones(B, N, dtype=torch.bool) if mask is None \
-                else mask
-            new_loops = torch.eye(N, dtype=torch.bool, device=x.device) & \
-                valid.unsqueeze(-1) & ~edges
+            valid = (
+                x.new_ones(B, N, dtype=torch.bool) if mask is None else mask
+            )
+            new_loops = (
+                torch.eye(N, dtype=torch.bool, device=x.device)
+                & valid.unsqueeze(-1)
+                & ~edges
+            )
             edges = edges | new_loops
             if log_weight is not None:  # Added self-loops get weight 1.
                 log_weight = torch.where(new_loops, 0.0, log_weight)
@@ -235,8 +269,11 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             x = x.masked_fill(~mask.view(B, N, 1), 0.0)
 
         if return_attention_weights:
-            alpha = alphas[0] if self.num_steps == 1 else torch.stack(
-                alphas, dim=-1)
+            alpha = (
+                alphas[0]
+                if self.num_steps == 1
+                else torch.stack(alphas, dim=-1)
+            )
             return x, alpha
         return x
 

@@ -45,6 +45,7 @@ sums need float32 to stay accurate at a high temperature. Outputs and
 gradients come back in the dtypes of the inputs they belong to; float32
 and float64 operands are used as they are, without a copy.
 """
+
 from apnet_pyg.nn.functional.csr import (
     Adjacency,
     CSRArrays,

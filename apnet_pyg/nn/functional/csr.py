@@ -1,13 +1,13 @@
 r"""The sparse pattern the kernels read: :class:`CSRArrays`, read from a
 :class:`~torch_geometric.EdgeIndex` (:func:`csr_arrays`) or built from a
 plain :obj:`edge_index` tensor (:func:`edge_index_arrays`)."""
+
 import functools
 from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-
 from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.utils.sparse import index2ptr
 
@@ -40,6 +40,7 @@ class CSRArrays(NamedTuple):
             :obj:`transposed`).
         transposed (bool): whether this is the :meth:`t` of a read one.
     """
+
     rowptr: Tensor
     row: Tensor
     col: Tensor
@@ -59,8 +60,16 @@ class CSRArrays(NamedTuple):
 
     def t(self) -> 'CSRArrays':
         r"""The arrays of the transposed matrix (no computation)."""
-        return CSRArrays(self.rowptr_t, self.row_t, self.col_t, self.rowptr,
-                         self.row, self.col, self.perm_t, not self.transposed)
+        return CSRArrays(
+            self.rowptr_t,
+            self.row_t,
+            self.col_t,
+            self.rowptr,
+            self.row,
+            self.col,
+            self.perm_t,
+            not self.transposed,
+        )
 
     def transpose_values(self, values: Tensor) -> Tensor:
         r"""The per-entry :obj:`values` reordered for :meth:`t`."""
@@ -74,8 +83,9 @@ class CSRArrays(NamedTuple):
 Adjacency = Union[EdgeIndex, CSRArrays]
 
 
-def _transpose_values(values: Tensor, perm_t: Tensor,
-                      transposed: bool) -> Tensor:
+def _transpose_values(
+    values: Tensor, perm_t: Tensor, transposed: bool
+) -> Tensor:
     if transposed:  # perm_t maps the other way: scatter, not gather
         # (index_add of a permutation: index_copy takes no int32 index).
         return torch.zeros_like(values).index_add(0, perm_t, values)
@@ -85,8 +95,9 @@ def _transpose_values(values: Tensor, perm_t: Tensor,
 # ---------------------------------------------------------------------------
 # Reading the arrays from an EdgeIndex
 # ---------------------------------------------------------------------------
-def csr_arrays(edge_index: EdgeIndex,
-               dim: int = 0) -> Tuple[CSRArrays, Optional[Tensor]]:
+def csr_arrays(
+    edge_index: EdgeIndex, dim: int = 0
+) -> Tuple[CSRArrays, Optional[Tensor]]:
     r"""The arrays of the matrix whose rows are :obj:`edge_index[dim]`
     (:obj:`dim=0`: :obj:`edge_index` read as PyG's :class:`EdgeIndex`
     reads it; :obj:`dim=1`: its transpose, rows the targets of
@@ -102,9 +113,11 @@ def csr_arrays(edge_index: EdgeIndex,
         :obj:`edge_index` is sorted by :obj:`edge_index[dim]`).
     """
     if not isinstance(edge_index, EdgeIndex) or not edge_index.is_sorted:
-        raise ValueError(f"'edge_index' must be a sorted EdgeIndex (got "
-                         f"{_describe(edge_index)}): pass "
-                         f"edge_index.sort_by('row')[0]")
+        raise ValueError(
+            f"'edge_index' must be a sorted EdgeIndex (got "
+            f'{_describe(edge_index)}): pass '
+            f"edge_index.sort_by('row')[0]"
+        )
     data = edge_index.as_tensor()
     get_rows, get_cols = edge_index.get_csr, edge_index.get_csc
     if dim == 1:
@@ -151,12 +164,15 @@ def _edge_index_arrays_fake(edge_index, num_rows, num_cols, dim):
     dtype = _index_dtype(num_rows, num_cols, nnz)
     size = (num_rows, num_cols) if dim == 0 else (num_cols, num_rows)
     sizes = (size[0] + 1, nnz, nnz, size[1] + 1, nnz, nnz, nnz)
-    return (*[edge_index.new_empty(n, dtype=dtype) for n in sizes],
-            edge_index.new_empty(nnz, dtype=torch.long))
+    return (
+        *[edge_index.new_empty(n, dtype=dtype) for n in sizes],
+        edge_index.new_empty(nnz, dtype=torch.long),
+    )
 
 
-def _edge_index_arrays(edge_index: Tensor, num_rows: int, num_cols: int,
-                       dim: int) -> Tuple[Tensor, ...]:
+def _edge_index_arrays(
+    edge_index: Tensor, num_rows: int, num_cols: int, dim: int
+) -> Tuple[Tensor, ...]:
     r"""The tensors of :func:`edge_index_arrays`: two
     :class:`EdgeIndex` of the edges, one sorted by
     :obj:`(edge_index[dim], edge_index[1 - dim])` (the arrays' order) and
@@ -173,13 +189,17 @@ def _edge_index_arrays(edge_index: Tensor, num_rows: int, num_cols: int,
     dtype = _index_dtype(num_rows, num_cols, edge_index.size(1))
     data = edge_index.to(dtype).contiguous()
     on_cpu = edge_index.device.type == 'cpu'
-    if on_cpu and not _is_sorted(key) and \
-            _is_sorted(index[1 - dim] * size[dim] + index[dim]):
+    if (
+        on_cpu
+        and not _is_sorted(key)
+        and _is_sorted(index[1 - dim] * size[dim] + index[dim])
+    ):
         # Sorted as the transpose (a coalesced edge_index, targets as
         # rows): the transpose is in input order.
         graph_t = EdgeIndex(data, sparse_size=size, sort_order=order_t)
         graph, perm = EdgeIndex(data, sparse_size=size).sort_by(
-            order, stable=True)
+            order, stable=True
+        )
         perm_t = _inverse(perm)
     else:
         perm = None
@@ -188,19 +208,29 @@ def _edge_index_arrays(edge_index: Tensor, num_rows: int, num_cols: int,
             data = data.index_select(1, perm)
         graph = EdgeIndex(data, sparse_size=size, sort_order=order)
         graph_t, perm_t = EdgeIndex(data, sparse_size=size).sort_by(
-            order_t, stable=True)
+            order_t, stable=True
+        )
     if perm is None:
         perm = torch.arange(edge_index.size(1), device=edge_index.device)
     data, data_t = graph.as_tensor(), graph_t.as_tensor()
-    return (graph.get_indptr(), data[dim], data[1 - dim],
-            graph_t.get_indptr(), data_t[1 - dim], data_t[dim],
-            perm_t.to(dtype), perm)
+    return (
+        graph.get_indptr(),
+        data[dim],
+        data[1 - dim],
+        graph_t.get_indptr(),
+        data_t[1 - dim],
+        data_t[dim],
+        perm_t.to(dtype),
+        perm,
+    )
 
 
 def _inverse(perm: Tensor) -> Tensor:
     return torch.empty_like(perm).index_copy_(
-        0, perm.long(), torch.arange(perm.numel(), device=perm.device,
-                                     dtype=perm.dtype))
+        0,
+        perm.long(),
+        torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype),
+    )
 
 
 def _unaliased(function: Callable) -> Callable:
@@ -208,14 +238,18 @@ def _unaliased(function: Callable) -> Callable:
     an earlier output, or start within it, copied: an operator's outputs
     may alias neither, and its fake outputs start their storage (the
     arrays of a sorted edge_index are views of its two rows)."""
+
     @functools.wraps(function)
     def wrapper(edge_index: Tensor, *args) -> Tuple[Tensor, ...]:
         seen = {edge_index.untyped_storage().data_ptr()}
         outputs = []
         for tensor in function(edge_index, *args):
             pointer = tensor.untyped_storage().data_ptr()
-            outputs.append(tensor.clone() if pointer in seen or
-                           tensor.storage_offset() != 0 else tensor)
+            outputs.append(
+                tensor.clone()
+                if pointer in seen or tensor.storage_offset() != 0
+                else tensor
+            )
             seen.add(pointer)
         return tuple(outputs)
 
@@ -225,16 +259,22 @@ def _unaliased(function: Callable) -> Callable:
 # The same as an operator (see custom_kernel): under torch.compile the sort is
 # one opaque node.
 _edge_index_arrays_op = torch.library.custom_op(
-    'apnet_pyg::edge_index_arrays', _unaliased(_edge_index_arrays),
+    'apnet_pyg::edge_index_arrays',
+    _unaliased(_edge_index_arrays),
     mutates_args=(),
     schema='(Tensor edge_index, SymInt num_rows, SymInt num_cols, int dim) '
-    '-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)')
+    '-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)',
+)
 _edge_index_arrays_op.register_fake(_edge_index_arrays_fake)
 
 
-def edge_index_arrays(edge_index: Tensor, size: Tuple[int, int],
-                      dim: int = 0, *,
-                      check: bool = True) -> Tuple[CSRArrays, Tensor]:
+def edge_index_arrays(
+    edge_index: Tensor,
+    size: Tuple[int, int],
+    dim: int = 0,
+    *,
+    check: bool = True,
+) -> Tuple[CSRArrays, Tensor]:
     r""":func:`csr_arrays` of a plain :obj:`edge_index` tensor of sparse
     size :obj:`size`: the :class:`~torch_geometric.EdgeIndex` is built
     here (in int32 where the sizes allow), sorted by
@@ -267,13 +307,19 @@ def _as_arrays(edge_index: Adjacency) -> CSRArrays:
     (its entries are then its edges, in its order)."""
     if isinstance(edge_index, CSRArrays):
         return edge_index
-    if not isinstance(edge_index, EdgeIndex) or \
-            not edge_index.is_sorted_by_row:
-        raise ValueError(f"'edge_index' must be an EdgeIndex sorted by row "
-                         f"(values follow its order) or CSRArrays from "
-                         f"csr_arrays() (got {_describe(edge_index)}): pass "
-                         f"EdgeIndex(..., sort_order='row')")
+    if (
+        not isinstance(edge_index, EdgeIndex)
+        or not edge_index.is_sorted_by_row
+    ):
+        raise ValueError(
+            f"'edge_index' must be an EdgeIndex sorted by row "
+            f'(values follow its order) or CSRArrays from '
+            f'csr_arrays() (got {_describe(edge_index)}): pass '
+            f"EdgeIndex(..., sort_order='row')"
+        )
     if None in edge_index.sparse_size():
-        raise ValueError("'edge_index' (an EdgeIndex) has no sparse size: "
-                         "pass EdgeIndex(..., sparse_size=(M, N))")
+        raise ValueError(
+            "'edge_index' (an EdgeIndex) has no sparse size: "
+            'pass EdgeIndex(..., sparse_size=(M, N))'
+        )
     return csr_arrays(edge_index)[0]

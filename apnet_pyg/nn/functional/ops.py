@@ -2,12 +2,12 @@ r"""The differentiable products (:func:`spmm`, :func:`sddmm`,
 :func:`edge_cosine`, :func:`softmax_spmm`) and the autograd functions
 behind them, whose backward passes call the kernels of
 :mod:`apnet_pyg.nn.functional.kernels`."""
+
 from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
 from torch_geometric import is_compiling
 
 from apnet_pyg.nn.functional.checks import (
@@ -32,20 +32,32 @@ from apnet_pyg.nn.functional.kernels import (
 # ---------------------------------------------------------------------------
 # Autograd functions
 # ---------------------------------------------------------------------------
-def _grad_of(outputs: List[Tensor], grad_outputs: List[Optional[Tensor]],
-             inputs: List[Optional[Tensor]],
-             needs_grad: Tuple[bool, ...]) -> List[Optional[Tensor]]:
+def _grad_of(
+    outputs: List[Tensor],
+    grad_outputs: List[Optional[Tensor]],
+    inputs: List[Optional[Tensor]],
+    needs_grad: Tuple[bool, ...],
+) -> List[Optional[Tensor]]:
     r"""The gradient of :obj:`outputs` with respect to those :obj:`inputs`
     that need one (:obj:`None` for the others), itself differentiable: the
     second-derivative path of the fused backward passes. An input the
     differentiated outputs do not use (:obj:`x` when only the attention
     is) gets :obj:`None`, autograd's zero."""
-    pairs = [(out, grad) for out, grad in zip(outputs, grad_outputs)
-             if grad is not None]
+    pairs = [
+        (out, grad)
+        for out, grad in zip(outputs, grad_outputs)
+        if grad is not None
+    ]
     wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
-    grads = iter(torch.autograd.grad([out for out, _ in pairs], wanted,
-                                     [grad for _, grad in pairs],
-                                     create_graph=True, allow_unused=True))
+    grads = iter(
+        torch.autograd.grad(
+            [out for out, _ in pairs],
+            wanted,
+            [grad for _, grad in pairs],
+            create_graph=True,
+            allow_unused=True,
+        )
+    )
     return [next(grads) if needed else None for needed in needs_grad]
 
 
@@ -70,14 +82,20 @@ def _saved(ctx) -> Tuple[CSRArrays, Tuple[Optional[Tensor], ...]]:
 
 
 def _backward_args(pattern: CSRArrays) -> Tuple:
-    return (pattern.rowptr, pattern.row, pattern.col, pattern.rowptr_t,
-            pattern.col_t, pattern.perm_t, pattern.transposed)
+    return (
+        pattern.rowptr,
+        pattern.row,
+        pattern.col,
+        pattern.rowptr_t,
+        pattern.col_t,
+        pattern.perm_t,
+        pattern.transposed,
+    )
 
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: CSRArrays, values: Tensor,
-                x: Tensor) -> Tensor:
+    def forward(ctx, pattern: CSRArrays, values: Tensor, x: Tensor) -> Tensor:
         _save(ctx, pattern, values, x)
         return _spmm_kernel(pattern.rowptr, pattern.col, values, x)
 
@@ -90,8 +108,9 @@ class _SpMM(torch.autograd.Function):
             grad_values = sddmm(pattern, grad_out, x)
         if ctx.needs_input_grad[2]:
             # d out / d x = A^T: an SpMM on the transposed pattern.
-            grad_x = spmm(pattern.t(), pattern.transpose_values(values),
-                          grad_out)
+            grad_x = spmm(
+                pattern.t(), pattern.transpose_values(values), grad_out
+            )
         return None, grad_values, grad_x
 
 
@@ -108,18 +127,21 @@ class _SDDMM(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_a = spmm(pattern, grad_values, b)
         if ctx.needs_input_grad[2]:
-            grad_b = spmm(pattern.t(), pattern.transpose_values(grad_values),
-                          a)
+            grad_b = spmm(
+                pattern.t(), pattern.transpose_values(grad_values), a
+            )
         return None, grad_a, grad_b
 
 
 class _EdgeCosine(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: CSRArrays, a: Tensor,
-                b: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    def forward(
+        ctx, pattern: CSRArrays, a: Tensor, b: Optional[Tensor]
+    ) -> Tuple[Tensor, Tensor]:
         # Saved in the compute dtype; the cosines returned in a's.
         cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
-            pattern.rowptr, pattern.col, a, b)
+            pattern.rowptr, pattern.col, a, b
+        )
         if b is None:  # The kernel's empty placeholders.
             h_b = inv_b = None
         _save(ctx, pattern, a, b, cos, h_a, inv_a, h_b, inv_b)
@@ -133,68 +155,120 @@ class _EdgeCosine(torch.autograd.Function):
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (normalize + differentiable SDDMM) instead.
-            h_a = F.normalize(_in_dtype(a, cos.dtype), p=2.0, dim=-1,
-                              eps=NORM_EPS)
-            h_b = h_a if b is None else F.normalize(
-                _in_dtype(b, cos.dtype), p=2.0, dim=-1, eps=NORM_EPS)
+            h_a = F.normalize(
+                _in_dtype(a, cos.dtype), p=2.0, dim=-1, eps=NORM_EPS
+            )
+            h_b = (
+                h_a
+                if b is None
+                else F.normalize(
+                    _in_dtype(b, cos.dtype), p=2.0, dim=-1, eps=NORM_EPS
+                )
+            )
             grad_a, grad_b = _grad_of(
-                [sddmm(pattern, h_a, h_b).to(a.dtype)], [grad_cos], [a, b],
-                needs_grad)
+                [sddmm(pattern, h_a, h_b).to(a.dtype)],
+                [grad_cos],
+                [a, b],
+                needs_grad,
+            )
             return None, grad_a, grad_b, None
 
         grad_a, grad_b = _edge_cosine_backward_kernel(
-            *_backward_args(pattern), grad_cos, cos, h_a, inv_a, h_b, inv_b,
-            needs_grad[1])
-        return (None, _in_dtype(grad_a, a.dtype) if needs_grad[0] else None,
-                _in_dtype(grad_b, b.dtype) if needs_grad[1] else None, None)
+            *_backward_args(pattern),
+            grad_cos,
+            cos,
+            h_a,
+            inv_a,
+            h_b,
+            inv_b,
+            needs_grad[1],
+        )
+        return (
+            None,
+            _in_dtype(grad_a, a.dtype) if needs_grad[0] else None,
+            _in_dtype(grad_b, b.dtype) if needs_grad[1] else None,
+            None,
+        )
 
 
 class _SoftmaxSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: CSRArrays, logits: Tensor, x: Tensor,
-                loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor,
-                                                        Tensor]:
+    def forward(
+        ctx,
+        pattern: CSRArrays,
+        logits: Tensor,
+        x: Tensor,
+        loop_logits: Optional[Tensor],
+    ) -> Tuple[Tensor, Tensor, Tensor]:
         # Saved in the compute dtype; returned in the inputs' dtypes.
         out, alpha, alpha_loop = _softmax_spmm_kernel(
-            pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits)
-        _save(ctx, pattern, logits, x, loop_logits, out, alpha,
-              None if loop_logits is None else alpha_loop)
+            pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits
+        )
+        _save(
+            ctx,
+            pattern,
+            logits,
+            x,
+            loop_logits,
+            out,
+            alpha,
+            None if loop_logits is None else alpha_loop,
+        )
         ctx.set_materialize_grads(False)  # Often only `out` is used.
-        return (_in_dtype(out, x.dtype), _in_dtype(alpha, logits.dtype),
-                _in_dtype(alpha_loop, logits.dtype))
+        return (
+            _in_dtype(out, x.dtype),
+            _in_dtype(alpha, logits.dtype),
+            _in_dtype(alpha_loop, logits.dtype),
+        )
 
     @staticmethod
-    def backward(ctx, grad_out: Optional[Tensor], grad_alpha: Optional[Tensor],
-                 grad_alpha_loop: Optional[Tensor]):
-        pattern, (logits, x, loop_logits, out, alpha,
-                  alpha_loop) = _saved(ctx)
+    def backward(
+        ctx,
+        grad_out: Optional[Tensor],
+        grad_alpha: Optional[Tensor],
+        grad_alpha_loop: Optional[Tensor],
+    ):
+        pattern, (logits, x, loop_logits, out, alpha, alpha_loop) = _saved(ctx)
         needs_grad = ctx.needs_input_grad[1:4]
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (softmax from torch operations + differentiable SpMM).
-            outputs = _composable_softmax_spmm(pattern, logits, x,
-                                               loop_logits)
-            grads = _grad_of(list(outputs),
-                             [grad_out, grad_alpha, grad_alpha_loop],
-                             [logits, x, loop_logits], needs_grad)
+            outputs = _composable_softmax_spmm(pattern, logits, x, loop_logits)
+            grads = _grad_of(
+                list(outputs),
+                [grad_out, grad_alpha, grad_alpha_loop],
+                [logits, x, loop_logits],
+                needs_grad,
+            )
             return None, *grads
 
         if grad_out is None:  # Only the attention is used downstream.
             grad_out = torch.zeros_like(out)
         grad_logits, grad_x, grad_loop = _softmax_spmm_backward_kernel(
-            *_backward_args(pattern), x, out, alpha, alpha_loop, grad_out,
-            grad_alpha, grad_alpha_loop, needs_grad[1])
-        return (None,
-                _in_dtype(grad_logits, logits.dtype) if needs_grad[0]
-                else None,
-                _in_dtype(grad_x, x.dtype) if needs_grad[1] else None,
-                _in_dtype(grad_loop, logits.dtype) if needs_grad[2]
-                else None)
+            *_backward_args(pattern),
+            x,
+            out,
+            alpha,
+            alpha_loop,
+            grad_out,
+            grad_alpha,
+            grad_alpha_loop,
+            needs_grad[1],
+        )
+        return (
+            None,
+            _in_dtype(grad_logits, logits.dtype) if needs_grad[0] else None,
+            _in_dtype(grad_x, x.dtype) if needs_grad[1] else None,
+            _in_dtype(grad_loop, logits.dtype) if needs_grad[2] else None,
+        )
 
 
 def _composable_softmax_spmm(
-        pattern: CSRArrays, logits: Tensor, x: Tensor,
-        loop_logits: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    pattern: CSRArrays,
+    logits: Tensor,
+    x: Tensor,
+    loop_logits: Optional[Tensor],
+) -> Tuple[Tensor, Tensor, Tensor]:
     # In the compute dtype, the results in the inputs' dtypes, as the
     # fused kernels.
     dtypes = x.dtype, logits.dtype
@@ -203,8 +277,9 @@ def _composable_softmax_spmm(
     if loop_logits is not None:
         loop_logits = loop_logits.to(dtype)
     row = pattern.row
-    row_max = torch.segment_reduce(logits.detach(), 'max',
-                                   offsets=pattern.rowptr, unsafe=True)
+    row_max = torch.segment_reduce(
+        logits.detach(), 'max', offsets=pattern.rowptr, unsafe=True
+    )
     if loop_logits is not None:
         row_max = torch.maximum(row_max, loop_logits.detach())
     exp = (logits - row_max.index_select(0, row)).exp()
@@ -217,7 +292,7 @@ def _composable_softmax_spmm(
     alpha = exp / denominator.index_select(0, row)
     out = spmm(pattern, alpha, x)
     if loop_logits is not None:
-        out = out + alpha_loop.unsqueeze(-1) * x[:alpha_loop.numel()]
+        out = out + alpha_loop.unsqueeze(-1) * x[: alpha_loop.numel()]
     return out.to(dtypes[0]), alpha.to(dtypes[1]), alpha_loop.to(dtypes[1])
 
 
@@ -281,8 +356,9 @@ def sddmm(edge_index: Adjacency, a: Tensor, b: Tensor) -> Tensor:
     return _SDDMM.apply(pattern, a, b)
 
 
-def edge_cosine(edge_index: Adjacency, a: Tensor,
-                b: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+def edge_cosine(
+    edge_index: Adjacency, a: Tensor, b: Optional[Tensor] = None
+) -> Tuple[Tensor, Tensor]:
     r"""Cosine similarity :math:`\cos(\mathbf{a}_i, \mathbf{b}_j)` for
     every entry :math:`(i, j)`, equal to :obj:`sddmm(edge_index,
     F.normalize(a), F.normalize(b))` (norms bounded below by
@@ -314,11 +390,14 @@ def edge_cosine(edge_index: Adjacency, a: Tensor,
     if not is_compiling():
         _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
         if b is None and pattern.size[0] != pattern.size[1]:
-            raise ValueError(f"b=None (b = a) needs a square pattern (got "
-                             f"size {pattern.size}); pass 'b'")
+            raise ValueError(
+                f'b=None (b = a) needs a square pattern (got '
+                f"size {pattern.size}); pass 'b'"
+            )
         if b is not None:
-            _check_operand(b, 'b', pattern, pattern.size[1],
-                           'number of columns')
+            _check_operand(
+                b, 'b', pattern, pattern.size[1], 'number of columns'
+            )
             _check_same_width(b, 'b', a, 'a')
             _check_same_dtype(b, 'b', a, 'a')
     cos, inv_a = _EdgeCosine.apply(pattern, a, b)
@@ -365,17 +444,27 @@ def softmax_spmm(
     """
     pattern = _as_arrays(edge_index)
     if not is_compiling():
-        _check_entry_values_and_x(pattern, logits, 'logits', x,
-                                  same_dtype=False)
+        _check_entry_values_and_x(
+            pattern, logits, 'logits', x, same_dtype=False
+        )
         if loop_logits is not None:
-            _check_operand(loop_logits, 'loop_logits', pattern,
-                           pattern.size[0], 'number of rows', dim=1)
+            _check_operand(
+                loop_logits,
+                'loop_logits',
+                pattern,
+                pattern.size[0],
+                'number of rows',
+                dim=1,
+            )
             _check_same_dtype(loop_logits, 'loop_logits', logits, 'logits')
             if pattern.size[0] > pattern.size[1]:
-                raise ValueError(f"'loop_logits' needs a pattern with no "
-                                 f"more rows than columns (got size "
-                                 f"{pattern.size}): row i's self-loop "
-                                 f"aggregates x[i]")
-    out, alpha, alpha_loop = _SoftmaxSpMM.apply(pattern, logits, x,
-                                                loop_logits)
+                raise ValueError(
+                    f"'loop_logits' needs a pattern with no "
+                    f'more rows than columns (got size '
+                    f"{pattern.size}): row i's self-loop "
+                    f'aggregates x[i]'
+                )
+    out, alpha, alpha_loop = _SoftmaxSpMM.apply(
+        pattern, logits, x, loop_logits
+    )
     return out, alpha, None if loop_logits is None else alpha_loop

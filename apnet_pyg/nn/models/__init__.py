@@ -1,5 +1,5 @@
+from .apnet import APNet
 from .centroid_encoder import CentroidEncoder, kmeans
 from .relation_head import RelationHead
-from .apnet import APNet
 
 __all__ = ['CentroidEncoder', 'kmeans', 'RelationHead', 'APNet']

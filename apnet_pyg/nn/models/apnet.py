@@ -2,7 +2,6 @@ from typing import Any, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-
 from torch_geometric import is_compiling
 from torch_geometric.utils import dense_to_sparse
 
@@ -12,11 +11,11 @@ from apnet_pyg.graph.cosine import (
     cosine_threshold_adjacency,
     cosine_threshold_graph,
 )
+from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.dense.dense_apnet_conv import DenseAPNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
-from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.utils import check_number
 
 #: The class graphs of APNet: learned from the class vectors, given by a
@@ -35,9 +34,9 @@ GRAPHS = ('learned', 'wordnet', 'none')
 DENSE_CLASS_GRAPH_MAX_CLASSES = 1024
 
 
-def use_dense_class_graph(num_classes: int,
-                          device: Union[str, torch.device],
-                          sync_free: bool = False) -> bool:
+def use_dense_class_graph(
+    num_classes: int, device: Union[str, torch.device], sync_free: bool = False
+) -> bool:
     r"""Whether :class:`APNet` propagates a task of :obj:`num_classes`
     classes on :obj:`device` over the dense form of its class graph (the
     one place of this rule): for at most
@@ -49,7 +48,8 @@ def use_dense_class_graph(num_classes: int,
     form keeps the results of the versions before the dense one bit for
     bit."""
     return num_classes <= DENSE_CLASS_GRAPH_MAX_CLASSES and (
-        sync_free or torch.device(device).type != 'cpu' or is_compiling())
+        sync_free or torch.device(device).type != 'cpu' or is_compiling()
+    )
 
 
 def check_logit_scale(value: Any) -> float:
@@ -57,8 +57,10 @@ def check_logit_scale(value: Any) -> float:
     for :class:`APNet` and the ZSL application's configuration."""
     value = check_number(value, 'logit_scale')
     if not value > 0:
-        raise ValueError(f"'logit_scale' must be positive (got {value:g}): "
-                         f"the logits would not depend on the scores")
+        raise ValueError(
+            f"'logit_scale' must be positive (got {value:g}): "
+            f'the logits would not depend on the scores'
+        )
     return value
 
 
@@ -125,6 +127,7 @@ class APNet(torch.nn.Module):
             dense :math:`(C, C)` matrix of weights, row = target class,
             column = source class, :math:`0` = no edge.
     """
+
     def __init__(
         self,
         attribute_dim: int,
@@ -144,16 +147,20 @@ class APNet(torch.nn.Module):
     ):
         super().__init__()
         if graph not in GRAPHS:
-            raise ValueError(f"'graph' must be one of {', '.join(GRAPHS)} "
-                             f"(got '{graph}')")
+            raise ValueError(
+                f"'graph' must be one of {', '.join(GRAPHS)} (got '{graph}')"
+            )
         if graph == 'wordnet':
             if class_prior is None:
-                raise ValueError("graph='wordnet' needs 'class_prior', the "
-                                 "[C, C] prior graph over the dataset's "
-                                 "classes (see apnet_pyg.zsl."
-                                 "wordnet_class_prior)")
-            self.register_buffer('class_prior',
-                                 _checked_class_prior(class_prior))
+                raise ValueError(
+                    "graph='wordnet' needs 'class_prior', the "
+                    "[C, C] prior graph over the dataset's "
+                    'classes (see apnet_pyg.zsl.'
+                    'wordnet_class_prior)'
+                )
+            self.register_buffer(
+                'class_prior', _checked_class_prior(class_prior)
+            )
         else:
             self.class_prior = None
         self.graph = graph
@@ -161,30 +168,39 @@ class APNet(torch.nn.Module):
         check_temperature(propagation_temperature, 'propagation_temperature')
         self.logit_scale = check_logit_scale(logit_scale)
 
-        self.encoder = CentroidEncoder(attribute_dim, class_channels,
-                                       num_centroids)
+        self.encoder = CentroidEncoder(
+            attribute_dim, class_channels, num_centroids
+        )
         self.conv = None
         dense_conv = None
         if graph != 'none':
-            self.conv = APNetConv(class_channels, proj_channels,
-                                  temperature=propagation_temperature,
-                                  learn_temperature=False,
-                                  num_steps=num_steps, proj_init='glorot')
+            self.conv = APNetConv(
+                class_channels,
+                proj_channels,
+                temperature=propagation_temperature,
+                learn_temperature=False,
+                num_steps=num_steps,
+                proj_init='glorot',
+            )
             # Its initialisation must not draw from the global RNG, which
             # initialises the model: the head would start elsewhere.
             with torch.random.fork_rng(devices=[]):
                 dense_conv = DenseAPNetConv(
-                    class_channels, proj_channels,
+                    class_channels,
+                    proj_channels,
                     temperature=propagation_temperature,
-                    learn_temperature=False, num_steps=num_steps,
-                    proj_init='glorot')
+                    learn_temperature=False,
+                    num_steps=num_steps,
+                    proj_init='glorot',
+                )
         # The dense form of conv, sharing its projection and temperature:
         # not a submodule, so that the state_dict holds them once.
         object.__setattr__(self, '_dense_conv', dense_conv)
         self._tie_dense_conv()
         self.register_load_state_dict_post_hook(_tie_after_loading)
-        self.head = RelationHead(class_channels, image_channels,
-                                 hidden_channels, score, interaction)
+        self.head = RelationHead(
+            class_channels, image_channels, hidden_channels, score, interaction
+        )
 
     def _tie_dense_conv(self) -> None:
         r"""Points the dense layer at :obj:`conv`'s projection and
@@ -236,14 +252,15 @@ class APNet(torch.nn.Module):
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
                 edge_index = cosine_threshold_graph(
-                    self.conv.lin(initial_vectors), self.threshold,
-                    loop=False)
+                    self.conv.lin(initial_vectors), self.threshold, loop=False
+                )
             return edge_index, None
         if self.graph == 'wordnet':
             classes = self._prior_classes(initial_vectors, classes)
             # Rows are targets, columns sources.
             index, weight = dense_to_sparse(
-                self.class_prior[classes][:, classes])
+                self.class_prior[classes][:, classes]
+            )
             return index.flip(0), weight.to(initial_vectors.dtype)
         raise ValueError("graph='none' builds no class graph")
 
@@ -263,28 +280,38 @@ class APNet(torch.nn.Module):
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
                 return cosine_threshold_adjacency(
-                    self.conv.lin(initial_vectors), self.threshold)
+                    self.conv.lin(initial_vectors), self.threshold
+                )
         if self.graph == 'wordnet':
             classes = self._prior_classes(initial_vectors, classes)
             prior = self.class_prior.index_select(0, classes)
             return prior.index_select(1, classes).to(initial_vectors.dtype)
         raise ValueError("graph='none' builds no class graph")
 
-    def _prior_classes(self, initial_vectors: Tensor,
-                       classes: Optional[Tensor]) -> Tensor:
+    def _prior_classes(
+        self, initial_vectors: Tensor, classes: Optional[Tensor]
+    ) -> Tensor:
         if classes is None:
-            raise ValueError("graph='wordnet' needs 'classes', the "
-                             "task's class indices into 'class_prior'")
+            raise ValueError(
+                "graph='wordnet' needs 'classes', the "
+                "task's class indices into 'class_prior'"
+            )
         if classes.numel() != initial_vectors.size(0):
-            raise ValueError(f"'classes' must hold one index per class "
-                             f"vector (got {classes.numel()} for "
-                             f"{initial_vectors.size(0)})")
+            raise ValueError(
+                f"'classes' must hold one index per class "
+                f'vector (got {classes.numel()} for '
+                f'{initial_vectors.size(0)})'
+            )
         return classes.to(self.class_prior.device)
 
-    def class_vectors(self, attributes: Tensor,
-                      classes: Optional[Tensor] = None, *,
-                      dense: Optional[bool] = None,
-                      check_values: bool = True) -> Tensor:
+    def class_vectors(
+        self,
+        attributes: Tensor,
+        classes: Optional[Tensor] = None,
+        *,
+        dense: Optional[bool] = None,
+        check_values: bool = True,
+    ) -> Tensor:
         r"""The propagated class vectors :math:`(C_t, F_c)` of a task's
         classes with :obj:`attributes` :math:`(C_t, A)` (and, for
         :obj:`"wordnet"`, dataset indices :obj:`classes`), the class graph
@@ -305,8 +332,9 @@ class APNet(torch.nn.Module):
         edge_index, edge_weight = self.class_graph(x, classes)
         return self.conv(x, edge_index, edge_weight)
 
-    def scores(self, class_vectors: Tensor, images: Tensor,
-               check_values: bool = True) -> Tensor:
+    def scores(
+        self, class_vectors: Tensor, images: Tensor, check_values: bool = True
+    ) -> Tensor:
         r"""The head's scores :math:`h` :math:`(B, C_t)` of :obj:`images`
         :math:`(B, F_v)` against :obj:`class_vectors`; the logits are
         :obj:`logit_scale` times these. :obj:`check_values`: see
@@ -319,25 +347,34 @@ class APNet(torch.nn.Module):
         projects each image once, calls it too)."""
         return self.logit_scale * scores
 
-    def forward(self, images: Tensor, attributes: Tensor,
-                classes: Optional[Tensor] = None, *,
-                dense: Optional[bool] = None,
-                check_values: bool = True) -> Tensor:
+    def forward(
+        self,
+        images: Tensor,
+        attributes: Tensor,
+        classes: Optional[Tensor] = None,
+        *,
+        dense: Optional[bool] = None,
+        check_values: bool = True,
+    ) -> Tensor:
         r"""Logits :math:`(B, C_t)` of the :obj:`images` :math:`(B, F_v)`
         over a task's classes with :obj:`attributes` :math:`(C_t, A)` and,
         for :obj:`"wordnet"`, dataset indices :obj:`classes`.
         :obj:`dense` and :obj:`check_values`: see :meth:`class_vectors`
         (the values of both inputs are checked or not)."""
-        vectors = self.class_vectors(attributes, classes, dense=dense,
-                                     check_values=check_values)
-        return self.logits(self.scores(vectors, images,
-                                       check_values=check_values))
+        vectors = self.class_vectors(
+            attributes, classes, dense=dense, check_values=check_values
+        )
+        return self.logits(
+            self.scores(vectors, images, check_values=check_values)
+        )
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(attribute_dim='
-                f'{self.encoder.attribute_dim}, graph={self.graph}, '
-                f'num_centroids={self.encoder.num_centroids}, '
-                f'score={self.head.score})')
+        return (
+            f'{self.__class__.__name__}(attribute_dim='
+            f'{self.encoder.attribute_dim}, graph={self.graph}, '
+            f'num_centroids={self.encoder.num_centroids}, '
+            f'score={self.head.score})'
+        )
 
 
 def _tie_after_loading(model: APNet, incompatible_keys: Any) -> None:
@@ -348,14 +385,21 @@ def _checked_class_prior(class_prior: Tensor) -> Tensor:
     r"""A float copy of :obj:`class_prior`, checked to be a square matrix
     of finite, non-negative weights (read once, at construction)."""
     if not isinstance(class_prior, Tensor):
-        raise ValueError(f"'class_prior' must be a torch.Tensor (got "
-                         f"{type(class_prior).__name__})")
+        raise ValueError(
+            f"'class_prior' must be a torch.Tensor (got "
+            f'{type(class_prior).__name__})'
+        )
     if class_prior.dim() != 2 or class_prior.size(0) != class_prior.size(1):
-        raise ValueError(f"'class_prior' must be a square [C, C] matrix "
-                         f"(got {tuple(class_prior.shape)})")
+        raise ValueError(
+            f"'class_prior' must be a square [C, C] matrix "
+            f'(got {tuple(class_prior.shape)})'
+        )
     class_prior = class_prior.float().clone()
-    if not bool(torch.isfinite(class_prior).all()) or \
-            bool((class_prior < 0).any()):
-        raise ValueError("'class_prior' must hold finite, non-negative "
-                         "weights (0 = no edge)")
+    if not bool(torch.isfinite(class_prior).all()) or bool(
+        (class_prior < 0).any()
+    ):
+        raise ValueError(
+            "'class_prior' must hold finite, non-negative "
+            'weights (0 = no edge)'
+        )
     return class_prior

@@ -2,7 +2,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-
 from torch_geometric.nn.dense.linear import Linear
 
 from apnet_pyg.utils import check_features, check_int, check_node_features
@@ -66,21 +65,30 @@ class RelationHead(torch.nn.Module):
           :math:`(B, F_v)`
         - **output:** scores :math:`(B, C)`
     """
-    def __init__(self, class_channels: int, image_channels: int,
-                 hidden_channels: int = 2048, score: str = 'sigmoid',
-                 interaction: str = 'additive'):
+
+    def __init__(
+        self,
+        class_channels: int,
+        image_channels: int,
+        hidden_channels: int = 2048,
+        score: str = 'sigmoid',
+        interaction: str = 'additive',
+    ):
         super().__init__()
         # PyG's Linear would read 0 or a negative size as lazy.
         check_int(class_channels, 'class_channels', minimum=1)
         check_int(image_channels, 'image_channels', minimum=1)
         check_int(hidden_channels, 'hidden_channels', minimum=1)
         if score not in SCORES:
-            raise ValueError(f"'score' must be one of {', '.join(SCORES)} "
-                             f"(got '{score}')")
+            raise ValueError(
+                f"'score' must be one of {', '.join(SCORES)} (got '{score}')"
+            )
         if interaction not in INTERACTIONS:
-            raise ValueError(f"'interaction' must be one of "
-                             f"{', '.join(INTERACTIONS)} (got "
-                             f"'{interaction}')")
+            raise ValueError(
+                f"'interaction' must be one of "
+                f'{", ".join(INTERACTIONS)} (got '
+                f"'{interaction}')"
+            )
         self.class_channels = class_channels
         self.image_channels = image_channels
         self.hidden_channels = hidden_channels
@@ -97,9 +105,13 @@ class RelationHead(torch.nn.Module):
         self.lin_image.reset_parameters()
         self.lin_out.reset_parameters()
 
-    def forward(self, class_vectors: Tensor, images: Tensor,
-                block_size: Optional[int] = None,
-                check_values: bool = True) -> Tensor:
+    def forward(
+        self,
+        class_vectors: Tensor,
+        images: Tensor,
+        block_size: Optional[int] = None,
+        check_values: bool = True,
+    ) -> Tensor:
         r""":obj:`check_values=False` skips the check that the inputs are
         finite, which reads them on the host (a synchronisation on a GPU,
         a graph break under :func:`torch.compile`), for a caller that
@@ -107,11 +119,16 @@ class RelationHead(torch.nn.Module):
         check = check_node_features if check_values else check_features
         check(class_vectors, 'class_vectors', channels=self.class_channels)
         check(images, 'images', channels=self.image_channels)
-        return self.pair_scores(self.lin_class(class_vectors),
-                                self.lin_image(images), block_size)
+        return self.pair_scores(
+            self.lin_class(class_vectors), self.lin_image(images), block_size
+        )
 
-    def pair_scores(self, per_class: Tensor, per_image: Tensor,
-                    block_size: Optional[int] = None) -> Tensor:
+    def pair_scores(
+        self,
+        per_class: Tensor,
+        per_image: Tensor,
+        block_size: Optional[int] = None,
+    ) -> Tensor:
         r"""The scores from the projected class vectors
         :math:`\mathbf{W}_1 \mathbf{x}_y` :math:`(C, H)` (:obj:`lin_class`)
         and projected images :math:`\mathbf{W}_2 \mathbf{v} + \mathbf{b}_1`
@@ -125,11 +142,12 @@ class RelationHead(torch.nn.Module):
             out = (per_image.relu() * w) @ per_class.t() + self.lin_out.bias
             return out.sigmoid() if self.score == 'sigmoid' else out
         block_size = block_size or max(
-            1, _PAIR_BLOCK_ELEMENTS //
-            max(num_classes * self.hidden_channels, 1))
+            1,
+            _PAIR_BLOCK_ELEMENTS // max(num_classes * self.hidden_channels, 1),
+        )
         scores = []
         for start in range(0, per_image.size(0), block_size):
-            block = per_image[start:start + block_size]
+            block = per_image[start : start + block_size]
             # In place: the pre-activation sum is a fresh tensor.
             hidden = (block.unsqueeze(1) + per_class.unsqueeze(0)).relu_()
             scores.append(hidden @ w)  # [b, C]
@@ -139,6 +157,8 @@ class RelationHead(torch.nn.Module):
         return out.sigmoid() if self.score == 'sigmoid' else out
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}({self.class_channels}, '
-                f'{self.image_channels}, hidden={self.hidden_channels}, '
-                f'score={self.score}, interaction={self.interaction})')
+        return (
+            f'{self.__class__.__name__}({self.class_channels}, '
+            f'{self.image_channels}, hidden={self.hidden_channels}, '
+            f'score={self.score}, interaction={self.interaction})'
+        )

@@ -55,6 +55,7 @@ the backward pass, so :func:`torch.compile` sees each as one opaque
 operator. A second derivative differentiates the composed sparse kernels
 of :mod:`apnet_pyg.nn.functional` instead.
 """
+
 # _kernels and _Config are private, re-exported for the tests.
 from apnet_pyg.nn.triton_propagation.kernels import (  # noqa: F401
     _kernels,

@@ -1,11 +1,11 @@
 r"""The public functions of the fused propagation: the autograd function
 over the custom operators, its argument checks, the composed reference,
 and the bandwidth floor."""
+
 from typing import Optional, Union
 
 import torch
 from torch import Tensor
-
 from torch_geometric import is_compiling
 
 from apnet_pyg.nn.functional import (
@@ -35,23 +35,37 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # ---------------------------------------------------------------------------
 class _TritonPropagate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pattern: CSRArrays, x: Tensor, h_dst: Tensor,
-                h_src: Optional[Tensor], gamma: Tensor,
-                log_weight: Optional[Tensor],
-                loop_kept: Optional[Tensor]) -> Tensor:
-        out, lse = _forward_op(x, h_dst, h_src, gamma, log_weight,
-                               loop_kept, pattern.rowptr, pattern.col)
+    def forward(
+        ctx,
+        pattern: CSRArrays,
+        x: Tensor,
+        h_dst: Tensor,
+        h_src: Optional[Tensor],
+        gamma: Tensor,
+        log_weight: Optional[Tensor],
+        loop_kept: Optional[Tensor],
+    ) -> Tensor:
+        out, lse = _forward_op(
+            x,
+            h_dst,
+            h_src,
+            gamma,
+            log_weight,
+            loop_kept,
+            pattern.rowptr,
+            pattern.col,
+        )
         # Index tensors autograd never differentiates: an attribute.
         ctx.pattern = pattern
-        ctx.save_for_backward(x, h_dst, h_src, gamma, log_weight,
-                              loop_kept, lse)
+        ctx.save_for_backward(
+            x, h_dst, h_src, gamma, log_weight, loop_kept, lse
+        )
         return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         pattern = ctx.pattern
-        x, h_dst, h_src, gamma, log_weight, loop_kept, lse = \
-            ctx.saved_tensors
+        x, h_dst, h_src, gamma, log_weight, loop_kept, lse = ctx.saved_tensors
         needs_grad = tuple(ctx.needs_input_grad[1:6])
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composed
@@ -59,18 +73,41 @@ class _TritonPropagate(torch.autograd.Function):
             inputs = (x, h_dst, h_src, gamma, log_weight)
             out = composed_attention_propagate(pattern, *inputs, loop_kept)
             wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
-            grads = iter(torch.autograd.grad(out, wanted, grad_out,
-                                             create_graph=True,
-                                             allow_unused=True))
-            return (None, *[next(grads) if needed else None
-                            for needed in needs_grad], None)
+            grads = iter(
+                torch.autograd.grad(
+                    out, wanted, grad_out, create_graph=True, allow_unused=True
+                )
+            )
+            return (
+                None,
+                *[next(grads) if needed else None for needed in needs_grad],
+                None,
+            )
 
-        grads = _backward_op(grad_out, lse, x, h_dst, h_src, gamma,
-                             log_weight, loop_kept, pattern.rowptr,
-                             pattern.col, pattern.rowptr_t, pattern.col_t,
-                             pattern.perm_t, list(needs_grad))
-        return (None, *[grad if needed else None
-                        for grad, needed in zip(grads, needs_grad)], None)
+        grads = _backward_op(
+            grad_out,
+            lse,
+            x,
+            h_dst,
+            h_src,
+            gamma,
+            log_weight,
+            loop_kept,
+            pattern.rowptr,
+            pattern.col,
+            pattern.rowptr_t,
+            pattern.col_t,
+            pattern.perm_t,
+            list(needs_grad),
+        )
+        return (
+            None,
+            *[
+                grad if needed else None
+                for grad, needed in zip(grads, needs_grad)
+            ],
+            None,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -136,19 +173,22 @@ def triton_attention_propagate(
     if not isinstance(temperature, Tensor) and isinstance(x, Tensor):
         # In float64 for float64 features (gradcheck), else float32.
         temperature = torch.tensor(
-            float(temperature), device=x.device,
-            dtype=torch.float64 if x.dtype == torch.float64
-            else torch.float32)
+            float(temperature),
+            device=x.device,
+            dtype=torch.float64 if x.dtype == torch.float64 else torch.float32,
+        )
     if not is_compiling():
         _check_triton()
     pattern = _as_arrays(edge_index)
     if not is_compiling():
-        _check_inputs(pattern, x, h_dst, h_src, temperature, log_weight,
-                      loop_kept)
+        _check_inputs(
+            pattern, x, h_dst, h_src, temperature, log_weight, loop_kept
+        )
     if h_src is h_dst:  # One tensor given twice to autograd: one gradient.
         h_src = None
-    return _TritonPropagate.apply(pattern, x, h_dst, h_src, temperature,
-                                  log_weight, loop_kept)
+    return _TritonPropagate.apply(
+        pattern, x, h_dst, h_src, temperature, log_weight, loop_kept
+    )
 
 
 def composed_attention_propagate(
@@ -177,29 +217,41 @@ def composed_attention_propagate(
     # one, and its output is masked to 0.
     empty = (pattern.rowptr[1:] == pattern.rowptr[:-1]) & ~loop_kept
     loop_logits = torch.where(
-        loop_kept, temperature * self_cos,
-        torch.where(empty, 0.0, float('-inf')).to(self_cos.dtype))
-    out = softmax_spmm(pattern, logits.to(x.dtype), x,
-                       loop_logits.to(x.dtype))[0]
+        loop_kept,
+        temperature * self_cos,
+        torch.where(empty, 0.0, float('-inf')).to(self_cos.dtype),
+    )
+    out = softmax_spmm(
+        pattern, logits.to(x.dtype), x, loop_logits.to(x.dtype)
+    )[0]
     return torch.where(empty.unsqueeze(-1), 0.0, out)
 
 
 def _check_triton() -> None:
     if not is_triton_available():
-        raise RuntimeError("triton_attention_propagate needs Triton, which "
-                           "is not installed: pip install triton (it ships "
-                           "with PyTorch's CUDA builds), or use the sparse "
-                           "kernels (kernel='sparse')")
+        raise RuntimeError(
+            'triton_attention_propagate needs Triton, which '
+            'is not installed: pip install triton (it ships '
+            "with PyTorch's CUDA builds), or use the sparse "
+            "kernels (kernel='sparse')"
+        )
 
 
-def _check_inputs(pattern: CSRArrays, x: Tensor, h_dst: Tensor,
-                  h_src: Optional[Tensor], temperature: Tensor,
-                  log_weight: Optional[Tensor],
-                  loop_kept: Optional[Tensor]) -> None:
+def _check_inputs(
+    pattern: CSRArrays,
+    x: Tensor,
+    h_dst: Tensor,
+    h_src: Optional[Tensor],
+    temperature: Tensor,
+    log_weight: Optional[Tensor],
+    loop_kept: Optional[Tensor],
+) -> None:
     if pattern.transposed:
-        raise ValueError("'edge_index' is transposed CSRArrays (.t()): pass "
-                         "the arrays csr_arrays() read, rows the "
-                         "destination nodes")
+        raise ValueError(
+            "'edge_index' is transposed CSRArrays (.t()): pass "
+            'the arrays csr_arrays() read, rows the '
+            'destination nodes'
+        )
     num_dst, num_src = pattern.size
     operands = [('x', x, 2, num_src), ('h_dst', h_dst, 2, num_dst)]
     if h_src is not None:
@@ -209,65 +261,97 @@ def _check_inputs(pattern: CSRArrays, x: Tensor, h_dst: Tensor,
     for name, tensor, dim, rows in operands:
         check_features(tensor, name, dim=dim)
         if tensor.dtype not in _FLOAT_DTYPES:
-            raise ValueError(f"'{name}' has dtype {tensor.dtype}; the Triton "
-                             f"kernel takes float16, bfloat16, float32 or "
-                             f"float64")
+            raise ValueError(
+                f"'{name}' has dtype {tensor.dtype}; the Triton "
+                f'kernel takes float16, bfloat16, float32 or '
+                f'float64'
+            )
         if tensor.size(0) != rows:
-            raise ValueError(f"'{name}' must have {rows} rows for a pattern "
-                             f"of size {pattern.size} (got shape "
-                             f"{tuple(tensor.shape)})")
+            raise ValueError(
+                f"'{name}' must have {rows} rows for a pattern "
+                f'of size {pattern.size} (got shape '
+                f'{tuple(tensor.shape)})'
+            )
         check_same_device(tensor, name, pattern.rowptr, 'pattern')
     if h_src is None and num_dst != num_src:
-        raise ValueError(f"h_src=None (h_src = h_dst) needs a square "
-                         f"pattern (got size {pattern.size}); pass 'h_src'")
+        raise ValueError(
+            f'h_src=None (h_src = h_dst) needs a square '
+            f"pattern (got size {pattern.size}); pass 'h_src'"
+        )
     if h_src is not None and h_src.size(1) != h_dst.size(1):
-        raise ValueError(f"'h_src' and 'h_dst' must have the same number of "
-                         f"features (got {h_src.size(1)} and "
-                         f"{h_dst.size(1)})")
+        raise ValueError(
+            f"'h_src' and 'h_dst' must have the same number of "
+            f'features (got {h_src.size(1)} and '
+            f'{h_dst.size(1)})'
+        )
     for name, width in (('x', x.size(1)), ('h_dst', h_dst.size(1))):
         if width > MAX_FEATURES:
-            raise ValueError(f"'{name}' has {width} features, more than the "
-                             f"Triton kernel's {MAX_FEATURES} (one tile a "
-                             f"row): use the sparse kernels "
-                             f"(kernel='sparse')")
-    if not isinstance(temperature, Tensor) or temperature.numel() != 1 or \
-            not temperature.is_floating_point():
-        raise ValueError(f"'temperature' must be a float or a floating-point "
-                         f"tensor of one element (got "
-                         f"{_describe(temperature)})")
+            raise ValueError(
+                f"'{name}' has {width} features, more than the "
+                f"Triton kernel's {MAX_FEATURES} (one tile a "
+                f'row): use the sparse kernels '
+                f"(kernel='sparse')"
+            )
+    if (
+        not isinstance(temperature, Tensor)
+        or temperature.numel() != 1
+        or not temperature.is_floating_point()
+    ):
+        raise ValueError(
+            f"'temperature' must be a float or a floating-point "
+            f'tensor of one element (got '
+            f'{_describe(temperature)})'
+        )
     check_same_device(temperature, 'temperature', x)
     if loop_kept is not None:
-        if not isinstance(loop_kept, Tensor) or loop_kept.dim() != 1 or \
-                loop_kept.dtype != torch.bool or loop_kept.numel() != num_dst:
-            raise ValueError(f"'loop_kept' must be a boolean tensor with one "
-                             f"entry per destination row, [{num_dst}] (got "
-                             f"{_describe(loop_kept)})")
+        if (
+            not isinstance(loop_kept, Tensor)
+            or loop_kept.dim() != 1
+            or loop_kept.dtype != torch.bool
+            or loop_kept.numel() != num_dst
+        ):
+            raise ValueError(
+                f"'loop_kept' must be a boolean tensor with one "
+                f'entry per destination row, [{num_dst}] (got '
+                f'{_describe(loop_kept)})'
+            )
         if num_dst > num_src:
-            raise ValueError(f"'loop_kept' needs a pattern with no more rows "
-                             f"than columns (got size {pattern.size}): row "
-                             f"i's self-loop aggregates x[i]")
+            raise ValueError(
+                f"'loop_kept' needs a pattern with no more rows "
+                f'than columns (got size {pattern.size}): row '
+                f"i's self-loop aggregates x[i]"
+            )
         check_same_device(loop_kept, 'loop_kept', x)
     device = x.device
     if device.type not in ('cpu', 'cuda', 'meta'):
-        raise ValueError(f"The Triton kernel runs on CUDA tensors (got "
-                         f"{device.type} tensors): use the sparse kernels "
-                         f"(kernel='sparse')")
+        raise ValueError(
+            f'The Triton kernel runs on CUDA tensors (got '
+            f'{device.type} tensors): use the sparse kernels '
+            f"(kernel='sparse')"
+        )
     if device.type == 'cpu' and not interpreter_enabled():
-        raise ValueError("The Triton kernel runs on CUDA tensors (got CPU "
-                         "tensors): move them to a GPU, use the sparse "
-                         "kernels on CPU (kernel='sparse'), or set "
-                         "TRITON_INTERPRET=1 to run it under Triton's "
-                         "interpreter (slow; for tests)")
+        raise ValueError(
+            'The Triton kernel runs on CUDA tensors (got CPU '
+            'tensors): move them to a GPU, use the sparse '
+            "kernels on CPU (kernel='sparse'), or set "
+            "TRITON_INTERPRET=1 to run it under Triton's "
+            'interpreter (slow; for tests)'
+        )
 
 
-
-def propagation_floor_bytes(num_dst: int, num_src: int, num_entries: int,
-                            x_channels: int, h_channels: int,
-                            dtype: torch.dtype = torch.float32,
-                            index_dtype: torch.dtype = torch.int32,
-                            same_h: bool = True, weights: bool = False,
-                            loops: bool = False,
-                            backward: bool = False) -> int:
+def propagation_floor_bytes(
+    num_dst: int,
+    num_src: int,
+    num_entries: int,
+    x_channels: int,
+    h_channels: int,
+    dtype: torch.dtype = torch.float32,
+    index_dtype: torch.dtype = torch.int32,
+    same_h: bool = True,
+    weights: bool = False,
+    loops: bool = False,
+    backward: bool = False,
+) -> int:
     r"""The bytes a propagation must move at least, the floor against
     which achieved bandwidth is stated: each entry's column index (and log
     weight) read and its source rows of :math:`\mathbf{h}` and
@@ -303,16 +387,30 @@ def propagation_floor_bytes(num_dst: int, num_src: int, num_entries: int,
     """
     element = torch.empty((), dtype=dtype).element_size()
     index = torch.empty((), dtype=index_dtype).element_size()
-    entries = num_entries * (index + (element if weights else 0) +
-                             (x_channels + h_channels) * element)
+    entries = num_entries * (
+        index
+        + (element if weights else 0)
+        + (x_channels + h_channels) * element
+    )
     pointers = (num_dst + 1) * index
     loop_bytes = num_dst * (1 + x_channels * element) if loops else 0
-    forward = entries + pointers + loop_bytes + \
-        num_dst * (h_channels + x_channels) * element
+    forward = (
+        entries
+        + pointers
+        + loop_bytes
+        + num_dst * (h_channels + x_channels) * element
+    )
     if not backward:
         return forward
-    written = num_src * (x_channels + h_channels) + \
-        (0 if same_h else num_dst * h_channels) + \
-        (num_entries if weights else 0)
-    return forward + entries + pointers + loop_bytes + \
-        (num_dst * (x_channels + h_channels) + written) * element
+    written = (
+        num_src * (x_channels + h_channels)
+        + (0 if same_h else num_dst * h_channels)
+        + (num_entries if weights else 0)
+    )
+    return (
+        forward
+        + entries
+        + pointers
+        + loop_bytes
+        + (num_dst * (x_channels + h_channels) + written) * element
+    )

@@ -5,9 +5,8 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.autograd import gradcheck
-
 import torch_geometric
+from torch.autograd import gradcheck
 from torch_geometric import EdgeIndex
 from torch_geometric.data import Batch, Data
 from torch_geometric.nn import AGNNConv
@@ -22,16 +21,27 @@ from apnet_pyg.nn import APNetConv, DenseAPNetConv, triton_propagation
 from apnet_pyg.nn.conv import apnet_conv
 
 
-def graph(num_nodes=8, num_edges=20, channels=6, seed=0, weighted=True,
-          dtype=torch.float64, make_random_graph=None, device='cpu'):
+def graph(
+    num_nodes=8,
+    num_edges=20,
+    channels=6,
+    seed=0,
+    weighted=True,
+    dtype=torch.float64,
+    make_random_graph=None,
+    device='cpu',
+):
     # Drawn on CPU: the same graph on every device.
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(num_nodes, channels, generator=generator, dtype=dtype)
     edge_index = make_random_graph(num_nodes, num_edges, generator)
     edge_weight = None
     if weighted:
-        edge_weight = torch.rand(edge_index.size(1), generator=generator,
-                                 dtype=dtype).add_(0.1).to(device)
+        edge_weight = (
+            torch.rand(edge_index.size(1), generator=generator, dtype=dtype)
+            .add_(0.1)
+            .to(device)
+        )
     return x.to(device), edge_index.to(device), edge_weight
 
 
@@ -41,8 +51,16 @@ def conv64(*args, seed=0, device='cpu', **kwargs):
     return APNetConv(*args, **kwargs).double().to(device)
 
 
-def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
-                        edge_weight=None, temperature=1.0, num_steps=1):
+def bipartite_reference(
+    x_src,
+    x_dst,
+    edge_index,
+    weight_src,
+    weight_dst,
+    edge_weight=None,
+    temperature=1.0,
+    num_steps=1,
+):
     r"""The bipartite layer from its equation, with dense matrices:
     :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W_t x^t_i, W_s
     x^s_j))` over the edges :math:`j \to i`, no self-loops; a further step
@@ -51,44 +69,52 @@ def bipartite_reference(x_src, x_dst, edge_index, weight_src, weight_dst,
     prior = x_src.new_zeros(x_dst.size(0), x_src.size(0))
     if edge_weight is None:
         edge_weight = x_src.new_ones(edge_index.size(1))
-    prior.index_put_((edge_index[1], edge_index[0]), edge_weight,
-                     accumulate=True)
+    prior.index_put_(
+        (edge_index[1], edge_index[0]), edge_weight, accumulate=True
+    )
     h_src = F.normalize(x_src @ weight_src.t(), dim=-1)
     h_dst = F.normalize(x_dst @ weight_dst.t(), dim=-1)
     for _ in range(num_steps):
         scores = torch.exp(temperature * (h_dst @ h_src.t())) * prior
         denominator = scores.sum(dim=-1, keepdim=True)
-        alpha = scores / torch.where(denominator > 0, denominator,
-                                     torch.ones_like(denominator))
+        alpha = scores / torch.where(
+            denominator > 0, denominator, torch.ones_like(denominator)
+        )
         out = alpha @ x_src
         h_dst = F.normalize(out @ weight_src.t(), dim=-1)
     return out
 
 
 def test_apnet_conv_defaults(make_random_graph, apnet_reference):
-    x, edge_index, _ = graph(channels=32, dtype=torch.float64,
-                             make_random_graph=make_random_graph)
+    x, edge_index, _ = graph(
+        channels=32, dtype=torch.float64, make_random_graph=make_random_graph
+    )
     conv = APNetConv(32).double()
     # The drop-in defaults (chosen on Cora's validation split,
     # examples/results/planetoid_search.md):
-    assert str(conv) == ('APNetConv(32, proj_channels=16, temperature=0.5, '
-                         'num_steps=2)')
+    assert str(conv) == (
+        'APNetConv(32, proj_channels=16, temperature=0.5, num_steps=2)'
+    )
     assert conv.lin.weight.size() == (16, 32)
     assert conv.temperature.item() == 0.5
     assert not conv.temperature.requires_grad
     assert conv.proj_init == 'glorot' and conv.add_self_loops and conv.fused
     assert torch.allclose(
         conv(x, edge_index),
-        apnet_reference(x, edge_index, conv.lin.weight, temperature=0.5,
-                        num_steps=2), atol=1e-12)
+        apnet_reference(
+            x, edge_index, conv.lin.weight, temperature=0.5, num_steps=2
+        ),
+        atol=1e-12,
+    )
     dense = DenseAPNetConv(32).double()
     assert str(dense) == str(conv).replace('APNetConv', 'DenseAPNetConv')
     dense.load_state_dict(conv.state_dict())
 
     # The paper's configuration, as the ZSL model passes it:
     paper = APNetConv(16, 256, temperature=10.0, num_steps=1)
-    assert str(paper) == ('APNetConv(16, proj_channels=256, '
-                          'temperature=10.0, num_steps=1)')
+    assert str(paper) == (
+        'APNetConv(16, proj_channels=256, temperature=10.0, num_steps=1)'
+    )
     assert paper.lin.weight.size() == (256, 16)
 
 
@@ -100,18 +126,20 @@ def test_apnet_conv_identity_init():
 
 
 def test_apnet_conv(make_random_graph):
-    x, edge_index, _ = graph(channels=16, dtype=torch.float32,
-                             make_random_graph=make_random_graph)
+    x, edge_index, _ = graph(
+        channels=16, dtype=torch.float32, make_random_graph=make_random_graph
+    )
     conv = APNetConv(16, 32, temperature=10.0, num_steps=1)
     out = conv(x, edge_index)
     assert out.size() == (8, 16)
     assert out.dtype == torch.float32
 
-    out, (edge_index_out, alpha) = conv(x, edge_index,
-                                        return_attention_weights=True)
+    out, (edge_index_out, alpha) = conv(
+        x, edge_index, return_attention_weights=True
+    )
     assert edge_index_out.size(1) == edge_index.size(1) + 8  # self-loops
-    assert torch.equal(edge_index_out[:, :edge_index.size(1)], edge_index)
-    assert alpha.size() == (edge_index_out.size(1), )
+    assert torch.equal(edge_index_out[:, : edge_index.size(1)], edge_index)
+    assert alpha.size() == (edge_index_out.size(1),)
     assert bool((alpha > 0).all())
     row_sum = torch.zeros(8).index_add_(0, edge_index_out[1], alpha)
     assert torch.allclose(row_sum, torch.ones(8), atol=1e-6)
@@ -125,26 +153,41 @@ def test_apnet_conv(make_random_graph):
 @pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('num_steps', [1, 3])
 @pytest.mark.parametrize('weighted', [False, True])
-def test_apnet_conv_equals_reference(fused, num_steps, weighted,
-                                     apnet_reference, make_random_graph,
-                                     device):
-    x, edge_index, edge_weight = graph(weighted=weighted,
-                                       make_random_graph=make_random_graph,
-                                       device=device)
+def test_apnet_conv_equals_reference(
+    fused, num_steps, weighted, apnet_reference, make_random_graph, device
+):
+    x, edge_index, edge_weight = graph(
+        weighted=weighted, make_random_graph=make_random_graph, device=device
+    )
     # Two nodes with self-loops of their own (which keep their weight):
-    edge_index = torch.cat([edge_index, edge_index.new_tensor([[1, 5],
-                                                              [1, 5]])], 1)
+    edge_index = torch.cat(
+        [edge_index, edge_index.new_tensor([[1, 5], [1, 5]])], 1
+    )
     if weighted:
-        edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0,
-                                                                      .5])])
+        edge_weight = torch.cat(
+            [edge_weight, edge_weight.new_tensor([2.0, 0.5])]
+        )
         edge_weight.requires_grad_()
     x.requires_grad_()
 
-    conv = conv64(6, 4, temperature=3.0, learn_temperature=True,
-                  num_steps=num_steps, fused=fused, device=device)
+    conv = conv64(
+        6,
+        4,
+        temperature=3.0,
+        learn_temperature=True,
+        num_steps=num_steps,
+        fused=fused,
+        device=device,
+    )
     out = conv(x, edge_index, edge_weight)
-    expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight,
-                               conv.temperature, num_steps)
+    expected = apnet_reference(
+        x,
+        edge_index,
+        conv.lin.weight,
+        edge_weight,
+        conv.temperature,
+        num_steps,
+    )
     assert torch.allclose(out, expected, atol=1e-10)
 
     # Gradients with respect to every input and parameter:
@@ -158,18 +201,20 @@ def test_apnet_conv_equals_reference(fused, num_steps, weighted,
 
 
 def test_apnet_conv_fused_equals_message_passing(make_random_graph, device):
-    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph,
-                                       device=device)
-    edge_index = torch.cat([edge_index, edge_index.new_tensor([[2], [2]])],
-                           1)
+    x, edge_index, edge_weight = graph(
+        make_random_graph=make_random_graph, device=device
+    )
+    edge_index = torch.cat([edge_index, edge_index.new_tensor([[2], [2]])], 1)
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
     fused = conv64(6, 4, num_steps=2, device=device)
     message_passing = conv64(6, 4, num_steps=2, fused=False, device=device)
     message_passing.load_state_dict(fused.state_dict())
-    out1, (index1, alpha1) = fused(x, edge_index, edge_weight,
-                                   return_attention_weights=True)
-    out2, (index2, alpha2) = message_passing(x, edge_index, edge_weight,
-                                             return_attention_weights=True)
+    out1, (index1, alpha1) = fused(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
+    out2, (index2, alpha2) = message_passing(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     assert torch.allclose(out1, out2, atol=1e-12)
     assert torch.equal(index1, index2)
     assert index1.size(1) == edge_index.size(1) + 7  # node 2 has its loop
@@ -179,28 +224,35 @@ def test_apnet_conv_fused_equals_message_passing(make_random_graph, device):
 
 @pytest.mark.parametrize('fused', [True, False])
 def test_apnet_conv_gradcheck(fused, make_random_graph):
-    x, edge_index, edge_weight = graph(num_nodes=5, num_edges=9, channels=3,
-                                       make_random_graph=make_random_graph)
+    x, edge_index, edge_weight = graph(
+        num_nodes=5,
+        num_edges=9,
+        channels=3,
+        make_random_graph=make_random_graph,
+    )
     conv = conv64(3, 2, temperature=2.0, num_steps=2, fused=fused)
     x.requires_grad_()
     edge_weight.requires_grad_()
 
     def function(x, weight, edge_weight):
-        return torch.func.functional_call(conv, {'lin.weight': weight},
-                                          (x, edge_index, edge_weight))
+        return torch.func.functional_call(
+            conv, {'lin.weight': weight}, (x, edge_index, edge_weight)
+        )
 
     weight = conv.lin.weight.detach().clone().requires_grad_()
     assert gradcheck(function, (x, weight, edge_weight))
 
 
 def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
-    x, edge_index, _ = graph(make_random_graph=make_random_graph,
-                             device=device)
+    x, edge_index, _ = graph(
+        make_random_graph=make_random_graph, device=device
+    )
     agnn = AGNNConv(requires_grad=True).double().to(device)
     with torch.no_grad():
         agnn.beta.fill_(7.5)
-    conv = conv64(6, None, temperature=7.5, learn_temperature=True,
-                  device=device)
+    conv = conv64(
+        6, None, temperature=7.5, learn_temperature=True, device=device
+    )
     assert isinstance(conv.lin, torch.nn.Identity)
 
     x1 = x.clone().requires_grad_()
@@ -212,7 +264,8 @@ def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
     grad_out = torch.randn_like(out1)
     grad_x1, grad_beta = torch.autograd.grad(out1, [x1, agnn.beta], grad_out)
     grad_x2, grad_temperature = torch.autograd.grad(
-        out2, [x2, conv.temperature], grad_out)
+        out2, [x2, conv.temperature], grad_out
+    )
     assert torch.allclose(grad_x1, grad_x2, atol=1e-10)
     assert torch.allclose(grad_beta.view(()), grad_temperature, atol=1e-10)
 
@@ -221,17 +274,17 @@ def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
 def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
-    expected, (index, alpha) = conv(x, edge_index, edge_weight,
-                                    return_attention_weights=True)
+    expected, (index, alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
 
     to_sparse = {
         'coo': to_torch_coo_tensor,
         'csr': to_torch_csr_tensor,
-        'csc': to_torch_csc_tensor
+        'csc': to_torch_csc_tensor,
     }[layout]
     adj = to_sparse(edge_index, edge_weight, size=(8, 8))
-    out, (adj_alpha, values) = conv(x, adj.t(),
-                                    return_attention_weights=True)
+    out, (adj_alpha, values) = conv(x, adj.t(), return_attention_weights=True)
     assert torch.allclose(out, expected, atol=1e-12)
     assert adj_alpha.layout == adj.t().layout
     assert torch.equal(values, adj_alpha.values())
@@ -242,26 +295,26 @@ def test_apnet_conv_sparse_adjacency(layout, make_random_graph):
     # Values that require grad (weights being learned) get their gradient,
     # that of edge_weight:
     weight = edge_weight.clone().requires_grad_()
-    grad_expected, = torch.autograd.grad(
-        conv(x, edge_index, weight).square().sum(), weight)
+    (grad_expected,) = torch.autograd.grad(
+        conv(x, edge_index, weight).square().sum(), weight
+    )
     adj = to_sparse(edge_index, weight, size=(8, 8))
     out = conv(x, adj.t())
     assert torch.allclose(out, expected, atol=1e-12)
-    grad, = torch.autograd.grad(out.square().sum(), weight)
+    (grad,) = torch.autograd.grad(out.square().sum(), weight)
     assert torch.allclose(grad, grad_expected, atol=1e-12)
 
     # Without values the sparse adjacency means unit weights:
     adj = to_sparse(edge_index, size=(8, 8))
     assert torch.allclose(conv(x, adj.t()), conv(x, edge_index), atol=1e-12)
 
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match='not both'):
         conv(x, to_sparse(edge_index, edge_weight, (8, 8)).t(), edge_weight)
-    with pytest.raises(ValueError, match=r"shape \[8, 8\]"):
+    with pytest.raises(ValueError, match=r'shape \[8, 8\]'):
         conv(x, to_sparse(edge_index, size=(9, 9)))
 
 
-def test_apnet_conv_leaves_an_uncoalesced_adjacency_alone(
-        make_random_graph):
+def test_apnet_conv_leaves_an_uncoalesced_adjacency_alone(make_random_graph):
     # Unsorted, with a duplicate: the caller's tensor must not be marked
     # coalesced, or torch reads it wrong afterwards.
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
@@ -288,22 +341,26 @@ def test_apnet_conv_edge_index_input(make_random_graph):
             index, perm = index.sort_by(sort_order)
             weight = edge_weight[perm]
         assert torch.allclose(conv(x, index, weight), expected, atol=1e-12)
-    with pytest.raises(ValueError, match="sparse size"):
+    with pytest.raises(ValueError, match='sparse size'):
         conv(x, EdgeIndex(edge_index, sparse_size=(9, 9)))
     # A size EdgeIndex inferred (the largest index + 1) is smaller than x's
     # when the last nodes are isolated: accepted, as by GATConv.
     x_more = torch.cat([x, torch.randn(2, 6, dtype=x.dtype)])
     for sort_order in ['row', 'col']:
         index, perm = EdgeIndex(edge_index).sort_by(sort_order)
-        assert max(size for size in index.sparse_size()
-                   if size is not None) <= 8
-        assert torch.allclose(conv(x_more, index, edge_weight[perm]),
-                              conv(x_more, edge_index, edge_weight),
-                              atol=1e-12)
+        assert (
+            max(size for size in index.sparse_size() if size is not None) <= 8
+        )
+        assert torch.allclose(
+            conv(x_more, index, edge_weight[perm]),
+            conv(x_more, edge_index, edge_weight),
+            atol=1e-12,
+        )
 
 
 def test_apnet_conv_reads_and_keeps_the_edge_index_cache(
-        make_random_graph, monkeypatch):
+    make_random_graph, monkeypatch
+):
     # A sorted EdgeIndex of the layer's size gives the fused path its CSR
     # arrays from its own cache, which it keeps: a second layer (no
     # structure cache of its own) sorts nothing. Same output, attention
@@ -311,22 +368,28 @@ def test_apnet_conv_reads_and_keeps_the_edge_index_cache(
     import torch_geometric.utils as pyg_utils
 
     from apnet_pyg.nn import functional
+
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
-    for flow, sort_order in [('source_to_target', 'row'),
-                             ('source_to_target', 'col'),
-                             ('target_to_source', 'row')]:
+    for flow, sort_order in [
+        ('source_to_target', 'row'),
+        ('source_to_target', 'col'),
+        ('target_to_source', 'row'),
+    ]:
         index, perm = EdgeIndex(edge_index, sparse_size=(8, 8)).sort_by(
-            sort_order)
+            sort_order
+        )
         weight = edge_weight[perm]
         plain = index.as_tensor().clone()
         conv = conv64(6, 4, flow=flow)
         x1 = x.clone().requires_grad_()
-        out, (_, alpha) = conv(x1, index, weight,
-                               return_attention_weights=True)
+        out, (_, alpha) = conv(
+            x1, index, weight, return_attention_weights=True
+        )
         assert index._T_perm is not None  # filled in the caller's EdgeIndex
         x2 = x.clone().requires_grad_()
         expected, (_, expected_alpha) = conv64(6, 4, flow=flow)(
-            x2, plain, weight, return_attention_weights=True)
+            x2, plain, weight, return_attention_weights=True
+        )
         torch.testing.assert_close(out, expected)
         torch.testing.assert_close(alpha, expected_alpha)
         out.square().sum().backward()
@@ -339,9 +402,9 @@ def test_apnet_conv_reads_and_keeps_the_edge_index_cache(
         with monkeypatch.context() as patch:
             patch.setattr(pyg_utils, 'index_sort', no_sort)
             patch.setattr(functional.csr, '_argsort', no_sort)
-            torch.testing.assert_close(conv64(6, 4, flow=flow)(x, index,
-                                                               weight),
-                                       expected)
+            torch.testing.assert_close(
+                conv64(6, 4, flow=flow)(x, index, weight), expected
+            )
 
 
 def test_apnet_conv_permutation_equivariance(make_random_graph):
@@ -355,9 +418,11 @@ def test_apnet_conv_permutation_equivariance(make_random_graph):
     assert torch.allclose(out_perm, out[perm], atol=1e-12)
     # The order of the edges does not matter either (sorted inputs take a
     # shortcut in the pattern construction; shuffled ones do not):
-    for edge_perm in [torch.randperm(edge_index.size(1)),
-                      torch.argsort(edge_index[0] * 8 + edge_index[1]),
-                      torch.argsort(edge_index[1] * 8 + edge_index[0])]:
+    for edge_perm in [
+        torch.randperm(edge_index.size(1)),
+        torch.argsort(edge_index[0] * 8 + edge_index[1]),
+        torch.argsort(edge_index[1] * 8 + edge_index[0]),
+    ]:
         out_edges = conv(x, edge_index[:, edge_perm], edge_weight[edge_perm])
         assert torch.allclose(out_edges, out, atol=1e-12)
 
@@ -383,6 +448,7 @@ def test_apnet_conv_threshold_leaves_only_self_loops():
     # Mutually orthogonal features: a cosine threshold keeps no edge, and
     # propagation over self-loops alone is the identity.
     from apnet_pyg.graph import cosine_threshold_graph
+
     x = torch.eye(6, dtype=torch.float64) * torch.arange(1, 7)
     edge_index = cosine_threshold_graph(x, threshold=0.5, loop=True)
     assert torch.equal(edge_index, torch.arange(6).repeat(2, 1))
@@ -404,11 +470,13 @@ def test_apnet_conv_existing_self_loop_keeps_its_weight(apnet_reference):
     edge_index = torch.tensor([[0, 1, 1], [1, 0, 1]])  # self-loop on 1
     edge_weight = torch.tensor([1.0, 2.0, 0.25], dtype=torch.float64)
     conv = conv64(4, 4)
-    out, (index, alpha) = conv(x, edge_index, edge_weight,
-                               return_attention_weights=True)
+    out, (index, alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     assert index.tolist() == [[0, 1, 1, 0, 2], [1, 0, 1, 0, 2]]
-    expected = apnet_reference(x, edge_index, conv.lin.weight, edge_weight,
-                               conv.temperature)
+    expected = apnet_reference(
+        x, edge_index, conv.lin.weight, edge_weight, conv.temperature
+    )
     assert torch.allclose(out, expected, atol=1e-12)
 
 
@@ -426,16 +494,16 @@ def test_apnet_conv_temperature_zero_is_prior_propagation(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4, temperature=0.0, add_self_loops=False)
     out = conv(x, edge_index, edge_weight)
-    prior = to_dense_adj(edge_index, edge_attr=edge_weight,
-                         max_num_nodes=8)[0].t()
+    prior = to_dense_adj(edge_index, edge_attr=edge_weight, max_num_nodes=8)[
+        0
+    ].t()
     degree = prior.sum(dim=-1, keepdim=True)
     expected = (prior / degree.clamp_min(1e-300)) @ x
     assert torch.allclose(out, expected, atol=1e-12)
 
 
 @pytest.mark.parametrize('temperature', [30.0, 100.0, 1000.0])
-def test_apnet_conv_high_temperature_is_stable(temperature,
-                                               make_random_graph):
+def test_apnet_conv_high_temperature_is_stable(temperature, make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     x = x.float().requires_grad_()
     conv = APNetConv(6, 4, temperature=temperature, proj_init='glorot')
@@ -454,47 +522,63 @@ def test_apnet_conv_high_temperature_is_stable(temperature,
 def test_apnet_conv_batch_of_graphs(make_random_graph):
     graphs = []
     for seed, num_nodes in enumerate([5, 8, 3]):
-        x, edge_index, edge_weight = graph(num_nodes, 2 * num_nodes,
-                                           seed=seed,
-                                           make_random_graph=make_random_graph)
-        graphs.append(Data(x=x, edge_index=edge_index,
-                           edge_weight=edge_weight))
+        x, edge_index, edge_weight = graph(
+            num_nodes,
+            2 * num_nodes,
+            seed=seed,
+            make_random_graph=make_random_graph,
+        )
+        graphs.append(
+            Data(x=x, edge_index=edge_index, edge_weight=edge_weight)
+        )
     batch = Batch.from_data_list(graphs)
     conv = conv64(6, 4, num_steps=2)
     out = conv(batch.x, batch.edge_index, batch.edge_weight)
     expected = torch.cat(
-        [conv(g.x, g.edge_index, g.edge_weight) for g in graphs])
+        [conv(g.x, g.edge_index, g.edge_weight) for g in graphs]
+    )
     assert torch.allclose(out, expected, atol=1e-12)
 
 
 def test_apnet_conv_equals_dense_on_batch(make_random_graph, device):
     from torch_geometric.utils import to_dense_batch
+
     graphs = []
     for seed, num_nodes in enumerate([6, 4, 7]):
-        x, edge_index, edge_weight = graph(num_nodes, 3 * num_nodes,
-                                           seed=seed,
-                                           make_random_graph=make_random_graph)
-        graphs.append(Data(x=x, edge_index=edge_index,
-                           edge_weight=edge_weight))
+        x, edge_index, edge_weight = graph(
+            num_nodes,
+            3 * num_nodes,
+            seed=seed,
+            make_random_graph=make_random_graph,
+        )
+        graphs.append(
+            Data(x=x, edge_index=edge_index, edge_weight=edge_weight)
+        )
     batch = Batch.from_data_list(graphs).to(device)
     x = batch.x.clone().requires_grad_()
     conv = conv64(6, 4, num_steps=2, learn_temperature=True, device=device)
-    dense = DenseAPNetConv(6, 4, num_steps=2,
-                           learn_temperature=True).double().to(device)
+    dense = (
+        DenseAPNetConv(6, 4, num_steps=2, learn_temperature=True)
+        .double()
+        .to(device)
+    )
     dense.load_state_dict(conv.state_dict())
 
     out = conv(x, batch.edge_index, batch.edge_weight)
     dense_x, mask = to_dense_batch(x, batch.batch)
-    adj = to_dense_adj(batch.edge_index, batch.batch,
-                       batch.edge_weight).transpose(1, 2)
+    adj = to_dense_adj(
+        batch.edge_index, batch.batch, batch.edge_weight
+    ).transpose(1, 2)
     dense_out = dense(dense_x, adj, mask)[mask]
     assert torch.allclose(out, dense_out, atol=1e-12)
 
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(
-        out, [x, conv.lin.weight, conv.temperature], grad_out)
+        out, [x, conv.lin.weight, conv.temperature], grad_out
+    )
     dense_grads = torch.autograd.grad(
-        dense_out, [x, dense.lin.weight, dense.temperature], grad_out)
+        dense_out, [x, dense.lin.weight, dense.temperature], grad_out
+    )
     for grad, dense_grad in zip(grads, dense_grads):
         assert torch.allclose(grad, dense_grad, atol=1e-10)
 
@@ -507,7 +591,9 @@ def test_apnet_conv_target_to_source_flow(make_random_graph):
         reversed_conv.load_state_dict(conv.state_dict())
         assert torch.allclose(
             reversed_conv(x, edge_index.flip(0), edge_weight),
-            conv(x, edge_index, edge_weight), atol=1e-12)
+            conv(x, edge_index, edge_weight),
+            atol=1e-12,
+        )
     adj = to_torch_csr_tensor(edge_index, size=(8, 8))
     with pytest.raises(ValueError, match='source_to_target'):
         reversed_conv(x, adj)
@@ -527,7 +613,7 @@ def test_apnet_conv_lazy_in_channels(make_random_graph):
     # One shared projection needs sides of one size, as to_hetero gives
     # a lazy layer node types of different sizes:
     x_src, x_dst, bipartite_index, _ = bipartite_graph(channels=(6, 3))
-    with pytest.raises(ValueError, match=r"in_channels=\(-1, -1\)"):
+    with pytest.raises(ValueError, match=r'in_channels=\(-1, -1\)'):
         APNetConv(-1, 4).double()((x_src, x_dst), bipartite_index)
     conv = APNetConv((-1, -1), 4).double()
     assert conv((x_src, x_dst), bipartite_index).shape == (4, 6)
@@ -536,7 +622,8 @@ def test_apnet_conv_lazy_in_channels(make_random_graph):
 
 
 def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
-        make_random_graph):
+    make_random_graph,
+):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
     out = conv(x, edge_index, edge_weight)
@@ -547,50 +634,64 @@ def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
     # Edited in place, the same tensor gives the new graph's answer:
     edge_index[0, 0] = (edge_index[0, 0] + 1) % 8
     expected = conv64(6, 4)(x, edge_index.clone(), edge_weight)
-    assert torch.allclose(conv(x, edge_index, edge_weight), expected,
-                          atol=1e-12)
+    assert torch.allclose(
+        conv(x, edge_index, edge_weight), expected, atol=1e-12
+    )
     assert conv._cached_structure[3] is not structure
     # ... and so does another tensor, or another flow of the same one:
     other = make_random_graph(8, 20, torch.Generator().manual_seed(5))
-    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.clone()),
-                          atol=1e-12)
+    assert torch.allclose(
+        conv(x, other), conv64(6, 4)(x, other.clone()), atol=1e-12
+    )
     conv.flow = 'target_to_source'
-    assert torch.allclose(conv(x, other), conv64(6, 4)(x, other.flip(0)),
-                          atol=1e-12)
+    assert torch.allclose(
+        conv(x, other), conv64(6, 4)(x, other.flip(0)), atol=1e-12
+    )
 
 
 # Bipartite graphs ############################################################
 
 
-def bipartite_graph(num_src=7, num_dst=4, num_edges=15, channels=(6, 6),
-                    seed=0, device='cpu'):
+def bipartite_graph(
+    num_src=7, num_dst=4, num_edges=15, channels=(6, 6), seed=0, device='cpu'
+):
     # Drawn on CPU: the same graph on every device.
     generator = torch.Generator().manual_seed(seed)
-    x_src = torch.randn(num_src, channels[0], generator=generator,
-                        dtype=torch.float64)
-    x_dst = torch.randn(num_dst, channels[1], generator=generator,
-                        dtype=torch.float64)
+    x_src = torch.randn(
+        num_src, channels[0], generator=generator, dtype=torch.float64
+    )
+    x_dst = torch.randn(
+        num_dst, channels[1], generator=generator, dtype=torch.float64
+    )
     pairs = torch.randperm(num_src * num_dst, generator=generator)[:num_edges]
     edge_index = torch.stack([pairs // num_dst, pairs % num_dst])
-    edge_weight = torch.rand(num_edges, generator=generator,
-                             dtype=torch.float64) + 0.1
-    return tuple(t.to(device) for t in (x_src, x_dst, edge_index,
-                                        edge_weight))
+    edge_weight = (
+        torch.rand(num_edges, generator=generator, dtype=torch.float64) + 0.1
+    )
+    return tuple(t.to(device) for t in (x_src, x_dst, edge_index, edge_weight))
 
 
 @pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('shared', [True, False])
 @pytest.mark.parametrize('num_steps', [1, 2])
-def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps,
-                                               device):
+def test_apnet_conv_bipartite_equals_reference(
+    fused, shared, num_steps, device
+):
     channels = (6, 6) if shared else (6, 5)
     x_src, x_dst, edge_index, edge_weight = bipartite_graph(
-        channels=channels, device=device)
+        channels=channels, device=device
+    )
     x_src.requires_grad_()
     x_dst.requires_grad_()
-    conv = conv64(6 if shared else channels, 3, temperature=2.0,
-                  learn_temperature=True, fused=fused, num_steps=num_steps,
-                  device=device)
+    conv = conv64(
+        6 if shared else channels,
+        3,
+        temperature=2.0,
+        learn_temperature=True,
+        fused=fused,
+        num_steps=num_steps,
+        device=device,
+    )
     if shared:  # One projection f for both sides.
         assert conv.lin_src is None and conv.lin_dst is None
         weight_src = weight_dst = conv.lin.weight
@@ -601,9 +702,16 @@ def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps,
 
     out = conv((x_src, x_dst), edge_index, edge_weight, size=(7, 4))
     assert out.size() == (4, 6)  # targets x source features
-    expected = bipartite_reference(x_src, x_dst, edge_index, weight_src,
-                                   weight_dst, edge_weight, conv.temperature,
-                                   num_steps)
+    expected = bipartite_reference(
+        x_src,
+        x_dst,
+        edge_index,
+        weight_src,
+        weight_dst,
+        edge_weight,
+        conv.temperature,
+        num_steps,
+    )
     assert torch.allclose(out, expected, atol=1e-12)
 
     inputs = [x_src, x_dst, conv.temperature, *{weight_src, weight_dst}]
@@ -614,19 +722,20 @@ def test_apnet_conv_bipartite_equals_reference(fused, shared, num_steps,
         assert torch.allclose(grad, expected_grad, atol=1e-10)
 
     # No self-loops are added: the attention covers the given edges only.
-    _, (index, alpha) = conv((x_src, x_dst), edge_index, edge_weight,
-                             return_attention_weights=True)
+    _, (index, alpha) = conv(
+        (x_src, x_dst), edge_index, edge_weight, return_attention_weights=True
+    )
     assert torch.equal(index, edge_index)
     alpha = alpha if num_steps == 1 else alpha[:, -1]
     row_sum = alpha.new_zeros(4).index_add_(0, edge_index[1], alpha)
     has_edge = torch.zeros(4, dtype=torch.bool, device=device)
     has_edge[edge_index[1]] = True
-    assert torch.allclose(row_sum[has_edge], torch.ones_like(row_sum)[
-        has_edge])
+    assert torch.allclose(
+        row_sum[has_edge], torch.ones_like(row_sum)[has_edge]
+    )
 
 
-def test_apnet_conv_bipartite_same_nodes_equals_homogeneous(
-        make_random_graph):
+def test_apnet_conv_bipartite_same_nodes_equals_homogeneous(make_random_graph):
     # A pair of the same features over edges that include the self-loops is
     # the homogeneous layer.
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
@@ -634,9 +743,11 @@ def test_apnet_conv_bipartite_same_nodes_equals_homogeneous(
     loops = torch.arange(8).repeat(2, 1)
     with_loops = torch.cat([edge_index, loops], dim=1)
     weight = torch.cat([edge_weight, edge_weight.new_ones(8)])
-    assert torch.allclose(conv((x, x.clone()), with_loops, weight),
-                          conv64(6, 4)(x, edge_index, edge_weight),
-                          atol=1e-12)
+    assert torch.allclose(
+        conv((x, x.clone()), with_loops, weight),
+        conv64(6, 4)(x, edge_index, edge_weight),
+        atol=1e-12,
+    )
 
 
 def test_apnet_conv_bipartite_bad_input():
@@ -644,45 +755,54 @@ def test_apnet_conv_bipartite_bad_input():
     conv = conv64(6, 3)
     with pytest.raises(ValueError, match="'size'"):
         conv((x_src, x_dst), edge_index, size=(7, 5))
-    with pytest.raises(ValueError, match="x_dst cannot be None"):
+    with pytest.raises(ValueError, match='x_dst cannot be None'):
         conv((x_src, None), edge_index)
-    with pytest.raises(ValueError, match="same number of features"):
+    with pytest.raises(ValueError, match='same number of features'):
         conv64(-1, None)((x_src, x_dst[:, :5]), edge_index)
     with pytest.raises(ValueError, match=r"'x\[1\]' must have 6 features"):
         conv((x_src, x_dst[:, :5]), edge_index)
-    with pytest.raises(ValueError, match=r"x=\(x_src, x_dst\)"):
+    with pytest.raises(ValueError, match=r'x=\(x_src, x_dst\)'):
         conv64((6, 6), 3)(x_src, edge_index)
-    with pytest.raises(RuntimeError, match=r"\[0, 6\] \(sources"):
+    with pytest.raises(RuntimeError, match=r'\[0, 6\] \(sources'):
         conv((x_src, x_dst), edge_index.flip(0))
     # PyG pairs x[k] with edge_index[k], which under the reversed flow
     # makes x[0] the targets; refused rather than read either way:
     for fused in (True, False):
-        with pytest.raises(ValueError, match="flip edge_index"):
+        with pytest.raises(ValueError, match='flip edge_index'):
             conv64(6, 3, flow='target_to_source', fused=fused)(
-                (x_src, x_dst), edge_index.flip(0))
+                (x_src, x_dst), edge_index.flip(0)
+            )
     # A bipartite sparse adjacency is [targets, sources]:
     adj_t = to_torch_csr_tensor(edge_index.flip(0), size=(4, 7))
-    assert torch.allclose(conv((x_src, x_dst), adj_t),
-                          conv((x_src, x_dst), edge_index), atol=1e-12)
+    assert torch.allclose(
+        conv((x_src, x_dst), adj_t),
+        conv((x_src, x_dst), edge_index),
+        atol=1e-12,
+    )
 
 
 def hetero_graph():
     from torch_geometric.data import HeteroData
+
     generator = torch.Generator().manual_seed(0)
     data = HeteroData()
     data['paper'].x = torch.randn(6, 8, generator=generator)
     data['author'].x = torch.randn(4, 8, generator=generator)
     data['author', 'writes', 'paper'].edge_index = torch.tensor(
-        [[0, 1, 1, 2, 3, 3], [0, 0, 2, 3, 4, 5]])
+        [[0, 1, 1, 2, 3, 3], [0, 0, 2, 3, 4, 5]]
+    )
     data['paper', 'written_by', 'author'].edge_index = data[
-        'author', 'writes', 'paper'].edge_index.flip(0)
+        'author', 'writes', 'paper'
+    ].edge_index.flip(0)
     data['paper', 'cites', 'paper'].edge_index = torch.tensor(
-        [[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 0, 3]])
+        [[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 0, 3]]
+    )
     return data
 
 
 def test_apnet_conv_to_hetero():
     from torch_geometric.nn import Linear, to_hetero
+
     data = hetero_graph()
 
     class Net(torch.nn.Module):
@@ -691,8 +811,9 @@ def test_apnet_conv_to_hetero():
             self.lin = Linear(-1, 16)
             # As for GATConv, PyG refuses add_self_loops=True on modules
             # that serve bipartite edge types.
-            self.conv = APNetConv(16, 8, add_self_loops=False,
-                                  proj_init='glorot')
+            self.conv = APNetConv(
+                16, 8, add_self_loops=False, proj_init='glorot'
+            )
 
         def forward(self, x, edge_index):
             return self.conv(self.lin(x).relu(), edge_index)
@@ -707,34 +828,43 @@ def test_apnet_conv_to_hetero():
     h = {key: model.lin[key](x).relu() for key, x in data.x_dict.items()}
     convs = model.conv
     cites = convs['paper__cites__paper'](
-        h['paper'], data['paper', 'cites', 'paper'].edge_index)
+        h['paper'], data['paper', 'cites', 'paper'].edge_index
+    )
     writes = convs['author__writes__paper'](
-        (h['author'], h['paper']),
-        data['author', 'writes', 'paper'].edge_index)
+        (h['author'], h['paper']), data['author', 'writes', 'paper'].edge_index
+    )
     assert torch.allclose(out['paper'], cites + writes, atol=1e-6)
     written_by = convs['paper__written_by__author'](
         (h['paper'], h['author']),
-        data['paper', 'written_by', 'author'].edge_index)
+        data['paper', 'written_by', 'author'].edge_index,
+    )
     assert torch.allclose(out['author'], written_by, atol=1e-6)
 
 
 def test_apnet_conv_hetero_conv():
     from torch_geometric.nn import HeteroConv
+
     data = hetero_graph()
-    hetero = HeteroConv({
-        ('paper', 'cites', 'paper'): APNetConv(8, 4),
-        # One projection per side, or one shared (same feature sizes):
-        ('author', 'writes', 'paper'): APNetConv((8, 8), 4,
-                                                 add_self_loops=False),
-        ('paper', 'written_by', 'author'): APNetConv(8, 4,
-                                                     add_self_loops=False),
-    }, aggr='sum')
+    hetero = HeteroConv(
+        {
+            ('paper', 'cites', 'paper'): APNetConv(8, 4),
+            # One projection per side, or one shared (same feature sizes):
+            ('author', 'writes', 'paper'): APNetConv(
+                (8, 8), 4, add_self_loops=False
+            ),
+            ('paper', 'written_by', 'author'): APNetConv(
+                8, 4, add_self_loops=False
+            ),
+        },
+        aggr='sum',
+    )
     out = hetero(data.x_dict, data.edge_index_dict)
     assert out['paper'].size() == (6, 8)  # the papers' features, propagated
     assert out['author'].size() == (4, 8)  # the papers' features, at authors
     expected = hetero.convs['paper', 'written_by', 'author'](
         (data['paper'].x, data['author'].x),
-        data['paper', 'written_by', 'author'].edge_index)
+        data['paper', 'written_by', 'author'].edge_index,
+    )
     assert torch.allclose(out['author'], expected)
 
 
@@ -747,6 +877,7 @@ def test_apnet_conv_neighbor_loader():
         r"""Takes every in-neighbour, hop by hop, in plain PyTorch (the test
         double of pyg-lib's or torch-sparse's sampling routine, which are
         not installed here); the same output format."""
+
         def _sample(self, seed, seed_time=None, **kwargs):
             nodes = seed.tolist()
             local = {node: i for i, node in enumerate(nodes)}
@@ -755,8 +886,9 @@ def test_apnet_conv_neighbor_loader():
             for _ in self.num_neighbors.get_mapped_values():
                 new, count = [], 0
                 for target in frontier:
-                    for k in range(int(self.colptr[target]),
-                                   int(self.colptr[target + 1])):
+                    for k in range(
+                        int(self.colptr[target]), int(self.colptr[target + 1])
+                    ):
                         source = int(self.row[k])
                         if source not in local:
                             local[source] = len(nodes)
@@ -769,14 +901,21 @@ def test_apnet_conv_neighbor_loader():
                 num_nodes.append(len(new))
                 num_edges.append(count)
                 frontier = new
-            return SamplerOutput(torch.tensor(nodes), torch.tensor(row),
-                                 torch.tensor(col), torch.tensor(edge), None,
-                                 num_nodes, num_edges)
+            return SamplerOutput(
+                torch.tensor(nodes),
+                torch.tensor(row),
+                torch.tensor(col),
+                torch.tensor(edge),
+                None,
+                num_nodes,
+                num_edges,
+            )
 
     generator = torch.Generator().manual_seed(0)
-    data = Data(x=torch.randn(60, 6, generator=generator),
-                edge_index=torch.randint(0, 60, (2, 120),
-                                         generator=generator))
+    data = Data(
+        x=torch.randn(60, 6, generator=generator),
+        edge_index=torch.randint(0, 60, (2, 120), generator=generator),
+    )
     data.edge_weight = torch.rand(120, generator=generator) + 0.1
     # The defaults take two steps: two layers see 4 hops.
     convs = torch.nn.ModuleList([APNetConv(6, 4), APNetConv(6)])
@@ -793,15 +932,17 @@ def test_apnet_conv_neighbor_loader():
         with warnings.catch_warnings():  # "... without pyg-lib: deprecated"
             warnings.simplefilter('ignore', UserWarning)
             sampler = FullNeighborSampler(data, hops)
-    loader = NeighborLoader(data, num_neighbors=hops, batch_size=8,
-                            neighbor_sampler=sampler)
+    loader = NeighborLoader(
+        data, num_neighbors=hops, batch_size=8, neighbor_sampler=sampler
+    )
     seen = 0
     for batch in loader:
         assert batch.num_nodes > batch.batch_size  # a real subgraph
         out = model(batch.x, batch.edge_index, batch.edge_weight)
-        seeds = batch.n_id[:batch.batch_size]
-        assert torch.allclose(out[:batch.batch_size], expected[seeds],
-                              atol=1e-6)
+        seeds = batch.n_id[: batch.batch_size]
+        assert torch.allclose(
+            out[: batch.batch_size], expected[seeds], atol=1e-6
+        )
         seen += batch.batch_size
     assert seen == 60
 
@@ -810,10 +951,16 @@ def test_apnet_conv_neighbor_loader():
 
 
 def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
-        make_random_graph):
-    for kwargs in [{'aggr': 'mean'}, {'aggr': 'max'}, {'node_dim': 1},
-                   {'decomposed_layers': 2}, {'aggr_kwargs': {}}]:
-        with pytest.raises(ValueError, match="cannot honour"):
+    make_random_graph,
+):
+    for kwargs in [
+        {'aggr': 'mean'},
+        {'aggr': 'max'},
+        {'node_dim': 1},
+        {'decomposed_layers': 2},
+        {'aggr_kwargs': {}},
+    ]:
+        with pytest.raises(ValueError, match='cannot honour'):
             APNetConv(6, 4, **kwargs)
     # What it honours:
     APNetConv(6, 4, aggr='sum', node_dim=0, flow='target_to_source')
@@ -824,9 +971,11 @@ def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
     mean = conv64(6, 4, aggr='mean', fused=False)
     add = conv64(6, 4, fused=False)
     degree = torch.bincount(edge_index[1], minlength=8) + 1
-    assert torch.allclose(mean(x, edge_index),
-                          add(x, edge_index) / degree.unsqueeze(-1),
-                          atol=1e-12)
+    assert torch.allclose(
+        mean(x, edge_index),
+        add(x, edge_index) / degree.unsqueeze(-1),
+        atol=1e-12,
+    )
 
 
 # Input checks ################################################################
@@ -837,28 +986,28 @@ def test_apnet_conv_bad_input(make_random_graph):
     conv = conv64(6, 4)
     with pytest.raises(ValueError, match="'x' must have 2 dimensions"):
         conv(x[None], edge_index)
-    with pytest.raises(ValueError, match="6 features"):
+    with pytest.raises(ValueError, match='6 features'):
         conv(x[:, :5], edge_index)
-    with pytest.raises(ValueError, match="floating-point"):
+    with pytest.raises(ValueError, match='floating-point'):
         conv(x.long(), edge_index)
-    with pytest.raises(ValueError, match=r"shape \[2, num_edges\]"):
+    with pytest.raises(ValueError, match=r'shape \[2, num_edges\]'):
         conv(x, edge_index[0])
-    with pytest.raises(ValueError, match="int64 or int32 indices"):
+    with pytest.raises(ValueError, match='int64 or int32 indices'):
         conv(x, edge_index.double())
-    with pytest.raises(ValueError, match="one weight per edge"):
+    with pytest.raises(ValueError, match='one weight per edge'):
         conv(x, edge_index, edge_weight[:-1])
-    with pytest.raises(ValueError, match="floating-point"):
+    with pytest.raises(ValueError, match='floating-point'):
         conv(x, edge_index, torch.ones(edge_index.size(1), dtype=torch.long))
     with pytest.raises(ValueError, match="'size'"):
         conv(x, edge_index, size=(8, 9))
 
-    with pytest.raises(ValueError, match="num_steps"):
+    with pytest.raises(ValueError, match='num_steps'):
         APNetConv(6, num_steps=0)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError, match='temperature'):
         APNetConv(6, temperature=math.nan)
-    with pytest.raises(ValueError, match="proj_channels"):
+    with pytest.raises(ValueError, match='proj_channels'):
         APNetConv(6, proj_channels=0)
-    with pytest.raises(ValueError, match="proj_init"):
+    with pytest.raises(ValueError, match='proj_init'):
         APNetConv(6, proj_init='orthogonal')
 
 
@@ -870,11 +1019,12 @@ def test_apnet_conv_index_out_of_range(fused, make_random_graph):
     conv = conv64(6, 4, fused=fused)
     for bad in [torch.tensor([[0], [8]]), torch.tensor([[-1], [2]])]:
         bad_index = torch.cat([edge_index, bad], dim=1)
-        with pytest.raises(RuntimeError, match=r"outside \[0, 7\]"):
+        with pytest.raises(RuntimeError, match=r'outside \[0, 7\]'):
             conv(x, bad_index)
         with torch_geometric.debug():
-            with pytest.raises(ValueError,
-                               match=r"indices in \[-?\d, \d\], outside"):
+            with pytest.raises(
+                ValueError, match=r'indices in \[-?\d, \d\], outside'
+            ):
                 conv(x, bad_index)
 
 
@@ -906,18 +1056,21 @@ def test_apnet_conv_debug_mode_value_checks(fused, make_random_graph):
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 def test_apnet_conv_dtype(dtype, make_random_graph):
-    x, edge_index, edge_weight = graph(dtype=dtype,
-                                       make_random_graph=make_random_graph)
+    x, edge_index, edge_weight = graph(
+        dtype=dtype, make_random_graph=make_random_graph
+    )
     conv = APNetConv(6, 4).to(dtype)
-    out, (_, alpha) = conv(x, edge_index, edge_weight,
-                           return_attention_weights=True)
+    out, (_, alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     assert out.dtype == dtype and alpha.dtype == dtype
 
 
 def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
     # Weights of another floating dtype are used in the dtype of x.
-    x, edge_index, edge_weight = graph(dtype=torch.float32,
-                                       make_random_graph=make_random_graph)
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph
+    )
     conv = APNetConv(6, 4)
     expected = conv(x, edge_index, edge_weight)
     assert torch.equal(conv(x, edge_index, edge_weight.double()), expected)
@@ -940,8 +1093,9 @@ def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
 def test_apnet_conv_meta_tensors(fused, make_random_graph):
     # Shapes without data (e.g. to size a model): the fused kernels run
     # their fake implementations.
-    x, edge_index, edge_weight = graph(dtype=torch.float32,
-                                       make_random_graph=make_random_graph)
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph
+    )
     conv = APNetConv(6, 4, fused=fused).to('meta')
     x = x.to('meta').requires_grad_()
     out = conv(x, edge_index.to('meta'), edge_weight.to('meta'))
@@ -949,8 +1103,9 @@ def test_apnet_conv_meta_tensors(fused, make_random_graph):
     out.sum().backward()
     assert x.grad.shape == x.shape
     conv = APNetConv(6, 4, fused=fused, add_self_loops=False).to('meta')
-    _, (index, alpha) = conv(x, edge_index.to('meta'),
-                             return_attention_weights=True)
+    _, (index, alpha) = conv(
+        x, edge_index.to('meta'), return_attention_weights=True
+    )
     assert index.shape == edge_index.shape and alpha.shape == (20, 2)
 
 
@@ -961,6 +1116,7 @@ def assert_compiles(conv, inputs, backend, atol=1e-5):
     r"""No graph break, and :obj:`torch.compile(conv, fullgraph=True)`
     gives the eager outputs and gradients (and their dtypes)."""
     import torch._dynamo
+
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(conv)(*inputs)
     assert explanation.graph_break_count == 0, explanation.break_reasons
@@ -971,8 +1127,9 @@ def assert_compiles(conv, inputs, backend, atol=1e-5):
     results = []
     for module in [compiled, conv]:
         out = module(x, *inputs[1:])
-        results.append((out, *torch.autograd.grad(out.square().sum(),
-                                                  [x, *parameters])))
+        results.append(
+            (out, *torch.autograd.grad(out.square().sum(), [x, *parameters]))
+        )
     for compiled_result, eager_result in zip(*results):
         assert compiled_result.dtype == eager_result.dtype
         assert torch.allclose(compiled_result, eager_result, atol=atol)
@@ -981,26 +1138,31 @@ def assert_compiles(conv, inputs, backend, atol=1e-5):
 
 # Inductor (the default backend) for the default path; AOTAutograd without
 # code generation for the other, which takes a few seconds instead of 20.
-@pytest.mark.parametrize('fused,backend', [(True, 'inductor'),
-                                           (False, 'aot_eager')])
+@pytest.mark.parametrize(
+    'fused,backend', [(True, 'inductor'), (False, 'aot_eager')]
+)
 def test_apnet_conv_compile(fused, backend, make_random_graph, device):
-    x, edge_index, edge_weight = graph(dtype=torch.float32,
-                                       make_random_graph=make_random_graph,
-                                       device=device)
-    edge_index = torch.cat([edge_index, edge_index.new_tensor([[3], [3]])],
-                           dim=1)
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph, device=device
+    )
+    edge_index = torch.cat(
+        [edge_index, edge_index.new_tensor([[3], [3]])], dim=1
+    )
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
-    conv = APNetConv(6, 4, num_steps=2, learn_temperature=True,
-                     fused=fused).to(device)
+    conv = APNetConv(
+        6, 4, num_steps=2, learn_temperature=True, fused=fused
+    ).to(device)
     assert_compiles(conv, (x, edge_index, edge_weight), backend)
 
 
 def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
     import torch._dynamo
+
     x_src, x_dst, edge_index, edge_weight = bipartite_graph()
     conv = APNetConv((6, 6), 3).double()
-    explanation = torch._dynamo.explain(conv)((x_src, x_dst), edge_index,
-                                             edge_weight)
+    explanation = torch._dynamo.explain(conv)(
+        (x_src, x_dst), edge_index, edge_weight
+    )
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
     # The attention (with the added self-loops, a data-dependent count)
@@ -1008,10 +1170,12 @@ def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
     compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
-    out, (index, alpha) = compiled(x, edge_index, edge_weight,
-                                   return_attention_weights=True)
+    out, (index, alpha) = compiled(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     expected, (expected_index, expected_alpha) = conv(
-        x, edge_index, edge_weight, return_attention_weights=True)
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     assert torch.allclose(out, expected)
     assert torch.equal(index, expected_index)
     assert torch.allclose(alpha, expected_alpha)
@@ -1022,20 +1186,26 @@ def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
 def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
     # One graph for every size, as mini-batches of varying size need.
     import torch._dynamo
+
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     conv = APNetConv(6, 4, num_steps=2, fused=fused)
-    compiled = torch.compile(conv, fullgraph=True, dynamic=True,
-                             backend='aot_eager')
+    compiled = torch.compile(
+        conv, fullgraph=True, dynamic=True, backend='aot_eager'
+    )
     for seed, (num_nodes, num_edges) in enumerate([(8, 20), (11, 35)]):
-        x, edge_index, edge_weight = graph(num_nodes, num_edges, seed=seed,
-                                           dtype=torch.float32,
-                                           make_random_graph=make_random_graph)
+        x, edge_index, edge_weight = graph(
+            num_nodes,
+            num_edges,
+            seed=seed,
+            dtype=torch.float32,
+            make_random_graph=make_random_graph,
+        )
         x.requires_grad_()
         out = compiled(x, edge_index, edge_weight)
-        grad, = torch.autograd.grad(out.square().sum(), x)
+        (grad,) = torch.autograd.grad(out.square().sum(), x)
         expected = conv(x, edge_index, edge_weight)
-        expected_grad, = torch.autograd.grad(expected.square().sum(), x)
+        (expected_grad,) = torch.autograd.grad(expected.square().sum(), x)
         assert torch.allclose(out, expected, atol=1e-5)
         assert torch.allclose(grad, expected_grad, atol=1e-5)
     assert torch._dynamo.utils.counters['stats']['unique_graphs'] == 1
@@ -1050,10 +1220,12 @@ def test_apnet_conv_inference_mode(fused, make_random_graph):
     expected = conv(x, edge_index)
     with torch.inference_mode():
         x_inf, edge_index_inf = x.clone(), edge_index.clone()
-        assert torch.allclose(conv(x_inf, edge_index_inf), expected,
-                              atol=1e-12)
-        assert torch.allclose(conv(x_inf, edge_index_inf), expected,
-                              atol=1e-12)
+        assert torch.allclose(
+            conv(x_inf, edge_index_inf), expected, atol=1e-12
+        )
+        assert torch.allclose(
+            conv(x_inf, edge_index_inf), expected, atol=1e-12
+        )
         # A normal edge_index seen under inference mode (a validation
         # step) ...
         conv(x, edge_index)
@@ -1081,8 +1253,11 @@ def test_apnet_conv_return_attention_weights_false(make_random_graph):
 def test_apnet_conv_bool_sparse_adjacency_is_a_pattern(make_random_graph):
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
-    adj_t = to_torch_coo_tensor(edge_index.flip(0), torch.ones(
-        edge_index.size(1), dtype=torch.bool), size=(8, 8))
+    adj_t = to_torch_coo_tensor(
+        edge_index.flip(0),
+        torch.ones(edge_index.size(1), dtype=torch.bool),
+        size=(8, 8),
+    )
     assert torch.allclose(conv(x, adj_t), conv(x, edge_index), atol=1e-12)
 
 
@@ -1090,25 +1265,31 @@ def test_apnet_conv_int32_edge_index_of_a_large_graph():
     # Sort keys of a 50,000-node graph overflow int32: fused and message
     # passing agree with int64 indices.
     num_nodes = 50_000
-    x = torch.randn(num_nodes, 4, dtype=torch.float64,
-                    generator=torch.Generator().manual_seed(0))
+    x = torch.randn(
+        num_nodes,
+        4,
+        dtype=torch.float64,
+        generator=torch.Generator().manual_seed(0),
+    )
     edge_index = torch.tensor([[0, 1, 49_999, 2], [49_999, 49_998, 0, 49_999]])
     conv = conv64(4, 4, num_steps=1)
     expected = conv(x, edge_index)
     for fused in (True, False):
         conv.fused = fused
-        assert torch.allclose(conv(x, edge_index.int()), expected,
-                              atol=1e-12)
-        assert torch.allclose(conv(x, EdgeIndex(edge_index.int())), expected,
-                              atol=1e-12)
+        assert torch.allclose(conv(x, edge_index.int()), expected, atol=1e-12)
+        assert torch.allclose(
+            conv(x, EdgeIndex(edge_index.int())), expected, atol=1e-12
+        )
 
 
 def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     # PyG's explainer masks messages: a fused layer runs message passing
     # while it explains, and gives the same edge mask as fused=False.
     from torch_geometric.explain import Explainer, GNNExplainer
-    x, edge_index, _ = graph(channels=6, dtype=torch.float32,
-                             make_random_graph=make_random_graph)
+
+    x, edge_index, _ = graph(
+        channels=6, dtype=torch.float32, make_random_graph=make_random_graph
+    )
 
     class Model(torch.nn.Module):
         def __init__(self, fused):
@@ -1122,14 +1303,20 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     def edge_mask(fused, edges):
         torch.manual_seed(1)
         explainer = Explainer(
-            Model(fused), GNNExplainer(epochs=3), explanation_type='model',
-            edge_mask_type='object', node_mask_type=None,
-            model_config=dict(mode='regression', task_level='node',
-                              return_type='raw'))
+            Model(fused),
+            GNNExplainer(epochs=3),
+            explanation_type='model',
+            edge_mask_type='object',
+            node_mask_type=None,
+            model_config=dict(
+                mode='regression', task_level='node', return_type='raw'
+            ),
+        )
         return explainer(x, edges, index=0).edge_mask
 
-    assert torch.allclose(edge_mask(True, edge_index),
-                          edge_mask(False, edge_index), atol=1e-6)
+    assert torch.allclose(
+        edge_mask(True, edge_index), edge_mask(False, edge_index), atol=1e-6
+    )
     # With self-loops of its own (the layer re-adds them for the explainer,
     # which masks the other edges, then one loop per node):
     with_loops = torch.cat([edge_index, torch.tensor([[2, 5], [2, 5]])], 1)
@@ -1138,13 +1325,15 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     assert torch.allclose(mask, edge_mask(False, with_loops), atol=1e-6)
     # Under an all-ones mask the explained model is the model:
     from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+
     model = Model(True)
     expected = model(x, with_loops)
-    set_masks(model, torch.ones(with_loops.size(1)), with_loops,
-              apply_sigmoid=False)
+    set_masks(
+        model, torch.ones(with_loops.size(1)), with_loops, apply_sigmoid=False
+    )
     assert torch.allclose(model(x, with_loops), expected, atol=1e-5)
     with pytest.raises(ValueError, match='re-adds self-loops with weight 1'):
-        model.conv(x, with_loops, torch.full((with_loops.size(1), ), 2.0))
+        model.conv(x, with_loops, torch.full((with_loops.size(1),), 2.0))
     # Two loops of one node count twice in the softmax; the explainer's one
     # would not: refused rather than explaining another function.
     twice = torch.cat([with_loops, torch.tensor([[2], [2]])], 1)
@@ -1173,8 +1362,9 @@ def assert_close_in(actual, expected, dtype):
     # this test's float16 sum 1.3 x 2 eps off).
     ulps = 8 if expected.dim() == 0 else 2
     atol = ulps * torch.finfo(dtype).eps * expected.abs().max().item()
-    torch.testing.assert_close(actual.double(), expected.double(), rtol=0,
-                               atol=atol)
+    torch.testing.assert_close(
+        actual.double(), expected.double(), rtol=0, atol=atol
+    )
 
 
 def low_precision_copies(tensors, dtype):
@@ -1188,34 +1378,50 @@ def low_precision_copies(tensors, dtype):
 @pytest.mark.parametrize('fused', [True, False])
 @pytest.mark.parametrize('setting', ['default', 'paper'])
 def test_apnet_conv_half_precision_equals_reference(
-        setting, fused, dtype, apnet_reference, make_random_graph, device):
-    x, edge_index, edge_weight = graph(30, 120, channels=16,
-                                       make_random_graph=make_random_graph,
-                                       device=device)
-    edge_index = torch.cat([edge_index, edge_index.new_tensor([[1, 5],
-                                                              [1, 5]])], 1)
-    edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2., .5])])
+    setting, fused, dtype, apnet_reference, make_random_graph, device
+):
+    x, edge_index, edge_weight = graph(
+        30,
+        120,
+        channels=16,
+        make_random_graph=make_random_graph,
+        device=device,
+    )
+    edge_index = torch.cat(
+        [edge_index, edge_index.new_tensor([[1, 5], [1, 5]])], 1
+    )
+    edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0, 0.5])])
     torch.manual_seed(0)
-    conv = APNetConv(16, learn_temperature=True, fused=fused,
-                     **SETTINGS[setting]).to(device, dtype)
+    conv = APNetConv(
+        16, learn_temperature=True, fused=fused, **SETTINGS[setting]
+    ).to(device, dtype)
     (x, edge_weight), (x64, edge_weight64) = low_precision_copies(
-        [x, edge_weight], dtype)
-    out, (_, alpha) = conv(x, edge_index, edge_weight,
-                           return_attention_weights=True)
+        [x, edge_weight], dtype
+    )
+    out, (_, alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
     assert alpha.dtype == dtype
     parameters = [conv.lin.weight, conv.temperature]
     parameters64 = [p.detach().double().requires_grad_() for p in parameters]
-    expected = apnet_reference(x64, edge_index, *parameters64[:1],
-                               edge_weight64, parameters64[1],
-                               conv.num_steps)
+    expected = apnet_reference(
+        x64,
+        edge_index,
+        *parameters64[:1],
+        edge_weight64,
+        parameters64[1],
+        conv.num_steps,
+    )
     assert_close_in(out, expected, dtype)
 
-    grad_out = torch.randn(out.shape, dtype=dtype,
-                           generator=torch.Generator().manual_seed(1))
+    grad_out = torch.randn(
+        out.shape, dtype=dtype, generator=torch.Generator().manual_seed(1)
+    )
     grad_out = grad_out.to(device)
     grads = torch.autograd.grad(out, [x, edge_weight, *parameters], grad_out)
     expected_grads = torch.autograd.grad(
-        expected, [x64, edge_weight64, *parameters64], grad_out.double())
+        expected, [x64, edge_weight64, *parameters64], grad_out.double()
+    )
     for grad, expected_grad in zip(grads, expected_grads):
         assert_close_in(grad, expected_grad, dtype)
 
@@ -1224,16 +1430,25 @@ def test_apnet_conv_half_precision_equals_reference(
 @pytest.mark.parametrize('fused', [True, False])
 def test_apnet_conv_bipartite_half_precision(fused, dtype, device):
     x_src, x_dst, edge_index, edge_weight = bipartite_graph(
-        channels=(6, 5), device=device)
-    conv = conv64((6, 5), 3, temperature=2.0, fused=fused, num_steps=2,
-                  device=device).to(dtype)
+        channels=(6, 5), device=device
+    )
+    conv = conv64(
+        (6, 5), 3, temperature=2.0, fused=fused, num_steps=2, device=device
+    ).to(dtype)
     (x_src, x_dst), (x_src64, x_dst64) = low_precision_copies(
-        [x_src, x_dst], dtype)
+        [x_src, x_dst], dtype
+    )
     out = conv((x_src, x_dst), edge_index, edge_weight.to(dtype))
     expected = bipartite_reference(
-        x_src64, x_dst64, edge_index, conv.lin_src.weight.double(),
-        conv.lin_dst.weight.double(), edge_weight.to(dtype).double(), 2.0,
-        num_steps=2)
+        x_src64,
+        x_dst64,
+        edge_index,
+        conv.lin_src.weight.double(),
+        conv.lin_dst.weight.double(),
+        edge_weight.to(dtype).double(),
+        2.0,
+        num_steps=2,
+    )
     assert_close_in(out, expected, dtype)
     grads = torch.autograd.grad(out.sum(), [x_src, x_dst])
     expected_grads = torch.autograd.grad(expected.sum(), [x_src64, x_dst64])
@@ -1246,27 +1461,36 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
     # Under autocast only the projection f runs in half precision; the
     # attention is computed in float32 from its output, and the output has
     # the dtype of x (float32) on both paths, which agree.
-    x, edge_index, edge_weight = graph(30, 120, channels=16,
-                                       dtype=torch.float32,
-                                       make_random_graph=make_random_graph,
-                                       device=device)
+    x, edge_index, edge_weight = graph(
+        30,
+        120,
+        channels=16,
+        dtype=torch.float32,
+        make_random_graph=make_random_graph,
+        device=device,
+    )
     torch.manual_seed(0)
     fused = APNetConv(16, learn_temperature=True).to(device)
-    message_passing = APNetConv(16, learn_temperature=True,
-                                fused=False).to(device)
+    message_passing = APNetConv(16, learn_temperature=True, fused=False).to(
+        device
+    )
     message_passing.load_state_dict(fused.state_dict())
     x.requires_grad_()
     results = []
     for conv in [fused, message_passing, fused]:
         inputs = [x, conv.lin.weight, conv.temperature]
-        with torch.autocast(device.type, dtype=dtype,
-                            enabled=len(results) < 2):
-            out, (_, alpha) = conv(x, edge_index, edge_weight,
-                                   return_attention_weights=True)
-            assert conv.lin(x).dtype == (dtype if len(results) < 2 else
-                                         torch.float32)
-            results.append([out, alpha, *torch.autograd.grad(
-                out.square().sum(), inputs)])
+        with torch.autocast(
+            device.type, dtype=dtype, enabled=len(results) < 2
+        ):
+            out, (_, alpha) = conv(
+                x, edge_index, edge_weight, return_attention_weights=True
+            )
+            assert conv.lin(x).dtype == (
+                dtype if len(results) < 2 else torch.float32
+            )
+            results.append(
+                [out, alpha, *torch.autograd.grad(out.square().sum(), inputs)]
+            )
     for result in results:
         assert all(t.dtype == torch.float32 for t in result)
     (fused_out, *_), _, (expected, *_) = results
@@ -1284,30 +1508,38 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
 def test_apnet_conv_compile_half_precision(make_random_graph, device):
     # The fused path in half precision, and under autocast, compiles
     # without a graph break and gives the eager results.
-    x, edge_index, edge_weight = graph(dtype=torch.float32,
-                                       make_random_graph=make_random_graph,
-                                       device=device)
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph, device=device
+    )
     conv = APNetConv(6, 4, num_steps=2, learn_temperature=True).to(device)
     half = copy.deepcopy(conv).to(torch.bfloat16)
-    assert_compiles(half, (x.bfloat16(), edge_index,
-                           edge_weight.bfloat16()), 'aot_eager', atol=1e-2)
-    autocast_dtype = torch.bfloat16 if device.type == 'cpu' else \
-        torch.float16
+    assert_compiles(
+        half,
+        (x.bfloat16(), edge_index, edge_weight.bfloat16()),
+        'aot_eager',
+        atol=1e-2,
+    )
+    autocast_dtype = torch.bfloat16 if device.type == 'cpu' else torch.float16
     with torch.autocast(device.type, dtype=autocast_dtype):
         # (The projection's weight gradient is a half-precision product,
         # which AOTAutograd rounds differently from eager autocast.)
-        assert_compiles(conv, (x, edge_index, edge_weight), 'aot_eager',
-                        atol=1e-2)
+        assert_compiles(
+            conv, (x, edge_index, edge_weight), 'aot_eager', atol=1e-2
+        )
 
 
 def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
     # A forward pass on a fixed graph replays from a CUDA graph: the layer
     # keeps the graph's pattern from the first (eager) call, and its
     # kernels need no host synchronisation.
-    x, edge_index, edge_weight = graph(200, 1000, channels=16,
-                                       dtype=torch.float32,
-                                       make_random_graph=make_random_graph,
-                                       device=cuda_device)
+    x, edge_index, edge_weight = graph(
+        200,
+        1000,
+        channels=16,
+        dtype=torch.float32,
+        make_random_graph=make_random_graph,
+        device=cuda_device,
+    )
     conv = APNetConv(16, num_steps=2).to(cuda_device)
     static_x = x.clone()
     with torch.no_grad():
@@ -1321,35 +1553,43 @@ def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
         with torch.cuda.graph(cuda_graph):
             static_out = conv(static_x, edge_index, edge_weight)
         for seed in range(2):
-            new_x = torch.randn(x.shape, generator=torch.Generator(
-            ).manual_seed(seed)).to(cuda_device)
+            new_x = torch.randn(
+                x.shape, generator=torch.Generator().manual_seed(seed)
+            ).to(cuda_device)
             static_x.copy_(new_x)
             cuda_graph.replay()
-            torch.testing.assert_close(static_out,
-                                       conv(new_x, edge_index, edge_weight))
+            torch.testing.assert_close(
+                static_out, conv(new_x, edge_index, edge_weight)
+            )
 
 
 # The fused path's kernel choice (kernel='sparse' | 'triton' | 'auto'). ####
 
 requires_triton = pytest.mark.skipif(
     not triton_propagation.is_triton_available(),
-    reason='Triton is not installed (pip install triton==3.6.0)')
+    reason='Triton is not installed (pip install triton==3.6.0)',
+)
 
 
 @requires_triton
-@pytest.mark.parametrize('settings', [
-    {},  # The drop-in defaults: projection 16, two steps.
-    {'proj_channels': 256, 'temperature': 10.0, 'num_steps': 1},  # Paper.
-    {'proj_channels': None, 'num_steps': 1},  # Identity f (AGNNConv).
-    {'learn_temperature': True, 'add_self_loops': False},
-])
-def test_triton_kernel_equals_sparse_kernels(settings, make_random_graph,
-                                             monkeypatch):
+@pytest.mark.parametrize(
+    'settings',
+    [
+        {},  # The drop-in defaults: projection 16, two steps.
+        {'proj_channels': 256, 'temperature': 10.0, 'num_steps': 1},  # Paper.
+        {'proj_channels': None, 'num_steps': 1},  # Identity f (AGNNConv).
+        {'learn_temperature': True, 'add_self_loops': False},
+    ],
+)
+def test_triton_kernel_equals_sparse_kernels(
+    settings, make_random_graph, monkeypatch
+):
     # On CPU tensors through Triton's interpreter; natively on CUDA in the
     # CUDA tier (kernel='auto' picks Triton there).
     monkeypatch.setenv('TRITON_INTERPRET', '1')
     x, edge_index, edge_weight = graph(
-        num_nodes=12, num_edges=40, make_random_graph=make_random_graph)
+        num_nodes=12, num_edges=40, make_random_graph=make_random_graph
+    )
     x.requires_grad_()
     sparse = conv64(6, kernel='sparse', **settings)
     triton = conv64(6, kernel='triton', **settings)
@@ -1358,12 +1598,12 @@ def test_triton_kernel_equals_sparse_kernels(settings, make_random_graph,
     for conv in (sparse, triton):
         out = conv(x, edge_index, edge_weight)
         outs.append(out)
-        grads.append(torch.autograd.grad(out.square().sum(),
-                                         [x, *conv.parameters()]))
+        grads.append(
+            torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
+        )
     assert torch.allclose(outs[1], outs[0], rtol=1e-12, atol=1e-12)
     for grad_triton, grad_sparse in zip(grads[1], grads[0]):
-        assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10,
-                              atol=1e-12)
+        assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10, atol=1e-12)
 
 
 @requires_triton
@@ -1372,14 +1612,21 @@ def test_triton_kernel_equals_sparse_kernels_bipartite(monkeypatch):
     generator = torch.Generator().manual_seed(0)
     x_src = torch.randn(7, 6, dtype=torch.float64, generator=generator)
     x_dst = torch.randn(5, 6, dtype=torch.float64, generator=generator)
-    edge_index = torch.stack([torch.randint(0, 7, (16,), generator=generator),
-                              torch.randint(0, 5, (16,), generator=generator)])
+    edge_index = torch.stack(
+        [
+            torch.randint(0, 7, (16,), generator=generator),
+            torch.randint(0, 5, (16,), generator=generator),
+        ]
+    )
     sparse = conv64((6, 6), kernel='sparse', add_self_loops=False)
     triton = conv64((6, 6), kernel='triton', add_self_loops=False)
     triton.load_state_dict(sparse.state_dict())
-    assert torch.allclose(triton((x_src, x_dst), edge_index),
-                          sparse((x_src, x_dst), edge_index),
-                          rtol=1e-12, atol=1e-12)
+    assert torch.allclose(
+        triton((x_src, x_dst), edge_index),
+        sparse((x_src, x_dst), edge_index),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_auto_kernel_is_sparse_on_cpu(make_random_graph, monkeypatch):
@@ -1391,8 +1638,9 @@ def test_auto_kernel_is_sparse_on_cpu(make_random_graph, monkeypatch):
     reference = conv64(6, kernel='sparse')
     auto = conv64(6)
     assert auto.kernel == 'auto'
-    assert torch.equal(auto(x, edge_index, edge_weight),
-                       reference(x, edge_index, edge_weight))
+    assert torch.equal(
+        auto(x, edge_index, edge_weight), reference(x, edge_index, edge_weight)
+    )
 
 
 class _CudaLike:
@@ -1405,14 +1653,18 @@ class _CudaLike:
         return self.channels
 
 
-@pytest.mark.parametrize('available,attention,channels,expected', [
-    (True, False, 64, True),
-    (True, True, 64, False),  # The kernel never stores the attention.
-    (False, False, 64, False),  # No Triton: the sparse kernels.
-    (True, False, 8192, False),  # Wider than a kernel tile.
-])
-def test_auto_kernel_choice_on_cuda(available, attention, channels,
-                                    expected, monkeypatch):
+@pytest.mark.parametrize(
+    'available,attention,channels,expected',
+    [
+        (True, False, 64, True),
+        (True, True, 64, False),  # The kernel never stores the attention.
+        (False, False, 64, False),  # No Triton: the sparse kernels.
+        (True, False, 8192, False),  # Wider than a kernel tile.
+    ],
+)
+def test_auto_kernel_choice_on_cuda(
+    available, attention, channels, expected, monkeypatch
+):
     monkeypatch.setattr(apnet_conv, 'is_triton_available', lambda: available)
     conv = APNetConv(-1, proj_channels=None)
     assert conv._uses_triton(_CudaLike(channels), attention) is expected
@@ -1439,17 +1691,27 @@ def test_the_kernel_choice_compiles_without_a_graph_break(monkeypatch):
 
 
 def test_kernel_argument_is_checked(make_random_graph):
-    with pytest.raises(ValueError, match=r"'kernel' must be one of auto, "
-                       r"sparse, triton \(got 'cuda'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'kernel' must be one of auto, "
+        r"sparse, triton \(got 'cuda'\)",
+    ):
         APNetConv(6, kernel='cuda')
-    with pytest.raises(ValueError, match=r"kernel='triton' is a fused "
-                       r"kernel, which fused=False does not run"):
+    with pytest.raises(
+        ValueError,
+        match=r"kernel='triton' is a fused "
+        r'kernel, which fused=False does not run',
+    ):
         APNetConv(6, kernel='triton', fused=False)
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    with pytest.raises(ValueError, match=r"kernel='triton'.*does not return "
-                       r"the attention.*kernel='sparse'"):
-        conv64(6, kernel='triton')(x, edge_index,
-                                   return_attention_weights=True)
+    with pytest.raises(
+        ValueError,
+        match=r"kernel='triton'.*does not return "
+        r"the attention.*kernel='sparse'",
+    ):
+        conv64(6, kernel='triton')(
+            x, edge_index, return_attention_weights=True
+        )
 
 
 def test_apnet_conv_on_a_re_sorted_edge_index():
@@ -1457,8 +1719,9 @@ def test_apnet_conv_on_a_re_sorted_edge_index():
     # dimension's cached pointers; on a directed square graph the layer
     # would read the wrong rows.
     edge_index = torch.tensor([[0, 1, 2, 2, 4, 5, 5], [1, 2, 1, 0, 3, 0, 4]])
-    x = torch.randn(6, 4, dtype=torch.float64,
-                    generator=torch.Generator().manual_seed(0))
+    x = torch.randn(
+        6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
     conv = conv64(4, 8, num_steps=2)
     expected = conv(x, edge_index)
     by_row = EdgeIndex(edge_index, sparse_size=(6, 6)).sort_by('row')[0]

@@ -1,40 +1,56 @@
 import pytest
 import torch
-
 from host_sync import no_host_sync
 from torch._dynamo.testing import CompileCounter
 from torch_geometric.utils import to_dense_adj
 
 from apnet_pyg.graph import cosine_threshold_graph
 from apnet_pyg.nn import APNet, APNetConv, CentroidEncoder, RelationHead
-from apnet_pyg.nn.models.apnet import (DENSE_CLASS_GRAPH_MAX_CLASSES,
-                                       use_dense_class_graph)
+from apnet_pyg.nn.models.apnet import (
+    DENSE_CLASS_GRAPH_MAX_CLASSES,
+    use_dense_class_graph,
+)
 
 # A prior over 6 dataset classes (row = target, column = source).
-PRIOR = torch.tensor([[0.0, 1.0, 0.5, 0.0, 0.0, 0.0],
-                      [1.0, 0.0, 0.0, 0.0, 0.0, 0.25],
-                      [0.5, 0.0, 0.0, 1.0, 0.0, 0.0],
-                      [0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
-                      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-                      [0.0, 0.25, 0.0, 0.0, 0.0, 0.0]])
+PRIOR = torch.tensor(
+    [
+        [0.0, 1.0, 0.5, 0.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0, 0.0, 0.0, 0.25],
+        [0.5, 0.0, 0.0, 1.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        [0.0, 0.25, 0.0, 0.0, 0.0, 0.0],
+    ]
+)
 
 
 def small_model(graph='learned', **kwargs):
     torch.manual_seed(0)
     if graph == 'wordnet':
         kwargs.setdefault('class_prior', PRIOR)
-    model = APNet(6, image_channels=10, class_channels=12, hidden_channels=8,
-                  num_centroids=2, graph=graph, proj_channels=4, **kwargs)
-    model.encoder.fit_centroids(torch.rand(7, 6),
-                                torch.Generator().manual_seed(0))
+    model = APNet(
+        6,
+        image_channels=10,
+        class_channels=12,
+        hidden_channels=8,
+        num_centroids=2,
+        graph=graph,
+        proj_channels=4,
+        **kwargs,
+    )
+    model.encoder.fit_centroids(
+        torch.rand(7, 6), torch.Generator().manual_seed(0)
+    )
     return model
 
 
 @pytest.mark.parametrize('graph', ['learned', 'wordnet', 'none'])
 def test_apnet(graph):
     model = small_model(graph)
-    assert str(model) == (f'APNet(attribute_dim=6, graph={graph}, '
-                          f'num_centroids=2, score=sigmoid)')
+    assert str(model) == (
+        f'APNet(attribute_dim=6, graph={graph}, '
+        f'num_centroids=2, score=sigmoid)'
+    )
     attributes, images = torch.rand(5, 6), torch.rand(3, 10)
     classes = torch.tensor([2, 0, 1, 5, 3])  # dataset indices
     logits = model(images, attributes, classes)
@@ -51,14 +67,27 @@ def test_apnet(graph):
     else:
         # The prior's subgraph over the task's classes, relabelled in the
         # given order: 2 -> 0, 0 -> 1, 1 -> 2, 5 -> 3, 3 -> 4.
-        edges = {(1, 0): 0.5, (0, 1): 0.5, (2, 1): 1.0, (1, 2): 1.0,
-                 (4, 0): 1.0, (0, 4): 1.0, (2, 3): 0.25, (3, 2): 0.25}
+        edges = {
+            (1, 0): 0.5,
+            (0, 1): 0.5,
+            (2, 1): 1.0,
+            (1, 2): 1.0,
+            (4, 0): 1.0,
+            (0, 4): 1.0,
+            (2, 3): 0.25,
+            (3, 2): 0.25,
+        }
         edge_index, edge_weight = model.class_graph(x0, classes)
-        assert dict(zip(map(tuple, edge_index.t().tolist()),
-                        edge_weight.tolist())) == edges
+        assert (
+            dict(
+                zip(map(tuple, edge_index.t().tolist()), edge_weight.tolist())
+            )
+            == edges
+        )
         expected_vectors = model.conv(x0, edge_index, edge_weight)
-    assert torch.allclose(model.class_vectors(attributes, classes),
-                          expected_vectors)
+    assert torch.allclose(
+        model.class_vectors(attributes, classes), expected_vectors
+    )
     expected = 30.0 * model.scores(expected_vectors, images)
     assert torch.allclose(logits, expected)
     assert bool(((logits > 0) & (logits < 30)).all())  # bounded score
@@ -75,8 +104,10 @@ def test_apnet_owns_its_prior():
     restored = small_model('wordnet', class_prior=torch.zeros(6, 6))
     restored.load_state_dict(model.state_dict())
     attributes, classes = torch.rand(4, 6), torch.tensor([0, 1, 2, 3])
-    assert torch.allclose(restored.class_vectors(attributes, classes),
-                          model.class_vectors(attributes, classes))
+    assert torch.allclose(
+        restored.class_vectors(attributes, classes),
+        model.class_vectors(attributes, classes),
+    )
 
 
 def test_apnet_propagation_mixes_similar_classes():
@@ -95,14 +126,14 @@ def test_apnet_bad_input():
         APNet(6, graph='knn')
     with pytest.raises(ValueError, match="needs 'class_prior'"):
         APNet(6, graph='wordnet')
-    with pytest.raises(ValueError, match="square"):
+    with pytest.raises(ValueError, match='square'):
         APNet(6, graph='wordnet', class_prior=torch.zeros(3, 4))
     model = small_model('wordnet')
     with pytest.raises(ValueError, match="needs 'classes'"):
         model(torch.rand(3, 10), torch.rand(5, 6))
-    with pytest.raises(ValueError, match="one index per class vector"):
+    with pytest.raises(ValueError, match='one index per class vector'):
         model(torch.rand(3, 10), torch.rand(5, 6), torch.tensor([0, 1]))
-    with pytest.raises(ValueError, match="builds no class graph"):
+    with pytest.raises(ValueError, match='builds no class graph'):
         small_model('none').class_graph(torch.rand(3, 12))
 
 
@@ -117,8 +148,9 @@ def reference_class_vectors(state, attributes):
     k, attribute_dim = state['encoder.centroids'].shape
     weight = state['encoder.weight'].view(k, -1, attribute_dim)  # Theta_i
     offsets = attributes.unsqueeze(1) - state['encoder.centroids']  # [C,k,A]
-    hidden = torch.einsum('cka,koa->cko', offsets, weight) + \
-        state['encoder.bias'].view(k, -1)
+    hidden = torch.einsum('cka,koa->cko', offsets, weight) + state[
+        'encoder.bias'
+    ].view(k, -1)
     return hidden.relu().sum(dim=1)
 
 
@@ -138,8 +170,9 @@ def reference_logits(model, images, attributes, classes=None):
         # takes the task's classes' block of the prior.
         if model.graph == 'learned':
             with torch.no_grad():
-                prior = (reference_cosines(state, x) >= model.threshold) & \
-                    ~torch.eye(x.size(0), dtype=torch.bool)
+                prior = (
+                    reference_cosines(state, x) >= model.threshold
+                ) & ~torch.eye(x.size(0), dtype=torch.bool)
             prior = prior.to(x.dtype)
         else:
             prior = state['class_prior'][classes][:, classes]
@@ -147,16 +180,21 @@ def reference_logits(model, images, attributes, classes=None):
         prior = prior + torch.diag((prior.diagonal() == 0).to(x.dtype))
         for _ in range(model.conv.num_steps):
             # alpha_yz = w_yz exp(g1 cos(f x_y, f x_z)) / sum over z.
-            scores = prior * torch.exp(state['conv.temperature'] *
-                                       reference_cosines(state, x))
+            scores = prior * torch.exp(
+                state['conv.temperature'] * reference_cosines(state, x)
+            )
             x = scores / scores.sum(dim=-1, keepdim=True) @ x
     # h = sigma(w^T ReLU(W1 x_y + W2 v + b1) + b), logits = g2 h.
     per_class = x @ state['head.lin_class.weight'].t()  # [C, H]
-    per_image = images @ state['head.lin_image.weight'].t() + \
-        state['head.lin_image.bias']  # [B, H]
+    per_image = (
+        images @ state['head.lin_image.weight'].t()
+        + state['head.lin_image.bias']
+    )  # [B, H]
     hidden = (per_image.unsqueeze(1) + per_class.unsqueeze(0)).relu()
-    scores = hidden @ state['head.lin_out.weight'].view(-1) + \
-        state['head.lin_out.bias']
+    scores = (
+        hidden @ state['head.lin_out.weight'].view(-1)
+        + state['head.lin_out.bias']
+    )
     if model.head.score == 'sigmoid':
         scores = scores.sigmoid()
     return model.logit_scale * scores
@@ -167,14 +205,17 @@ def model64(graph, **kwargs):
 
 
 @pytest.mark.parametrize('dense', [False, True])
-@pytest.mark.parametrize('graph,score,num_steps', [
-    ('learned', 'sigmoid', 1),
-    ('learned', 'linear', 2),
-    ('wordnet', 'sigmoid', 2),
-    ('wordnet', 'linear', 1),
-    ('none', 'sigmoid', 1),
-    ('none', 'linear', 1),
-])
+@pytest.mark.parametrize(
+    'graph,score,num_steps',
+    [
+        ('learned', 'sigmoid', 1),
+        ('learned', 'linear', 2),
+        ('wordnet', 'sigmoid', 2),
+        ('wordnet', 'linear', 1),
+        ('none', 'sigmoid', 1),
+        ('none', 'linear', 1),
+    ],
+)
 def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
     # Both forms of the class graph: the sparse one (edge list, APNetConv)
     # and the dense one (adjacency, DenseAPNetConv).
@@ -189,9 +230,11 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
         # graph still has an edge.
         state = model64(graph, **kwargs).state_dict()
         cosines = reference_cosines(
-            state, reference_class_vectors(state, attributes))
-        off_diagonal = cosines.masked_fill(torch.eye(5, dtype=torch.bool),
-                                           -2.0)
+            state, reference_class_vectors(state, attributes)
+        )
+        off_diagonal = cosines.masked_fill(
+            torch.eye(5, dtype=torch.bool), -2.0
+        )
         lowest = off_diagonal.max(dim=1).values.min()
         above = off_diagonal[off_diagonal > lowest].min()
         assert above - lowest > 1e-6  # (far from rounding)
@@ -200,8 +243,9 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
         # A prior over 7 dataset classes with weights 1/d: the task's first
         # class is isolated, its second has a self-loop of its own.
         hops = torch.randint(1, 4, (7, 7), generator=generator)
-        prior = torch.where(torch.rand(7, 7, generator=generator) < 0.5,
-                            1.0 / hops, 0.0)
+        prior = torch.where(
+            torch.rand(7, 7, generator=generator) < 0.5, 1.0 / hops, 0.0
+        )
         classes = torch.randperm(7, generator=generator)[:5]
         prior.fill_diagonal_(0.0)
         prior[classes[0], :] = prior[:, classes[0]] = 0.0
@@ -221,8 +265,9 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
     # reference uses them all, or autograd.grad raises):
     inputs = [*model.parameters(), attributes, images]
     grad_logits = torch.randn(3, 5, generator=generator, dtype=torch.float64)
-    grads = torch.autograd.grad(logits, inputs, grad_logits,
-                                materialize_grads=True)
+    grads = torch.autograd.grad(
+        logits, inputs, grad_logits, materialize_grads=True
+    )
     expected_grads = torch.autograd.grad(expected, inputs, grad_logits)
     for grad, expected_grad in zip(grads, expected_grads):
         torch.testing.assert_close(grad, expected_grad)
@@ -230,34 +275,40 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
 
 
 # The dense form of the class graph ########################################
-@pytest.mark.parametrize('graph,threshold,num_steps', [
-    ('learned', -1.0, 1),  # every pair connected
-    ('learned', 0.3, 2),
-    ('learned', 0.99, 1),  # no edge: self-loops only
-    ('wordnet', None, 1),
-    ('wordnet', None, 2),
-])
+@pytest.mark.parametrize(
+    'graph,threshold,num_steps',
+    [
+        ('learned', -1.0, 1),  # every pair connected
+        ('learned', 0.3, 2),
+        ('learned', 0.99, 1),  # no edge: self-loops only
+        ('wordnet', None, 1),
+        ('wordnet', None, 2),
+    ],
+)
 def test_dense_form_equals_sparse_form(graph, threshold, num_steps):
     kwargs = {'num_steps': num_steps}
     if threshold is not None:
         kwargs['threshold'] = threshold
     model = model64(graph, **kwargs)
     generator = torch.Generator().manual_seed(1)
-    attributes = torch.rand(6, 6, generator=generator, dtype=torch.float64,
-                            requires_grad=True)
+    attributes = torch.rand(
+        6, 6, generator=generator, dtype=torch.float64, requires_grad=True
+    )
     images = torch.rand(4, 10, generator=generator, dtype=torch.float64)
     classes = torch.tensor([3, 0, 5, 1, 2, 4])
     x0 = model.encoder(attributes)
     # The same graph: the adjacency is the edge list's, row = target.
     edge_index, edge_weight = model.class_graph(x0, classes)
     adjacency = model.dense_class_graph(x0, classes)
-    expected = to_dense_adj(edge_index, edge_attr=edge_weight,
-                            max_num_nodes=6)[0].t()
+    expected = to_dense_adj(
+        edge_index, edge_attr=edge_weight, max_num_nodes=6
+    )[0].t()
     assert torch.equal(adjacency.to(expected.dtype), expected)
     if graph == 'learned':
         assert adjacency.dtype == torch.bool
         assert edge_index.size(1) == {-1.0: 30, 0.99: 0}.get(
-            threshold, edge_index.size(1))
+            threshold, edge_index.size(1)
+        )
         assert threshold != 0.3 or 0 < edge_index.size(1) < 30
 
     grad_logits = torch.randn(4, 6, generator=generator, dtype=torch.float64)
@@ -265,13 +316,18 @@ def test_dense_form_equals_sparse_form(graph, threshold, num_steps):
     results = []
     for dense in (False, True):
         logits = model(images, attributes, classes, dense=dense)
-        results.append((logits, torch.autograd.grad(
-            logits, inputs, grad_logits, materialize_grads=True)))
+        results.append(
+            (
+                logits,
+                torch.autograd.grad(
+                    logits, inputs, grad_logits, materialize_grads=True
+                ),
+            )
+        )
     (sparse, sparse_grads), (dense, dense_grads) = results
     torch.testing.assert_close(dense, sparse, rtol=1e-12, atol=1e-12)
     for grad, expected_grad in zip(dense_grads, sparse_grads):
-        torch.testing.assert_close(grad, expected_grad, rtol=1e-10,
-                                   atol=1e-12)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-10, atol=1e-12)
 
 
 def test_dense_class_graph_size_rule():
@@ -282,8 +338,9 @@ def test_dense_class_graph_size_rule():
     # Elsewhere the dense one, up to the size limit:
     assert use_dense_class_graph(30, meta)
     assert use_dense_class_graph(DENSE_CLASS_GRAPH_MAX_CLASSES, 'meta')
-    assert not use_dense_class_graph(DENSE_CLASS_GRAPH_MAX_CLASSES + 1, meta,
-                                     sync_free=True)
+    assert not use_dense_class_graph(
+        DENSE_CLASS_GRAPH_MAX_CLASSES + 1, meta, sync_free=True
+    )
     # The model follows the rule when not told (the sparse form on CPU):
     model = small_model()
     calls = []
@@ -304,10 +361,17 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     model = small_model()
     # Not a submodule: the state_dict is as before.
     assert sorted(model.state_dict()) == [
-        'conv.lin.weight', 'conv.temperature', 'encoder.bias',
-        'encoder.centroids', 'encoder.weight', 'head.lin_class.weight',
-        'head.lin_image.bias', 'head.lin_image.weight',
-        'head.lin_out.bias', 'head.lin_out.weight']
+        'conv.lin.weight',
+        'conv.temperature',
+        'encoder.bias',
+        'encoder.centroids',
+        'encoder.weight',
+        'head.lin_class.weight',
+        'head.lin_image.bias',
+        'head.lin_image.weight',
+        'head.lin_out.bias',
+        'head.lin_out.weight',
+    ]
     assert len(list(model.parameters())) == 8
     dense = model._dense_conv
     assert dense.lin is model.conv.lin
@@ -316,8 +380,11 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     model.double()
     assert dense.temperature is model.conv.temperature
     assert dense.temperature.dtype == torch.float64
-    logits = model(torch.rand(3, 10, dtype=torch.float64),
-                   torch.rand(5, 6, dtype=torch.float64), dense=True)
+    logits = model(
+        torch.rand(3, 10, dtype=torch.float64),
+        torch.rand(5, 6, dtype=torch.float64),
+        dense=True,
+    )
     assert logits.dtype == torch.float64
     # and after a load that assigns new tensors:
     state = {key: value.clone() for key, value in model.state_dict().items()}
@@ -343,22 +410,27 @@ def test_dense_forward_reads_nothing_on_the_host(graph):
     images, attributes = torch.rand(3, 10), torch.rand(5, 6)
     classes = torch.tensor([2, 0, 1, 5, 3])
     with no_host_sync():
-        logits = model(images, attributes, classes, dense=True,
-                       check_values=False)
+        logits = model(
+            images, attributes, classes, dense=True, check_values=False
+        )
         logits.sum().backward()
     # The value checks are what read the host, and what check_values=False
     # leaves to the caller:
     nan = torch.full((5, 6), float('nan'))
     with pytest.raises(ValueError, match="'attributes' contains NaN"):
         model(images, nan, classes, dense=True)
-    assert model(images, nan, classes, dense=True,
-                 check_values=False).isnan().all()
+    assert (
+        model(images, nan, classes, dense=True, check_values=False)
+        .isnan()
+        .all()
+    )
     # It compiles whole, forward and backward:
     counter = CompileCounter()
 
     def loss(images, attributes, classes):
-        return model(images, attributes, classes, dense=True,
-                     check_values=False).sum()
+        return model(
+            images, attributes, classes, dense=True, check_values=False
+        ).sum()
 
     compiled = torch.compile(loss, backend=counter, fullgraph=True)
     compiled(images, attributes, classes).backward()
@@ -373,10 +445,12 @@ def test_apnet_multiplicative_head():
     attributes, images = torch.rand(5, 6), torch.rand(3, 10)
     logits = model(images, attributes, torch.arange(5))
     head = model.head
-    per_class = head.lin_class(model.class_vectors(attributes,
-                                                   torch.arange(5)))
-    expected = (head.lin_image(images).relu() * head.lin_out.weight) @ \
-        per_class.t() + head.lin_out.bias
+    per_class = head.lin_class(
+        model.class_vectors(attributes, torch.arange(5))
+    )
+    expected = (
+        head.lin_image(images).relu() * head.lin_out.weight
+    ) @ per_class.t() + head.lin_out.bias
     torch.testing.assert_close(logits, 30.0 * expected)
     with pytest.raises(ValueError, match="'interaction' must be one of"):
         small_model('none', interaction='sum')

@@ -7,10 +7,13 @@ from apnet_pyg.nn import RelationHead
 @pytest.mark.parametrize('interaction', ['additive', 'multiplicative'])
 @pytest.mark.parametrize('score', ['sigmoid', 'linear'])
 def test_relation_head(score, interaction):
-    head = RelationHead(6, 5, hidden_channels=7, score=score,
-                        interaction=interaction).double()
-    assert str(head) == (f'RelationHead(6, 5, hidden=7, score={score}, '
-                         f'interaction={interaction})')
+    head = RelationHead(
+        6, 5, hidden_channels=7, score=score, interaction=interaction
+    ).double()
+    assert str(head) == (
+        f'RelationHead(6, 5, hidden=7, score={score}, '
+        f'interaction={interaction})'
+    )
     classes = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     images = torch.randn(9, 5, dtype=torch.float64, requires_grad=True)
     scores = head(classes, images)
@@ -28,10 +31,12 @@ def test_relation_head(score, interaction):
             return sigma(w @ torch.relu(class_term + image_term) + b[0])
         return sigma(w @ (class_term * torch.relu(image_term)) + b[0])
 
-    expected = torch.stack([
-        torch.stack([pair(classes[y], images[i]) for y in range(4)])
-        for i in range(9)
-    ])
+    expected = torch.stack(
+        [
+            torch.stack([pair(classes[y], images[i]) for y in range(4)])
+            for i in range(9)
+        ]
+    )
     assert torch.allclose(scores, expected, atol=1e-12)
 
     grad_out = torch.randn_like(scores)
@@ -42,8 +47,9 @@ def test_relation_head(score, interaction):
         assert torch.allclose(grad, expected_grad, atol=1e-12)
 
     # Scoring in blocks of images changes nothing:
-    assert torch.allclose(head(classes, images, block_size=2), scores,
-                          atol=1e-12)
+    assert torch.allclose(
+        head(classes, images, block_size=2), scores, atol=1e-12
+    )
     assert head(classes, images[:0]).size() == (0, 4)
 
 
@@ -70,8 +76,11 @@ def test_relation_head_bad_input():
         head(torch.randn(4, 5), torch.randn(3, 5))
     with pytest.raises(ValueError, match="'score' must be one of"):
         RelationHead(6, 5, score='tanh')
-    with pytest.raises(ValueError, match="'interaction' must be one of "
-                       "additive, multiplicative \\(got 'concat'\\)"):
+    with pytest.raises(
+        ValueError,
+        match="'interaction' must be one of "
+        "additive, multiplicative \\(got 'concat'\\)",
+    ):
         RelationHead(6, 5, interaction='concat')
 
 
@@ -81,10 +90,13 @@ def test_multiplicative_head_has_no_class_offset():
     # w . ReLU(W1 x_y) is such an offset).
     torch.manual_seed(0)
     classes = torch.randn(4, 6)
-    for interaction, constant in (('multiplicative', True),
-                                  ('additive', False)):
-        head = RelationHead(6, 5, hidden_channels=16, score='linear',
-                            interaction=interaction)
+    for interaction, constant in (
+        ('multiplicative', True),
+        ('additive', False),
+    ):
+        head = RelationHead(
+            6, 5, hidden_channels=16, score='linear', interaction=interaction
+        )
         torch.nn.init.zeros_(head.lin_image.bias)
         scores = head(classes, torch.zeros(1, 5))
         assert bool((scores == head.lin_out.bias).all()) == constant
