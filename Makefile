@@ -1,6 +1,7 @@
 # The two commands of a fresh clone (see README.md):
 #   make demo   prepares the environment and runs the main job (offline)
 #   make test   prepares the environment and runs the test suite
+#   make lint   ruff's lint and format checks (CI runs them first)
 # Both are idempotent: the environment is prepared once and then reused.
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
@@ -8,7 +9,7 @@ PYTHON := $(VENV)/bin/python
 TORCH := torch==2.13.0
 DEMO_OUT ?= runs/awa2
 
-.PHONY: demo test env clean-env
+.PHONY: demo test lint env clean-env
 
 demo: env
 	$(VENV)/bin/apnet-zsl pipeline --dataset AWA2 --out $(DEMO_OUT) --overwrite
@@ -18,6 +19,12 @@ test: env
 	@$(PYTHON) -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
+
+# ruff: the linter (with import order) and the formatter, both configured in
+# pyproject.toml; CI runs this before the tests.
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 env: $(VENV)/.ready
 

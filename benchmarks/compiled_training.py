@@ -155,10 +155,10 @@ def report(
         f'Compiled against eager, later epochs: '
         f'{later["eager"] / later["compiled"]:.2f}x.'
         if metrics['compiled']['compiled_step']
-        else 'Nothing was compiled: `--compile` compiles on CUDA only, elsewhere '
-        'it runs the sync-free step uncompiled (another episode sampler, '
-        'hence another accuracy); the two timings differ by that step and '
-        'by noise.',
+        else 'Nothing was compiled: `--compile` compiles on CUDA only, '
+        'elsewhere it runs the sync-free step uncompiled (another episode '
+        'sampler, hence another accuracy); the two timings differ by that '
+        'step and by noise.',
         '',
         'Machine: ' + ', '.join(f'{k} {v}' for k, v in machine.items()),
         '',

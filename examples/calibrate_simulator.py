@@ -363,7 +363,7 @@ def _read_log(log):
         raise SystemExit(
             f'error: --summarize {log}: cannot read it '
             f'({error.strerror}); pass a --search-log file'
-        )
+        ) from None
     settings = []
     for number, line in enumerate(lines, 1):
         if not line:
@@ -374,7 +374,7 @@ def _read_log(log):
             raise SystemExit(
                 f'error: --summarize {log}: line {number} is '
                 f'not JSON; pass a file written by --search'
-            )
+            ) from None
         problem = _setting_problem(setting)
         if problem:
             raise SystemExit(

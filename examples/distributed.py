@@ -714,7 +714,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if rank != 0:
             raise SystemExit(
                 0 if isinstance(error, SystemExit) and not error.code else 1
-            )
+            ) from None
         raise
     if torchrun:
         worker(

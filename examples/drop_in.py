@@ -91,7 +91,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         model = Net(data.num_features, 64, len(data.lexnames), propagate)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
         start = time.perf_counter()
-        for epoch in range(args.epochs):
+        for _ in range(args.epochs):
             model.train()
             optimizer.zero_grad()
             out = model(data.x, data.edge_index)

@@ -4,7 +4,8 @@ mean and spread per class, and d', the gap between the two classes' mean
 margins in units of their pooled standard deviation (how well the score
 separates the pair, whatever its offset).
 
-    python examples/pair_margins.py --run runs/awa2/run --pairs bat:rat walrus:seal
+    python examples/pair_margins.py --run runs/awa2/run \\
+        --pairs bat:rat walrus:seal
 
 The ZSL model scores the images among the unseen classes (the ZSL row's
 model and protocol); ESZSL is fitted as `--baselines` fits it (validation

@@ -240,7 +240,7 @@ def search(
         vals = [
             train(
                 data,
-                lambda i: APNetConv(HIDDEN, **config),
+                lambda i, config=config: APNetConv(HIDDEN, **config),
                 seed,
                 epochs,
                 test=False,

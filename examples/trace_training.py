@@ -2,7 +2,8 @@
 of the episode's class graph, gradient norm and the size of the optimiser's
 step, to diagnose what drives a spike of the training loss.
 
-    python examples/trace_training.py --run runs/cub60-2 --episodes 4200 --out trace.csv
+    python examples/trace_training.py --run runs/cub60-2 --episodes 4200 \\
+        --out trace.csv
     python examples/trace_training.py --run runs/cub60-2 --episodes 4200 \\
         --set weight_decay=0 --out trace-wd0.csv
     python examples/trace_training.py --run runs/cub60-2 --episodes 4200 \\
@@ -137,12 +138,14 @@ def epoch_lines(records):
     lines = []
     for epoch in sorted({record['epoch'] for record in records}):
         rows = [record for record in records if record['epoch'] == epoch]
+        loss = statistics.mean(r['loss'] for r in rows)
+        edges = max(r['episode_graph_edges'] for r in rows)
+        grad_norm = statistics.median(r['grad_norm'] for r in rows)
+        step_norm = statistics.median(r['step_norm'] for r in rows)
         lines.append(
-            f'epoch {epoch}: loss {statistics.mean(r["loss"] for r in rows):.4f}'
-            f', episode graph edges <= '
-            f'{max(r["episode_graph_edges"] for r in rows)}, median gradient '
-            f'norm {statistics.median(r["grad_norm"] for r in rows):.3g}, '
-            f'median step {statistics.median(r["step_norm"] for r in rows):.3g}'
+            f'epoch {epoch}: loss {loss:.4f}, episode graph edges <= '
+            f'{edges}, median gradient norm {grad_norm:.3g}, median step '
+            f'{step_norm:.3g}'
         )
     return lines
 

@@ -1,8 +1,11 @@
 """The main job's sample output in docs/results.md, from a recorded run.
 
-    python scripts/results_output.py                # run `make demo`'s command, record it, update docs/results.md
-    python scripts/results_output.py --from-record  # rewrite the block from the record (no run)
-    python scripts/results_output.py --check        # exit 1 if docs/results.md or the record is stale
+    # run `make demo`'s command, record it, update docs/results.md:
+    python scripts/results_output.py
+    # rewrite the block from the record (no run):
+    python scripts/results_output.py --from-record
+    # exit 1 if docs/results.md or the record is stale:
+    python scripts/results_output.py --check
 
 Running it executes `apnet-zsl pipeline --dataset AWA2 --out runs/awa2
 --overwrite` (what `make demo` runs), keeps its standard output in

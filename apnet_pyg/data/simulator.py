@@ -340,7 +340,8 @@ def simulate_labels(
     if unlisted.size:
         warnings.warn(
             f'{unlisted.size} image indices of {data.name} are in '
-            f'no split list; they get seen classes'
+            f'no split list; they get seen classes',
+            stacklevel=2,
         )
         cells.append((unlisted, seen))
 
@@ -536,7 +537,8 @@ def _write_features(
         lambda tmp: savemat(
             str(tmp),
             {
-                'features': features.T,  # Fortran-ordered 2048 x N: written as is
+                # Fortran-ordered 2048 x N: written as is.
+                'features': features.T,
                 'labels': (labels + 1).astype(np.float64)[:, None],
                 'image_files': image_files,
             },

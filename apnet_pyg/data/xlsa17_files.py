@@ -230,7 +230,9 @@ def _read_mat(
     try:
         major, _ = matfile_version(str(path))
     except Exception as error:  # scipy raises several types here
-        raise ValueError(f"'{path}' is not a MATLAB .mat file ({error})")
+        raise ValueError(
+            f"'{path}' is not a MATLAB .mat file ({error})"
+        ) from error
     if major == 2:
         return _read_mat_v73(path, variable_names)
     try:
@@ -238,7 +240,7 @@ def _read_mat(
     except Exception as error:
         raise ValueError(
             f"Cannot read '{path}' with scipy.io.loadmat: {error}"
-        )
+        ) from error
 
 
 def _read_mat_v73(
@@ -252,7 +254,7 @@ def _read_mat_v73(
             f"'{path}' is a MATLAB v7.3 (HDF5) file, which scipy.io.loadmat "
             f'cannot read. Install h5py to read it, or re-save it in MATLAB '
             f"as v7 (save(..., '-v7')); the benchmark's own files are v5."
-        )
+        ) from None
 
     def convert(file, node):
         if h5py.check_dtype(ref=node.dtype) is not None:  # a cell array
@@ -423,7 +425,7 @@ def _read_names(mat: Dict[str, Any], key: str, path: Path) -> List[str]:
         raise ValueError(
             f"'{key}' in '{path}' must be a cell array of "
             f'strings (found an element of type {error})'
-        )
+        ) from error
 
 
 def _read_class_list(

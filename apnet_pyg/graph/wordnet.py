@@ -63,7 +63,7 @@ def _noun_synset_from_spec(wordnet, spec: str):
         try:
             synset = wordnet.synset(spec)
         except (WordNetError, ValueError, IndexError, KeyError):
-            raise _Unresolved(f"no WordNet synset named '{spec}'")
+            raise _Unresolved(f"no WordNet synset named '{spec}'") from None
         if synset.pos() != 'n':
             raise _Unresolved(f"'{synset.name()}' is not a noun synset")
         return synset

@@ -26,7 +26,8 @@ exactly. :func:`run` is the protocol:
    of best test :math:`H` reported, labelled "test-set selected
    (optimistic)".
 
-Determinism, the step without the host and its compiled form: ``docs/training.md``.
+Determinism, the step without the host and its compiled form:
+``docs/training.md``.
 """
 
 import json
@@ -429,6 +430,7 @@ def select_on_validation(
             f"are {validation_n_way}-way, the final training's "
             f'{config.n_way}-way',
             ValidationEpisodeWarning,
+            stacklevel=2,
         )
     model = build_model(config, data, split.train_classes)
 

@@ -374,8 +374,8 @@ def test_machine_record_holds_the_run_environment():
         ),
         (
             ['propagation', '--degrees', '1000'],
-            '--degrees 1000 is too dense for 100 nodes (--nodes): a random graph '
-            "on N nodes has a degree below N - 1 = 99; pass 'complete'",
+            '--degrees 1000 is too dense for 100 nodes (--nodes): a random '
+            "graph on N nodes has a degree below N - 1 = 99; pass 'complete'",
         ),
         (
             ['propagation', '--nodes', '100', '200', '--degrees', '4', '500'],
@@ -1148,12 +1148,13 @@ def test_summary_of_a_gpu_run_shows_floor_and_why_wordnet_failed():
     [
         (
             ['--random-graphs', '100:0.01'],
-            '--random-graphs 100:0.01 gives no edge: pass a degree of at least',
+            '--random-graphs 100:0.01 gives no edge: pass a degree of at '
+            'least',
         ),
         (
             ['--random-graphs', '100:99'],
-            '--random-graphs 100:99 is too dense: a random graph on 100 nodes has a '
-            'degree below N - 1 = 99; use 100:complete',
+            '--random-graphs 100:99 is too dense: a random graph on 100 nodes '
+            'has a degree below N - 1 = 99; use 100:complete',
         ),
         (
             ['--random-graphs', '1:4'],

@@ -153,16 +153,18 @@ def test_a_cuda_worker_refuses_to_run_where_cuda_was_inherited(monkeypatch):
     'failure',
     [
         {
-            'error': 'CUDA was initialised in the process this worker was forked '
-            'from (open device files /dev/nvidia-uvm)',
+            'error': 'CUDA was initialised in the process this worker was '
+            'forked from (open device files /dev/nvidia-uvm)',
             'cuda_inherited': 'open device files /dev/nvidia-uvm',
         },
         {
-            'error': 'torch.AcceleratorError: CUDA error: initialization error\n'
-            "Search for `cudaErrorInitializationError' in https://docs.nvidia.com"
+            'error': 'torch.AcceleratorError: CUDA error: initialization '
+            "error\nSearch for `cudaErrorInitializationError' in "
+            'https://docs.nvidia.com'
         },
         {
-            'error': 'RuntimeError: Cannot re-initialize CUDA in forked subprocess. '
+            'error': 'RuntimeError: Cannot re-initialize CUDA in forked '
+            'subprocess. '
             "To use CUDA with multiprocessing, you must use the 'spawn' start "
             'method'
         },

@@ -617,7 +617,8 @@ case(
 )
 
 
-def hold_out(images=torch.arange(8), fraction=0.5, generator=None):
+def hold_out(images=None, fraction=0.5, generator=None):
+    images = torch.arange(8) if images is None else images
     generator = torch.Generator() if generator is None else generator
     return hold_out_per_class(images, LABELS, fraction, generator)
 

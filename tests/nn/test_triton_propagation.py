@@ -250,7 +250,7 @@ def assert_close_all(actual, expected, **tolerance):
                 grads[name],
                 expected_grads[name].to(grads[name].dtype),
                 **tolerance,
-                msg=lambda m: f'gradient of {name}: {m}',
+                msg=lambda m, name=name: f'gradient of {name}: {m}',
             )
 
 
@@ -384,7 +384,7 @@ def test_gradcheck(device):
         names = [n for n in NAMES if inputs[n] is not None]
         values = [inputs[n].detach().requires_grad_() for n in names]
 
-        def function(*args):
+        def function(*args, pattern=pattern, inputs=inputs, names=names):
             return triton_attention_propagate(
                 pattern, **dict(inputs, **dict(zip(names, args)))
             )
@@ -461,7 +461,7 @@ def test_half_precision(device, dtype):
                 expected[name],
                 rtol=2 * unit,
                 atol=2 * unit * scale,
-                msg=lambda m: f'gradient of {name}: {m}',
+                msg=lambda m, name=name: f'gradient of {name}: {m}',
             )
 
 

@@ -314,9 +314,9 @@ def test_empty_classes_or_images_are_named(tiny):
     ):
         data = dataclasses.replace(tiny, **{field: none})
         for call in (
-            lambda: evaluate_scores(data, score_fn),
-            lambda: evaluate(model, data),
-            lambda: evaluate_predictions(
+            lambda data=data: evaluate_scores(data, score_fn),
+            lambda data=data: evaluate(model, data),
+            lambda data=data: evaluate_predictions(
                 data, lambda i, c: c[score_fn(i, c).argmax(1)]
             ),
         ):

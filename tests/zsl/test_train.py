@@ -556,7 +556,7 @@ def make_step(tiny, config, iterations, dtype=torch.float32, **kwargs):
 
 
 def run_epochs(step, optimizer, epochs, iterations):
-    for epoch in range(epochs):
+    for _ in range(epochs):
         step.start_epoch()
         for i in range(iterations):
             step(i)
