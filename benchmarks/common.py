@@ -41,7 +41,7 @@ import psutil
 import torch
 
 from apnet_pyg.environment import describe_environment
-from apnet_pyg.utils import atomic_write_text, make_output_folder
+from apnet_pyg.files import atomic_write_text, make_output_folder
 
 MB = float(1 << 20)
 GB = float(1 << 30)

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 from typing import Dict, List
 
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.files import atomic_write_text
 from benchmarks.common import fill_defaults, log, markdown_table, prepare_run
 
 #: The options not given take these (:func:`apply_defaults`).

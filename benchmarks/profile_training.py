@@ -32,7 +32,7 @@ from typing import Dict, List
 
 import torch
 
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.files import atomic_write_text
 from benchmarks.common import (
     fill_defaults,
     format_ms,

@@ -19,7 +19,7 @@ from typing import Dict, List
 import torch
 import torch.nn.functional as F
 
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.files import atomic_write_text
 from benchmarks.common import (
     LoadMonitor,
     PeakMemory,

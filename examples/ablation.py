@@ -23,8 +23,8 @@ from pathlib import Path
 
 from apnet_pyg.data import load_xlsa17, simulate_xlsa17
 from apnet_pyg.data.xlsa17 import load_attributes
+from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
-from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.reports import SIMULATED_LABEL

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from apnet_pyg.checks import check_int, is_real_number
 from apnet_pyg.data.simulator import (
     DEFAULT_OPTIONS,
     SIMULATOR_VERSION,
@@ -39,13 +40,8 @@ from apnet_pyg.data.simulator import (
     simulate_dataset,
 )
 from apnet_pyg.data.xlsa17 import DATASETS
+from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
-from apnet_pyg.utils import (
-    atomic_write_text,
-    check_int,
-    check_output_file,
-    is_real_number,
-)
 from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 from apnet_pyg.zsl.metrics import METRICS

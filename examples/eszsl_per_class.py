@@ -27,8 +27,8 @@ import sys
 import torch
 
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
+from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
-from apnet_pyg.utils import atomic_write_text, check_output_file
 from apnet_pyg.zsl.baselines import closed_form_arguments
 from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 from apnet_pyg.zsl.eszsl import (

@@ -46,9 +46,9 @@ from torch_geometric.data import Data
 from torch_geometric.nn import AGNNConv, GATConv
 
 from apnet_pyg.data.planetoid import raw_folder, read_raw_planetoid
+from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.nn import APNetConv
 from apnet_pyg.scripting import run_script
-from apnet_pyg.utils import atomic_write_text, check_output_file
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_RAW = osp.join(ROOT, '..', 'shared', 'data', 'planetoid')

@@ -30,8 +30,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from apnet_pyg.files import check_output_file, replace_atomically
 from apnet_pyg.scripting import run_script
-from apnet_pyg.utils import check_output_file, replace_atomically
 from apnet_pyg.zsl import TrainConfig, build_model
 from apnet_pyg.zsl.cli import add_run_arguments
 from apnet_pyg.zsl.config import parse_option_value

@@ -35,7 +35,7 @@ def imported_modules(path: Path):
 
 def test_the_library_is_found():
     names = {path.name for path in LIBRARY}
-    assert {'apnet_conv.py', 'cosine.py', 'utils.py'} <= names
+    assert {'apnet_conv.py', 'cosine.py', 'checks.py'} <= names
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from apnet_pyg.utils import (
+from apnet_pyg.files import (
     check_output_file,
     replace_atomically,
     save_figure_atomically,
@@ -129,7 +129,7 @@ def test_make_output_folder_refuses_a_folder_that_refuses_files(
     # Found here, before the work, not when its results are written.
     import tempfile
 
-    from apnet_pyg.utils import make_output_folder
+    from apnet_pyg.files import make_output_folder
 
     assert make_output_folder(tmp_path / 'a' / 'b') == tmp_path / 'a' / 'b'
     assert list((tmp_path / 'a' / 'b').iterdir()) == []  # Probe removed.

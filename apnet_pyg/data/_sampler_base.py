@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.utils import as_index_tensor
+from apnet_pyg.checks import as_index_tensor
 
 
 def _concrete_device(device: torch.device) -> torch.device:

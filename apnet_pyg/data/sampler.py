@@ -35,12 +35,12 @@ from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from apnet_pyg.checks import as_index_tensor, check_bool, check_int
 from apnet_pyg.data._sampler_base import (
     _group_by_class,
     _RandomSampler,
     _sampler_device,
 )
-from apnet_pyg.utils import as_index_tensor, check_bool, check_int
 
 #: The target of a padding position of :meth:`MinibatchSampler.batch_at`:
 #: the default :obj:`ignore_index` of :func:`torch.nn.functional.

@@ -37,6 +37,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from apnet_pyg.checks import check_bool, check_int, check_number
 from apnet_pyg.data.xlsa17 import (
     ZSLDataset,
     dataset_dir,
@@ -50,11 +51,8 @@ from apnet_pyg.data.xlsa17_files import (
     SIMULATED_SIDECAR,
     SPLITS_FILE,
 )
-from apnet_pyg.utils import (
+from apnet_pyg.files import (
     atomic_write_text,
-    check_bool,
-    check_int,
-    check_number,
     make_output_folder,
     replace_atomically,
 )

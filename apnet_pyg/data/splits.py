@@ -14,8 +14,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from apnet_pyg.checks import as_index_tensor, check_int, check_number
 from apnet_pyg.data.xlsa17 import ZSLDataset
-from apnet_pyg.utils import as_index_tensor, check_int, check_number
 
 
 class ValidationSplit(NamedTuple):

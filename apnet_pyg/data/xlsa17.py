@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from apnet_pyg.checks import as_index_tensor, check_bool
 from apnet_pyg.data.xlsa17_files import (
     FEATURES_FILE,
     SPLIT_KEYS,
@@ -46,7 +47,6 @@ from apnet_pyg.data.xlsa17_files import (
     _read_simulation_sidecar,
     _read_split_indices,
 )
-from apnet_pyg.utils import as_index_tensor, check_bool
 
 DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
 #: The attribute matrices a dataset can be read with: the benchmark's

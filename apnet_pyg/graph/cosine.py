@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from apnet_pyg.utils import (
+from apnet_pyg.checks import (
     check_bool,
     check_features,
     check_int,

@@ -4,6 +4,7 @@ from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 from torch_geometric.utils import to_undirected
 
+from apnet_pyg.checks import check_bool
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
     check_flow,
@@ -12,7 +13,6 @@ from apnet_pyg.graph.cosine import (
     cosine_knn_graph,
     cosine_threshold_graph,
 )
-from apnet_pyg.utils import check_bool
 
 
 @functional_transform('cosine_threshold_graph')

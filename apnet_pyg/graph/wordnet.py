@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from apnet_pyg.files import replace_atomically
 from apnet_pyg.graph.wordnet_corpus import (
     WORDNET30_LEXNAMES,
     default_cache_dir,
     load_wordnet,
 )
-from apnet_pyg.utils import replace_atomically
 
 #: The 26 noun lexicographer files, in order: the labels ``y`` of
 #: :func:`wordnet_noun_graph` index into this tuple.

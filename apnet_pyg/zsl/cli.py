@@ -518,7 +518,7 @@ def check_seeds_flag(seeds: List[int], flag: str) -> None:
     r"""Refuses data seeds given as :obj:`flag` that the simulator does not
     take, or a seed given twice (it would count twice in a mean), in one
     line naming the flag."""
-    from apnet_pyg.utils import check_int
+    from apnet_pyg.checks import check_int
 
     for seed in seeds:
         try:

@@ -24,7 +24,7 @@ from apnet_pyg.data.xlsa17_files import (
     SIMULATED_SIDECAR,
     SPLITS_FILE,
 )
-from apnet_pyg.utils import atomic_write_text, check_output_file
+from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
 from apnet_pyg.zsl.reports import (
     SIMULATED_LABEL,

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.utils import as_index_tensor, check_finite, check_number
+from apnet_pyg.checks import as_index_tensor, check_finite, check_number
 
 
 def fit_eszsl(
@@ -381,7 +381,7 @@ def check_classes(
     allow_empty: bool = False,
 ) -> Tensor:
     r"""Checks that :obj:`classes` holds integer indices
-    (:func:`~apnet_pyg.utils.as_index_tensor`) of rows of :obj:`attributes`
+    (:func:`~apnet_pyg.checks.as_index_tensor`) of rows of :obj:`attributes`
     (a negative index would silently read another class) and returns them
     flattened as int64."""
     classes = as_index_tensor(classes, name)

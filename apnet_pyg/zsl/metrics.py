@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from apnet_pyg.utils import as_index_tensor, check_number
+from apnet_pyg.checks import as_index_tensor, check_number
 
 # The protocol's four figures by metrics.json key, in the order of the
 # published tables: ZSL, GZSL U, GZSL S, H.

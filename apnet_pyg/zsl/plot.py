@@ -8,8 +8,8 @@ from typing import Union
 import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
+from apnet_pyg.files import make_output_folder, save_figure_atomically
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import make_output_folder, save_figure_atomically
 from apnet_pyg.zsl.reports import SIMULATED_LABEL
 
 

@@ -9,9 +9,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from apnet_pyg.checks import is_real_number
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_xlsa17
+from apnet_pyg.files import replace_atomically
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import is_real_number, replace_atomically
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.factory import model_from_config
 from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS

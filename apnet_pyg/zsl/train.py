@@ -42,11 +42,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from apnet_pyg.checks import check_finite
 from apnet_pyg.data.splits import ValidationSplit, seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.environment import describe_environment
+from apnet_pyg.files import atomic_write_text, make_output_folder
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.utils import atomic_write_text, check_finite, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.evaluate import (
     apnet_score_fn,

@@ -29,7 +29,7 @@ import torch
 
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.environment import describe_environment
-from apnet_pyg.utils import atomic_write_text, make_output_folder
+from apnet_pyg.files import atomic_write_text, make_output_folder
 from apnet_pyg.zsl.config import TrainConfig, parse_option_value
 from apnet_pyg.zsl.factory import check_k_shot
 from apnet_pyg.zsl.metrics import ROWS, first_best_index

@@ -4,7 +4,7 @@ number of nodes, and the sparse/dense crossover."""
 import os.path as osp
 from typing import List, Sequence
 
-from apnet_pyg.utils import save_figure_atomically
+from apnet_pyg.files import save_figure_atomically
 from benchmarks.propagation.grid import (
     METHODS,
     PASSES,

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from apnet_pyg.utils import atomic_write_text
+from apnet_pyg.files import atomic_write_text
 from benchmarks import common, workers
 from benchmarks.common import (
     REPO_ROOT,

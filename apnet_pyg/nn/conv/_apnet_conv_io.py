@@ -25,7 +25,7 @@ from torch_geometric.utils import (
     to_torch_csr_tensor,
 )
 
-from apnet_pyg.utils import (
+from apnet_pyg.checks import (
     check_edge_index,
     check_edge_weight,
     check_features,

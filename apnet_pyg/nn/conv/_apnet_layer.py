@@ -9,7 +9,7 @@ from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn.dense.linear import Linear
 
-from apnet_pyg.utils import check_bool, check_int, check_number
+from apnet_pyg.checks import check_bool, check_int, check_number
 
 
 def check_temperature(value: Any, name: str = 'temperature') -> float:

@@ -9,6 +9,11 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor, PairTensor, Size
 from torch_geometric.utils import softmax
 
+from apnet_pyg.checks import (
+    assert_edge_index_in_range,
+    check_bool,
+    value_checks_enabled,
+)
 from apnet_pyg.nn.conv._apnet_conv_io import APNetConvIOMixin
 
 # The layer shared with DenseAPNetConv; imported here so that its names
@@ -26,11 +31,6 @@ from apnet_pyg.nn.triton_propagation import (
     MAX_FEATURES,
     is_triton_available,
     triton_attention_propagate,
-)
-from apnet_pyg.utils import (
-    assert_edge_index_in_range,
-    check_bool,
-    value_checks_enabled,
 )
 
 #: The fused path's kernels (:obj:`APNetConv(kernel=...)`).

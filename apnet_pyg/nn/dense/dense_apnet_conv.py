@@ -5,9 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
-from apnet_pyg.nn.functional import compute_dtype
-from apnet_pyg.utils import (
+from apnet_pyg.checks import (
     check_features,
     check_finite,
     check_positive_weights,
@@ -15,6 +13,8 @@ from apnet_pyg.utils import (
     check_zeros_and_ones,
     value_checks_enabled,
 )
+from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
+from apnet_pyg.nn.functional import compute_dtype
 
 
 class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):

@@ -49,6 +49,7 @@ and float64 operands are used as they are, without a copy.
 from apnet_pyg.nn.functional.csr import (
     Adjacency,
     CSRArrays,
+    as_csr_arrays,
     csr_arrays,
     edge_index_arrays,
 )
@@ -69,6 +70,7 @@ __all__ = [
     'CSRArrays',
     'Adjacency',
     'csr_arrays',
+    'as_csr_arrays',
     'edge_index_arrays',
     'custom_kernel',
     'LOW_PRECISION_DTYPES',

@@ -11,7 +11,13 @@ from torch import Tensor
 from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.utils.sparse import index2ptr
 
-from apnet_pyg.nn.functional.checks import _check_entries, _describe
+from apnet_pyg.checks import (
+    check_features,
+    check_int,
+    check_same_device,
+    check_same_dtype,
+    describe,
+)
 
 
 class CSRArrays(NamedTuple):
@@ -73,7 +79,7 @@ class CSRArrays(NamedTuple):
 
     def transpose_values(self, values: Tensor) -> Tensor:
         r"""The per-entry :obj:`values` reordered for :meth:`t`."""
-        return _transpose_values(values, self.perm_t, self.transposed)
+        return transpose_entry_values(values, self.perm_t, self.transposed)
 
     def __repr__(self) -> str:
         return f'CSRArrays(size={self.size}, nnz={self.nnz})'
@@ -83,7 +89,7 @@ class CSRArrays(NamedTuple):
 Adjacency = Union[EdgeIndex, CSRArrays]
 
 
-def _transpose_values(
+def transpose_entry_values(
     values: Tensor, perm_t: Tensor, transposed: bool
 ) -> Tensor:
     if transposed:  # perm_t maps the other way: scatter, not gather
@@ -115,7 +121,7 @@ def csr_arrays(
     if not isinstance(edge_index, EdgeIndex) or not edge_index.is_sorted:
         raise ValueError(
             f"'edge_index' must be a sorted EdgeIndex (got "
-            f'{_describe(edge_index)}): pass '
+            f'{describe(edge_index)}): pass '
             f"edge_index.sort_by('row')[0]"
         )
     data = edge_index.as_tensor()
@@ -292,7 +298,7 @@ def edge_index_arrays(
         :obj:`values[perm]`).
     """
     if check and not is_compiling():
-        _check_entries(edge_index, size, dim)
+        check_entries(edge_index, size, dim)
     args = (edge_index, size[0], size[1], dim)
     if is_compiling() or edge_index.device.type == 'meta':
         tensors = _edge_index_arrays_op(*args)
@@ -301,7 +307,7 @@ def edge_index_arrays(
     return CSRArrays(*tensors[:7]), tensors[7]
 
 
-def _as_arrays(edge_index: Adjacency) -> CSRArrays:
+def as_csr_arrays(edge_index: Adjacency) -> CSRArrays:
     r"""The arrays of :obj:`edge_index`: a :class:`CSRArrays` as it is,
     an :class:`EdgeIndex` sorted by row read through :func:`csr_arrays`
     (its entries are then its edges, in its order)."""
@@ -314,7 +320,7 @@ def _as_arrays(edge_index: Adjacency) -> CSRArrays:
         raise ValueError(
             f"'edge_index' must be an EdgeIndex sorted by row "
             f'(values follow its order) or CSRArrays from '
-            f'csr_arrays() (got {_describe(edge_index)}): pass '
+            f'csr_arrays() (got {describe(edge_index)}): pass '
             f"EdgeIndex(..., sort_order='row')"
         )
     if None in edge_index.sparse_size():
@@ -323,3 +329,78 @@ def _as_arrays(edge_index: Adjacency) -> CSRArrays:
             'pass EdgeIndex(..., sparse_size=(M, N))'
         )
     return csr_arrays(edge_index)[0]
+
+
+# Checks of the arguments (metadata only: no host synchronisation)
+
+
+def check_entries(edge_index: Tensor, size: Tuple[int, int], dim: int) -> None:
+    if not isinstance(size, (tuple, list)) or len(size) != 2:
+        raise ValueError(
+            f"'size' must be a pair (num_rows, num_cols) (got {size!r})"
+        )
+    check_int(size[0], 'size[0]', minimum=0)
+    check_int(size[1], 'size[1]', minimum=0)
+    if dim not in (0, 1):
+        raise ValueError(
+            f"'dim' must be 0 or 1, the row of 'edge_index' "
+            f'that indexes the matrix rows (got {dim!r})'
+        )
+    if (
+        not isinstance(edge_index, Tensor)
+        or edge_index.dim() != 2
+        or edge_index.size(0) != 2
+        or edge_index.is_floating_point()
+        or edge_index.is_complex()
+        or edge_index.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"'edge_index' must be a [2, nnz] tensor of "
+            f'integer indices (got {describe(edge_index)})'
+        )
+    if edge_index.size(1) > 0:
+        # An asynchronous assertion: no host synchronisation.
+        low, high = edge_index.aminmax(dim=1)
+        in_range = (low >= 0).all() & (high[0] < size[0]) & (high[1] < size[1])
+        torch._assert_async(
+            in_range,
+            f"'edge_index' holds indices outside the size {tuple(size)}",
+        )
+
+
+def check_operand(
+    tensor: Tensor,
+    name: str,
+    pattern: CSRArrays,
+    rows: int,
+    side: str,
+    dim: int = 2,
+) -> None:
+    r"""Checks that :obj:`tensor` (:obj:`dim`-D, floating point) has
+    :obj:`rows` rows and lives on the pattern's device (metadata only;
+    the kernels would otherwise read out of bounds)."""
+    check_features(tensor, name, dim=dim)
+    if tensor.size(0) != rows:
+        raise ValueError(
+            f"'{name}' must have {rows} rows, the pattern's "
+            f'{side} (got shape {tuple(tensor.shape)})'
+        )
+    check_same_device(tensor, name, pattern.rowptr, 'pattern')
+
+
+def check_entry_values_and_x(
+    pattern: CSRArrays,
+    values: Tensor,
+    name: str,
+    x: Tensor,
+    same_dtype: bool = True,
+) -> None:
+    r"""The operands of a sparse-dense product: one value per entry of
+    :obj:`pattern` and a row of :obj:`x` per column (of one dtype if
+    :obj:`same_dtype`)."""
+    check_operand(
+        values, name, pattern, pattern.nnz, 'number of entries', dim=1
+    )
+    check_operand(x, 'x', pattern, pattern.size[1], 'number of columns')
+    if same_dtype:
+        check_same_dtype(values, name, x, 'x')

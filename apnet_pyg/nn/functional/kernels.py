@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch_geometric import is_compiling
 
-from apnet_pyg.nn.functional.csr import _transpose_values
+from apnet_pyg.nn.functional.csr import transpose_entry_values
 
 
 def custom_kernel(name: str, schema: str, fake: Callable) -> Callable:
@@ -146,7 +146,7 @@ def _sampled_dot(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
     '(Tensor rowptr, Tensor col, Tensor values, Tensor x) -> Tensor',
     lambda rowptr, col, values, x: x.new_empty(rowptr.size(0) - 1, x.size(1)),
 )
-def _spmm_kernel(
+def spmm_kernel(
     rowptr: Tensor, col: Tensor, values: Tensor, x: Tensor
 ) -> Tensor:
     dtype = compute_dtype(x.dtype)
@@ -158,7 +158,7 @@ def _spmm_kernel(
     '(Tensor rowptr, Tensor col, Tensor a, Tensor b) -> Tensor',
     lambda rowptr, col, a, b: a.new_empty(col.size(0)),
 )
-def _sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
+def sddmm_kernel(rowptr: Tensor, col: Tensor, a: Tensor, b: Tensor) -> Tensor:
     dtype = compute_dtype(a.dtype)
     return _sampled_dot(rowptr, col, a.to(dtype), b.to(dtype)).to(a.dtype)
 
@@ -200,7 +200,7 @@ def _edge_cosine_fake(rowptr, col, a, b):
     '(Tensor, Tensor, Tensor, Tensor, Tensor)',
     _edge_cosine_fake,
 )
-def _edge_cosine_kernel(
+def edge_cosine_kernel(
     rowptr: Tensor, col: Tensor, a: Tensor, b: Optional[Tensor]
 ) -> Tuple[Tensor, ...]:
     # The cosines and, for the backward pass, the normalised rows and
@@ -255,7 +255,7 @@ _PATTERN_SCHEMA = (
     f'bool needs_grad_b) -> (Tensor, Tensor)',
     _edge_cosine_backward_fake,
 )
-def _edge_cosine_backward_kernel(
+def edge_cosine_backward_kernel(
     rowptr: Tensor,
     row: Tensor,
     col: Tensor,
@@ -276,7 +276,7 @@ def _edge_cosine_backward_kernel(
     #   dL/db_j = (sum_i g_ij ha_i - t_j hb_j) / |b_j|,  t_j = sum_i g_ij c_ij
     # and for b = a both terms add up. In the compute dtype (cos's).
     grad_cos = grad_cos.to(cos.dtype)
-    grad_transposed = _transpose_values(grad_cos, perm_t, transposed)
+    grad_transposed = transpose_entry_values(grad_cos, perm_t, transposed)
     weighted = grad_cos * cos
     if h_b is None:
         # One SpMM instead of two when the transpose has the same index
@@ -333,7 +333,7 @@ def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
     'Tensor x, Tensor? loop_logits) -> (Tensor, Tensor, Tensor)',
     _softmax_spmm_fake,
 )
-def _softmax_spmm_kernel(
+def softmax_spmm_kernel(
     rowptr: Tensor,
     row: Tensor,
     col: Tensor,
@@ -401,7 +401,7 @@ def _softmax_spmm_backward_fake(
     f'(Tensor, Tensor, Tensor)',
     _softmax_spmm_backward_fake,
 )
-def _softmax_spmm_backward_kernel(
+def softmax_spmm_backward_kernel(
     rowptr: Tensor,
     row: Tensor,
     col: Tensor,
@@ -446,7 +446,7 @@ def _softmax_spmm_backward_kernel(
         grad_x = _csr_matmul(
             rowptr_t,
             col_t,
-            _transpose_values(alpha, perm_t, transposed),
+            transpose_entry_values(alpha, perm_t, transposed),
             grad_out,
         )
         if alpha_loop is not None:

@@ -10,22 +10,23 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric import is_compiling
 
-from apnet_pyg.nn.functional.checks import (
-    _check_entry_values_and_x,
-    _check_operand,
-    _check_same_dtype,
-    _check_same_width,
+from apnet_pyg.checks import check_same_dtype, check_same_width
+from apnet_pyg.nn.functional.csr import (
+    Adjacency,
+    CSRArrays,
+    as_csr_arrays,
+    check_entry_values_and_x,
+    check_operand,
 )
-from apnet_pyg.nn.functional.csr import Adjacency, CSRArrays, _as_arrays
 from apnet_pyg.nn.functional.kernels import (
     NORM_EPS,
-    _edge_cosine_backward_kernel,
-    _edge_cosine_kernel,
-    _sddmm_kernel,
-    _softmax_spmm_backward_kernel,
-    _softmax_spmm_kernel,
-    _spmm_kernel,
     compute_dtype,
+    edge_cosine_backward_kernel,
+    edge_cosine_kernel,
+    sddmm_kernel,
+    softmax_spmm_backward_kernel,
+    softmax_spmm_kernel,
+    spmm_kernel,
 )
 
 
@@ -97,7 +98,7 @@ class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pattern: CSRArrays, values: Tensor, x: Tensor) -> Tensor:
         _save(ctx, pattern, values, x)
-        return _spmm_kernel(pattern.rowptr, pattern.col, values, x)
+        return spmm_kernel(pattern.rowptr, pattern.col, values, x)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
@@ -118,7 +119,7 @@ class _SDDMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pattern: CSRArrays, a: Tensor, b: Tensor) -> Tensor:
         _save(ctx, pattern, a, b)
-        return _sddmm_kernel(pattern.rowptr, pattern.col, a, b)
+        return sddmm_kernel(pattern.rowptr, pattern.col, a, b)
 
     @staticmethod
     def backward(ctx, grad_values: Tensor):
@@ -139,7 +140,7 @@ class _EdgeCosine(torch.autograd.Function):
         ctx, pattern: CSRArrays, a: Tensor, b: Optional[Tensor]
     ) -> Tuple[Tensor, Tensor]:
         # Saved in the compute dtype; the cosines returned in a's.
-        cos, h_a, inv_a, h_b, inv_b = _edge_cosine_kernel(
+        cos, h_a, inv_a, h_b, inv_b = edge_cosine_kernel(
             pattern.rowptr, pattern.col, a, b
         )
         if b is None:  # The kernel's empty placeholders.
@@ -173,7 +174,7 @@ class _EdgeCosine(torch.autograd.Function):
             )
             return None, grad_a, grad_b, None
 
-        grad_a, grad_b = _edge_cosine_backward_kernel(
+        grad_a, grad_b = edge_cosine_backward_kernel(
             *_backward_args(pattern),
             grad_cos,
             cos,
@@ -201,7 +202,7 @@ class _SoftmaxSpMM(torch.autograd.Function):
         loop_logits: Optional[Tensor],
     ) -> Tuple[Tensor, Tensor, Tensor]:
         # Saved in the compute dtype; returned in the inputs' dtypes.
-        out, alpha, alpha_loop = _softmax_spmm_kernel(
+        out, alpha, alpha_loop = softmax_spmm_kernel(
             pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits
         )
         _save(
@@ -244,7 +245,7 @@ class _SoftmaxSpMM(torch.autograd.Function):
 
         if grad_out is None:  # Only the attention is used downstream.
             grad_out = torch.zeros_like(out)
-        grad_logits, grad_x, grad_loop = _softmax_spmm_backward_kernel(
+        grad_logits, grad_x, grad_loop = softmax_spmm_backward_kernel(
             *_backward_args(pattern),
             x,
             out,
@@ -324,9 +325,9 @@ def spmm(edge_index: Adjacency, values: Tensor, x: Tensor) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`, in :obj:`x`'s
         dtype
     """
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     if not is_compiling():
-        _check_entry_values_and_x(pattern, values, 'values', x)
+        check_entry_values_and_x(pattern, values, 'values', x)
     return _SpMM.apply(pattern, values, x)
 
 
@@ -347,12 +348,12 @@ def sddmm(edge_index: Adjacency, a: Tensor, b: Tensor) -> Tensor:
     :rtype: :class:`torch.Tensor` of shape :obj:`[nnz]`, in entry order,
         in :obj:`a`'s dtype
     """
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     if not is_compiling():
-        _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
-        _check_operand(b, 'b', pattern, pattern.size[1], 'number of columns')
-        _check_same_width(b, 'b', a, 'a')
-        _check_same_dtype(b, 'b', a, 'a')
+        check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
+        check_operand(b, 'b', pattern, pattern.size[1], 'number of columns')
+        check_same_width(b, 'b', a, 'a')
+        check_same_dtype(b, 'b', a, 'a')
     return _SDDMM.apply(pattern, a, b)
 
 
@@ -384,22 +385,22 @@ def edge_cosine(
         bfloat16: pass :obj:`a.float()` to keep the float32 cosines, as
         :class:`~apnet_pyg.nn.APNetConv` does)
     """
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     if b is a:  # The same nodes (and one tensor given twice to autograd).
         b = None
     if not is_compiling():
-        _check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
+        check_operand(a, 'a', pattern, pattern.size[0], 'number of rows')
         if b is None and pattern.size[0] != pattern.size[1]:
             raise ValueError(
                 f'b=None (b = a) needs a square pattern (got '
                 f"size {pattern.size}); pass 'b'"
             )
         if b is not None:
-            _check_operand(
+            check_operand(
                 b, 'b', pattern, pattern.size[1], 'number of columns'
             )
-            _check_same_width(b, 'b', a, 'a')
-            _check_same_dtype(b, 'b', a, 'a')
+            check_same_width(b, 'b', a, 'a')
+            check_same_dtype(b, 'b', a, 'a')
     cos, inv_a = _EdgeCosine.apply(pattern, a, b)
     # inv_a = 1 / max(|a_i|, eps) is below 1 / eps exactly when |a_i| > eps.
     return cos, (inv_a < 1.0 / NORM_EPS).to(cos.dtype)
@@ -442,13 +443,13 @@ def softmax_spmm(
         aggregation and the attention :math:`\alpha` (in entry order) of
         the entries and of the self-loops
     """
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     if not is_compiling():
-        _check_entry_values_and_x(
+        check_entry_values_and_x(
             pattern, logits, 'logits', x, same_dtype=False
         )
         if loop_logits is not None:
-            _check_operand(
+            check_operand(
                 loop_logits,
                 'loop_logits',
                 pattern,
@@ -456,7 +457,7 @@ def softmax_spmm(
                 'number of rows',
                 dim=1,
             )
-            _check_same_dtype(loop_logits, 'loop_logits', logits, 'logits')
+            check_same_dtype(loop_logits, 'loop_logits', logits, 'logits')
             if pattern.size[0] > pattern.size[1]:
                 raise ValueError(
                     f"'loop_logits' needs a pattern with no "

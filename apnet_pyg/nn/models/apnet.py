@@ -5,6 +5,7 @@ from torch import Tensor
 from torch_geometric import is_compiling
 from torch_geometric.utils import dense_to_sparse
 
+from apnet_pyg.checks import check_number
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
     check_threshold,
@@ -16,7 +17,6 @@ from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.dense.dense_apnet_conv import DenseAPNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
-from apnet_pyg.utils import check_number
 
 #: The class graphs of APNet: learned from the class vectors, given by a
 #: prior (WordNet), or none (no propagation).

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from apnet_pyg.utils import check_features, check_int, check_node_features
+from apnet_pyg.checks import check_features, check_int, check_node_features
 
 
 def kmeans(

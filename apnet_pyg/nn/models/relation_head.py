@@ -4,7 +4,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.dense.linear import Linear
 
-from apnet_pyg.utils import check_features, check_int, check_node_features
+from apnet_pyg.checks import check_features, check_int, check_node_features
 
 #: The score functions :math:`\sigma` of the head's output.
 SCORES = ('sigmoid', 'linear')

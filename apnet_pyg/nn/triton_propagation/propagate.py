@@ -8,14 +8,14 @@ import torch
 from torch import Tensor
 from torch_geometric import is_compiling
 
+from apnet_pyg.checks import check_features, check_same_device, describe
 from apnet_pyg.nn.functional import (
     Adjacency,
     CSRArrays,
     edge_cosine,
     softmax_spmm,
 )
-from apnet_pyg.nn.functional.checks import _describe
-from apnet_pyg.nn.functional.csr import _as_arrays
+from apnet_pyg.nn.functional.csr import as_csr_arrays
 from apnet_pyg.nn.triton_propagation.kernels import (
     interpreter_enabled,
     is_triton_available,
@@ -25,7 +25,6 @@ from apnet_pyg.nn.triton_propagation.launch import (
     _backward_op,
     _forward_op,
 )
-from apnet_pyg.utils import check_features, check_same_device
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -179,7 +178,7 @@ def triton_attention_propagate(
         )
     if not is_compiling():
         _check_triton()
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     if not is_compiling():
         _check_inputs(
             pattern, x, h_dst, h_src, temperature, log_weight, loop_kept
@@ -205,7 +204,7 @@ def composed_attention_propagate(
     :func:`~apnet_pyg.nn.functional.softmax_spmm` (the path of
     :class:`~apnet_pyg.nn.APNetConv` today): the reference of the fused
     kernel, and its second derivative."""
-    pattern = _as_arrays(edge_index)
+    pattern = as_csr_arrays(edge_index)
     cos, self_cos = edge_cosine(pattern, h_dst, h_src)
     logits = temperature * cos
     if log_weight is not None:
@@ -300,7 +299,7 @@ def _check_inputs(
         raise ValueError(
             f"'temperature' must be a float or a floating-point "
             f'tensor of one element (got '
-            f'{_describe(temperature)})'
+            f'{describe(temperature)})'
         )
     check_same_device(temperature, 'temperature', x)
     if loop_kept is not None:
@@ -313,7 +312,7 @@ def _check_inputs(
             raise ValueError(
                 f"'loop_kept' must be a boolean tensor with one "
                 f'entry per destination row, [{num_dst}] (got '
-                f'{_describe(loop_kept)})'
+                f'{describe(loop_kept)})'
             )
         if num_dst > num_src:
             raise ValueError(
