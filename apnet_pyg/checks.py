@@ -108,6 +108,39 @@ def check_bool(value: Any, name: str) -> bool:
     return value
 
 
+def check_temperature(value: Any, name: str = 'temperature') -> float:
+    r"""The temperature of an attention softmax as a float in
+    :obj:`[0, the largest float32]` (the layers keep it in float32): the
+    one check of it, for the layers, :class:`~apnet_pyg.nn.APNet` and the
+    ZSL application's configuration."""
+    value = check_number(
+        value, name, maximum=float(torch.finfo(torch.float32).max)
+    )
+    if value < 0:
+        raise ValueError(
+            f"'{name}' must be at least 0 (got {value:g}): a "
+            f'negative temperature makes the softmax prefer '
+            f'the least similar neighbours'
+        )
+    return value
+
+
+def check_in_channels(value: Any, name: str = 'in_channels') -> None:
+    r"""Checks a layer's input size, PyG's convention: a positive integer,
+    or :obj:`-1` to derive it from the first input (lazy); :obj:`0` or
+    another negative value would silently mean the same."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (value < 1 and value != -1)
+    ):
+        raise ValueError(
+            f"'{name}' must be a positive integer, or -1 to "
+            f'derive it from the first input (got '
+            f'{type(value).__name__} {value!r})'
+        )
+
+
 def as_index_tensor(value: Any, name: str) -> Tensor:
     r""":obj:`value` (a tensor or sequence of integers) as a flat int64
     tensor, or a clear error: a float label or index would otherwise be
@@ -356,3 +389,39 @@ def check_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
             f'minimum of {float(weight.min())}); drop an '
             f'edge instead of giving it weight zero'
         )
+
+
+def assert_finite(x: Tensor, name: str = 'x') -> None:
+    r"""Refuses NaN or infinite values in :obj:`x` in every mode, without
+    a host synchronisation: where reading the values costs none (CPU
+    tensors in eager mode) or is asked for (debug mode), with
+    :func:`check_finite`'s :class:`ValueError`; on a GPU and under
+    :func:`torch.compile`, with the same message as an asynchronous
+    assertion (:func:`torch._assert_async`: a device-side assertion)."""
+    if x.device.type == 'meta':
+        return
+    if not is_compiling() and (
+        x.device.type == 'cpu' or value_checks_enabled()
+    ):
+        check_finite(x, name)
+        return
+    torch._assert_async(
+        torch.isfinite(x).all(), f"'{name}' contains NaN or infinite values"
+    )
+
+
+def assert_positive_weights(weight: Tensor, name: str = 'edge_weight') -> None:
+    r""":func:`check_positive_weights` in every mode, as
+    :func:`assert_finite` does for :func:`check_finite`."""
+    if weight.device.type == 'meta':
+        return
+    if not is_compiling() and (
+        weight.device.type == 'cpu' or value_checks_enabled()
+    ):
+        check_positive_weights(weight, name)
+        return
+    torch._assert_async(
+        (torch.isfinite(weight) & (weight > 0)).all(),
+        f"'{name}' must be finite and strictly positive: drop an edge "
+        f'instead of giving it weight zero',
+    )

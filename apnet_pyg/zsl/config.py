@@ -23,9 +23,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
+from apnet_pyg.checks import check_temperature
 from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES, check_threshold
-from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.nn.models.apnet import GRAPHS, check_logit_scale
 from apnet_pyg.nn.models.relation_head import INTERACTIONS, SCORES
 

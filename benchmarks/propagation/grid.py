@@ -119,7 +119,7 @@ def _apnet_message_passing(channels: int) -> torch.nn.Module:
             proj_channels=PROJ_CHANNELS,
             temperature=10.0,
             num_steps=1,
-            fused=False,
+            kernel='message_passing',
         )
     )
 

@@ -215,8 +215,8 @@ def _method_text(settings) -> str:
     return f"""\
 - **Layers** (one layer, `in_channels = F`, output `F` channels):
   `APNetConv(F, proj_channels={PROJ_CHANNELS})` on its default sparse path
-  (SDDMM + CSR SpMM, hand-written backward; `fused=True`) and on PyG's
-  generic message passing (`fused=False`), `DenseAPNetConv(F,
+  (SDDMM + CSR SpMM, hand-written backward; `kernel='sparse'`) and on PyG's
+  generic message passing (`kernel='message_passing'`), `DenseAPNetConv(F,
   proj_channels={PROJ_CHANNELS})` on a boolean `[N, N]` adjacency built from
   the same edges (batch of one graph), and PyG's peers `AGNNConv()`
   (trainable beta) and `GATConv(F, F, heads=1)`. **APNet's projection has

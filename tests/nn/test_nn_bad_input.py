@@ -189,29 +189,36 @@ case(
     r"'add_self_loops' must be True or False \(got str 'no'\)",
 )
 case(
-    'APNetConv/fused=None',
-    lambda c: conv(fused=None),
+    'APNetConv/kernel="fused"',
+    lambda c: conv(kernel='fused'),
     ValueError,
-    r"'fused' must be True or False",
+    r"'kernel' must be one of auto, sparse, triton, message_passing "
+    r"\(got 'fused'\)",
+)
+case(
+    'APNetConv/cached="yes"',
+    lambda c: conv(cached='yes'),
+    ValueError,
+    r"'cached' must be True or False",
 )
 case(
     'APNetConv/aggr="mean"',
     lambda c: conv(aggr='mean'),
     ValueError,
     r"cannot honour the MessagePassing argument aggr='mean'; pass "
-    r'fused=False',
+    r"kernel='message_passing'",
 )
 case(
     'APNetConv/node_dim=1',
     lambda c: conv(node_dim=1),
     ValueError,
-    r'argument node_dim=1; pass fused=False',
+    r"argument node_dim=1; pass kernel='message_passing'",
 )
 case(
     'APNetConv/decomposed_layers=2',
     lambda c: conv(decomposed_layers=2),
     ValueError,
-    r'argument decomposed_layers=2; pass fused=False',
+    r"argument decomposed_layers=2; pass kernel='message_passing'",
 )
 
 # ---------------------------------------------------------------------------

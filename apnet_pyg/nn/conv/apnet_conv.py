@@ -1,24 +1,44 @@
 import math
-from typing import Optional, Tuple, Union
+from typing import Any, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn import Parameter
 from torch_geometric import EdgeIndex, is_compiling
 from torch_geometric.nn.conv import MessagePassing
-from torch_geometric.typing import Adj, OptTensor, PairTensor, Size
-from torch_geometric.utils import softmax
+from torch_geometric.nn.dense.linear import Linear
+from torch_geometric.typing import (
+    Adj,
+    OptTensor,
+    PairTensor,
+    Size,
+    SparseTensor,
+)
+from torch_geometric.utils import (
+    is_torch_sparse_tensor,
+    remove_self_loops,
+    softmax,
+    to_edge_index,
+    to_torch_coo_tensor,
+    to_torch_csc_tensor,
+    to_torch_csr_tensor,
+)
 
 from apnet_pyg.checks import (
     assert_edge_index_in_range,
+    assert_finite,
+    assert_positive_weights,
     check_bool,
+    check_edge_index,
+    check_edge_weight,
+    check_features,
+    check_in_channels,
+    check_int,
+    check_same_device,
+    check_temperature,
     value_checks_enabled,
 )
-from apnet_pyg.nn.conv._apnet_conv_io import APNetConvIOMixin
-
-# The layer shared with DenseAPNetConv; imported here so that its names
-# stay importable from apnet_pyg.nn.conv.apnet_conv.
-from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
 from apnet_pyg.nn.functional import (
     CSRArrays,
     compute_dtype,
@@ -33,16 +53,105 @@ from apnet_pyg.nn.triton_propagation import (
     triton_attention_propagate,
 )
 
-#: The fused path's kernels (:obj:`APNetConv(kernel=...)`).
-KERNELS = ('auto', 'sparse', 'triton')
+#: The kernels of :obj:`APNetConv(kernel=...)`.
+KERNELS = ('auto', 'sparse', 'triton', 'message_passing')
 
-# What the fused path honours of MessagePassing's arguments.
-_FUSED_KWARGS = {
+#: Initialisations of the projection :math:`f`.
+PROJ_INITS = ('glorot', 'identity')
+
+# What the sparse and Triton kernels honour of MessagePassing's arguments.
+_KERNEL_KWARGS = {
     'aggr': ('add', 'sum'),
     'node_dim': (0, -2),
     'decomposed_layers': (1,),
     'flow': ('source_to_target', 'target_to_source'),
 }
+
+
+class Projection(Linear):
+    r"""The bias-free projection :math:`f` of
+    :class:`~apnet_pyg.nn.APNetConv` and
+    :class:`~apnet_pyg.nn.DenseAPNetConv`: a
+    :class:`~torch_geometric.nn.dense.Linear` (lazy with
+    :obj:`in_channels=-1`) initialised with Glorot or as the identity
+    (:func:`torch.nn.init.eye_`: :math:`W_{k,k} = 1`, zero elsewhere)."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, init: str = 'glorot'
+    ):
+        if init not in PROJ_INITS:
+            raise ValueError(
+                f"'proj_init' must be one of {PROJ_INITS} (got {init!r})"
+            )
+        self.init = init
+        super().__init__(
+            in_channels, out_channels, bias=False, weight_initializer='glorot'
+        )
+
+    def reset_parameters(self):
+        # Linear's own reset does Glorot, and nothing while lazy.
+        if self.init == 'identity' and self.in_channels > 0:
+            with torch.no_grad():
+                torch.nn.init.eye_(self.weight)
+        else:
+            super().reset_parameters()
+
+
+def projections(
+    in_channels: Union[int, Tuple[int, int]],
+    proj_channels: Optional[int],
+    init: str = 'glorot',
+) -> Tuple[Optional[torch.nn.Module], ...]:
+    r"""The projections :obj:`(lin, lin_src, lin_dst)` of a layer: one
+    shared :class:`Projection` for an :obj:`int` input size (the others
+    :obj:`None`), one per side for a pair; :class:`torch.nn.Identity` for
+    :obj:`proj_channels=None`. The argument checks of both layers."""
+    if isinstance(in_channels, tuple) and len(in_channels) == 2:
+        check_in_channels(in_channels[0], 'in_channels[0]')
+        check_in_channels(in_channels[1], 'in_channels[1]')
+    else:
+        check_in_channels(in_channels)
+    check_int(proj_channels, 'proj_channels', minimum=1, optional=True)
+    if init not in PROJ_INITS:
+        raise ValueError(
+            f"'proj_init' must be one of {PROJ_INITS} (got {init!r})"
+        )
+
+    def projection(channels: int) -> torch.nn.Module:
+        if proj_channels is None:
+            return torch.nn.Identity()
+        return Projection(channels, proj_channels, init)
+
+    if isinstance(in_channels, int):
+        return projection(in_channels), None, None
+    return None, projection(in_channels[0]), projection(in_channels[1])
+
+
+def projection_input_size(lin: Optional[torch.nn.Module], declared) -> int:
+    r"""The number of input features :obj:`lin` reads: the declared one,
+    or for a lazy projection (:obj:`-1`) the size of its first input once
+    it has seen one (until then :obj:`-1`: any)."""
+    return lin.in_channels if isinstance(lin, Linear) else declared
+
+
+def check_projection_dtype(
+    x: Tensor, name: str, lin: Optional[torch.nn.Module]
+) -> None:
+    r"""Checks that :obj:`x` has the dtype of the projection that reads it
+    (metadata only; not under autocast, which casts itself)."""
+    weight = getattr(lin, 'weight', None)
+    if (
+        weight is None
+        or x.dtype == weight.dtype
+        or torch.is_autocast_enabled(x.device.type)
+    ):
+        return
+    raise ValueError(
+        f"'{name}' has dtype {x.dtype} but the layer's "
+        f'parameters {weight.dtype}: convert one to the '
+        f'other (layer.to({x.dtype}) or '
+        f'{name}.to({weight.dtype}))'
+    )
 
 
 @torch.compiler.assume_constant_result
@@ -52,7 +161,7 @@ def _triton_installed() -> bool:
     return is_triton_available()
 
 
-class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
+class APNetConv(MessagePassing):
     r"""The attribute propagation layer from the `"Attribute Propagation
     Network for Graph Zero-shot Learning" <https://arxiv.org/abs/2009.11816>`_
     paper (APNet).
@@ -78,7 +187,7 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
     :obj:`proj_channels=256, temperature=10.0, num_steps=1`. With
     :obj:`proj_channels=None`, :obj:`num_steps=1` and no weights it equals
     :class:`~torch_geometric.nn.conv.AGNNConv` (:math:`\beta = \gamma`).
-    Caching, precision, kernels, bipartite and heterogeneous graphs and
+    Kernels, caching, precision, bipartite and heterogeneous graphs and
     the explainer: see :obj:`docs/operator.md`.
 
     Args:
@@ -92,18 +201,33 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         learn_temperature (bool, optional): If set to :obj:`True`,
             :math:`\gamma` is trained. (default: :obj:`False`)
         add_self_loops (bool, optional): If set to :obj:`False`, will not add
-            self-loops (a node that has one keeps its weight).
-            (default: :obj:`True`)
+            self-loops (a node that has one keeps its weight). On a
+            bipartite graph, target :math:`i` gets source :math:`i` for
+            :math:`i < \min(|\mathcal{V}_s|, |\mathcal{V}_t|)`, as in
+            :class:`~torch_geometric.nn.conv.GATConv`. (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps.
             (default: :obj:`2`)
         proj_init (str, optional): :obj:`"glorot"` or :obj:`"identity"`.
             (default: :obj:`"glorot"`)
-        fused (bool, optional): Fused sparse kernels, or PyG's message
-            passing (:obj:`False`). (default: :obj:`True`)
-        kernel (str, optional): The fused kernels: :obj:`"sparse"`,
-            :obj:`"triton"` (CUDA) or :obj:`"auto"`. (default: :obj:`"auto"`)
+        kernel (str, optional): :obj:`"sparse"` (fused sparse kernels),
+            :obj:`"triton"` (one fused Triton kernel a pass; CUDA),
+            :obj:`"message_passing"` (PyG's message passing, which honours
+            every :class:`MessagePassing` argument and the explainer's
+            masks) or :obj:`"auto"` (Triton on CUDA where it applies, else
+            the sparse kernels; message passing under the explainer).
+            (default: :obj:`"auto"`)
+        cached (bool, optional): If set to :obj:`True`, the layer keeps the
+            graph structure (its sorted CSR arrays and self-loops) of the
+            first call and reuses it on every later call, also under
+            :func:`torch.compile` and CUDA graphs, as
+            :class:`~torch_geometric.nn.conv.GCNConv` does: only for a
+            graph that never changes (full-batch training, a class
+            graph). Without it, eager calls reuse the structure while
+            they see the same, unmodified :obj:`edge_index` tensor.
+            (default: :obj:`False`)
         **kwargs (optional): Additional arguments of
-            :class:`torch_geometric.nn.conv.MessagePassing`.
+            :class:`torch_geometric.nn.conv.MessagePassing` (other than
+            the defaults only with :obj:`kernel="message_passing"`).
 
     Shapes:
         - **input:**
@@ -113,7 +237,12 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
           :class:`~torch_geometric.EdgeIndex`, or a sparse :obj:`adj_t`),
           edge weights :math:`(|\mathcal{E}|)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F)` or
-          :math:`(|\mathcal{V}_t|, F_{s})` if bipartite
+          :math:`(|\mathcal{V}_t|, F_{s})` if bipartite, and with
+          :obj:`return_attention_weights=True` the edges (self-loops
+          included) and their attention :math:`(|\mathcal{E}|)`, or
+          :math:`(|\mathcal{E}|, T)` for :obj:`num_steps=T > 1` (a column
+          per step, as :class:`~torch_geometric.nn.conv.GATConv` gives
+          one per head)
     """
 
     def __init__(
@@ -125,48 +254,54 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         add_self_loops: bool = True,
         num_steps: int = 2,
         proj_init: str = 'glorot',
-        fused: bool = True,
         kernel: str = 'auto',
+        cached: bool = False,
         **kwargs,
     ):
         kwargs.setdefault('aggr', 'add')
-        if fused:
-            for key, value in kwargs.items():
-                if value not in _FUSED_KWARGS.get(key, ()):
-                    raise ValueError(
-                        f'APNetConv(fused=True) cannot honour the '
-                        f'MessagePassing argument {key}={value!r}; pass '
-                        f"fused=False to run PyG's message passing, which "
-                        f'does'
-                    )
-        super().__init__(**kwargs)
-        self._init_apnet_layer(
-            in_channels,
-            proj_channels,
-            temperature,
-            learn_temperature,
-            num_steps,
-            proj_init,
-        )
-        self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
-        self.fused = check_bool(fused, 'fused')
         if kernel not in KERNELS:
             raise ValueError(
                 f"'kernel' must be one of {', '.join(KERNELS)} "
                 f'(got {kernel!r})'
             )
-        if kernel == 'triton' and not fused:
-            raise ValueError(
-                "kernel='triton' is a fused kernel, which "
-                'fused=False does not run: drop one of the two'
-            )
+        if kernel != 'message_passing':
+            for key, value in kwargs.items():
+                if value not in _KERNEL_KWARGS.get(key, ()):
+                    raise ValueError(
+                        f'APNetConv(kernel={kernel!r}) cannot honour the '
+                        f'MessagePassing argument {key}={value!r}; pass '
+                        f"kernel='message_passing' to run PyG's message "
+                        f'passing, which does'
+                    )
+        super().__init__(**kwargs)
+        self.in_channels = in_channels
+        self.proj_channels = proj_channels
+        self.proj_init = proj_init
+        self.lin, self.lin_src, self.lin_dst = projections(
+            in_channels, proj_channels, proj_init
+        )
+        self.initial_temperature = check_temperature(temperature)
+        self.learn_temperature = check_bool(
+            learn_temperature, 'learn_temperature'
+        )
+        if learn_temperature:
+            self.temperature = Parameter(torch.empty(()))
+        else:
+            self.register_buffer('temperature', torch.empty(()))
+        self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
+        self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         self.kernel = kernel
+        self.cached = check_bool(cached, 'cached')
         self._cached_structure = None
         self.reset_parameters()
 
     def reset_parameters(self):
         super().reset_parameters()
-        self._reset_apnet_layer()
+        for lin in (self.lin, self.lin_src, self.lin_dst):
+            if hasattr(lin, 'reset_parameters'):
+                lin.reset_parameters()
+        with torch.no_grad():
+            self.temperature.fill_(self.initial_temperature)
 
     def forward(
         self,
@@ -185,9 +320,9 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
                 features, or the source and target node features of a
                 bipartite graph.
             edge_index (torch.Tensor or SparseTensor): The edge indices
-                (a :class:`torch.Tensor` or
-                :class:`~torch_geometric.EdgeIndex`, whose cache the fused
-                path reads and fills), or a sparse adjacency :obj:`adj_t`
+                (a :class:`torch.Tensor` of int64 or int32 indices, or a
+                :class:`~torch_geometric.EdgeIndex`, whose cache the
+                kernels read and fill), or a sparse adjacency :obj:`adj_t`
                 (row = target node; a :obj:`torch.sparse` tensor, or
                 :obj:`torch_sparse`'s :obj:`SparseTensor` when that is
                 installed).
@@ -209,12 +344,28 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
                 (default: :obj:`None`)
         """
         attention = bool(return_attention_weights)
-        x_src, x_dst, bipartite, size = self._node_inputs(x, size, attention)
+        x_src, x_dst, bipartite = self._node_features(x)
+        size = _checked_size(x_src, x_dst, size)
+        if bipartite and self.flow != 'source_to_target':
+            # PyG pairs x[k] with edge_index[k] (under this flow, x[0] are
+            # the targets); this layer's pair is (sources, targets), the
+            # two conventions would disagree.
+            raise ValueError(
+                "A bipartite 'x' needs flow='source_to_target'"
+                ' (x = (x_src, x_dst), edge_index[0] the '
+                'sources): flip edge_index instead of the flow'
+            )
+        if x_src.device.type == 'meta' and self.add_self_loops and attention:
+            raise ValueError(
+                'return_attention_weights on meta tensors: the '
+                'number of added self-loops depends on the '
+                'data; pass add_self_loops=False or real '
+                'tensors'
+            )
         edge_index, graph, edge_weight, sparse_layout = self._edge_inputs(
             edge_index, edge_weight, x_src, size, bipartite
         )
-        # PyG's explainer masks messages: only message passing has them.
-        fused = self.fused and not self.explain
+        kernel = self._kernel_for(x_src, attention)
         # The attention's dtype: x's, float32 for half-precision x (and
         # also for a half-precision projection of float32 x under
         # autocast).
@@ -225,48 +376,207 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             # DenseAPNetConv does.
             log_weight = edge_weight.to(dtype).log()
 
-        loop_kept, arrays, perm = self._graph_structure(
-            edge_index, graph, size, bipartite, fused
+        structure = self._graph_structure(
+            edge_index, graph, size, bipartite, kernel
         )
-        if fused:
-            if log_weight is not None and perm is not None:
-                log_weight = log_weight.index_select(0, perm)
-            out, alpha, alpha_loop = self._fused_propagate(
-                x_src,
-                x_dst,
-                arrays,
-                perm,
-                log_weight,
-                loop_kept,
-                bipartite,
-                attention,
-                dtype,
+        loop_kept = structure.loop_kept
+        if kernel == 'message_passing' or bipartite:
+            # The self-loops as edges (for the kernels, entries of the
+            # structure's arrays already), masked out where the node has a
+            # self-loop of its own.
+            log_weight = _with_loop_log_weights(
+                log_weight, edge_index.size(1), loop_kept, dtype
             )
-        else:
-            out, alpha, alpha_loop = self._message_passing(
+        if kernel == 'message_passing':
+            out, alpha = self._message_passing(
                 x_src,
                 x_dst,
-                edge_index,
+                _with_self_loops(edge_index, loop_kept),
                 log_weight,
-                loop_kept,
                 size,
                 bipartite,
                 dtype,
             )
-
+        else:
+            if log_weight is not None and structure.perm is not None:
+                log_weight = log_weight.index_select(0, structure.perm)
+            # On a bipartite graph the loops are entries of the pattern.
+            diagonal = None if bipartite else loop_kept
+            if kernel == 'triton':
+                out = self._triton_propagate(
+                    x_src,
+                    x_dst,
+                    structure.arrays,
+                    log_weight,
+                    diagonal,
+                    bipartite,
+                )
+                alpha = None
+            else:
+                out, alpha = self._sparse_propagate(
+                    x_src,
+                    x_dst,
+                    structure,
+                    log_weight,
+                    diagonal,
+                    bipartite,
+                    attention,
+                    dtype,
+                )
         if not attention:
             return out
         return out, self._attention_output(
             edge_index,
             alpha,
-            alpha_loop,
             loop_kept,
             size,
             sparse_layout,
             out.dtype,
+            bipartite,
         )
 
-    # Propagation #############################################################
+    # Inputs ##################################################################
+
+    def _node_features(
+        self, x: Union[Tensor, PairTensor]
+    ) -> Tuple[Tensor, Tensor, bool]:
+        r"""The source and target features, checked, and whether the graph
+        is bipartite."""
+        pair = isinstance(self.in_channels, tuple)
+        if isinstance(x, Tensor):
+            if pair:
+                raise ValueError(
+                    f'APNetConv({self.in_channels}) has one '
+                    f'projection per side of a bipartite graph '
+                    f'and needs x=(x_src, x_dst)'
+                )
+            check_features(
+                x,
+                'x',
+                channels=projection_input_size(self.lin, self.in_channels),
+            )
+            check_projection_dtype(x, 'x', self.lin)
+            assert_finite(x, 'x')
+            return x, x, False
+
+        if not isinstance(x, (tuple, list)) or len(x) != 2 or x[1] is None:
+            raise ValueError(
+                "'x' must be a tensor or a pair (x_src, x_dst) "
+                'of tensors (the target features define the '
+                'attention, so x_dst cannot be None)'
+            )
+        x_src, x_dst = x
+        # The projection that reads each side, and its declared input size.
+        lins = (self.lin_src, self.lin_dst) if pair else (self.lin,) * 2
+        declared = self.in_channels if pair else (self.in_channels,) * 2
+        names = ('x[0]', 'x[1]')
+        for name, side, lin, channels in zip(names, x, lins, declared):
+            check_features(
+                side, name, channels=projection_input_size(lin, channels)
+            )
+        if (
+            not pair
+            and self.proj_channels is not None
+            and x_src.size(-1) != x_dst.size(-1)
+        ):
+            # Only a lazy layer gets here: a declared size checks each side.
+            raise ValueError(
+                f'APNetConv({self.in_channels}, ...) projects '
+                f'x[0] and x[1] with one shared projection, so '
+                f'they need the same number of features (got '
+                f'{x_src.size(-1)} and {x_dst.size(-1)}): pass '
+                f'in_channels=(-1, -1) for one projection per '
+                f'side'
+            )
+        check_same_device(x_dst, 'x[1]', x_src, 'x[0]')
+        for name, side, lin in zip(names, x, lins):
+            check_projection_dtype(side, name, lin)
+        if self.proj_channels is None and x_src.size(-1) != x_dst.size(-1):
+            raise ValueError(
+                f'Without a projection (proj_channels=None) the '
+                f'cosine compares x[0] and x[1] directly, so '
+                f'they need the same number of features (got '
+                f'{x_src.size(-1)} and {x_dst.size(-1)})'
+            )
+        assert_finite(x_src, 'x[0]')
+        assert_finite(x_dst, 'x[1]')
+        return x_src, x_dst, True
+
+    def _edge_inputs(
+        self,
+        edge_index: Adj,
+        edge_weight: OptTensor,
+        x_src: Tensor,
+        size: Tuple[int, int],
+        bipartite: bool,
+    ) -> Tuple[Tensor, Optional[EdgeIndex], OptTensor, Any]:
+        r"""The edges as a plain :obj:`[2, E]` tensor, the caller's
+        :class:`EdgeIndex` (:obj:`None` for another input), the checked
+        weights, and the layout of a sparse adjacency input (:obj:`None`
+        for edge indices)."""
+        sparse_layout = graph = None
+        if isinstance(edge_index, SparseTensor) or is_torch_sparse_tensor(
+            edge_index
+        ):
+            if self.flow != 'source_to_target':
+                raise ValueError(
+                    "'edge_index' is a sparse adjacency, read as "
+                    'adj_t (row = target node), which needs '
+                    "flow='source_to_target'"
+                )
+            sparse_layout = torch.sparse_coo
+            if is_torch_sparse_tensor(edge_index):
+                sparse_layout = edge_index.layout
+            edge_index, edge_weight = _from_adjacency(
+                edge_index, edge_weight, size
+            )
+        elif isinstance(edge_index, EdgeIndex):
+            _check_edge_index_size(edge_index, size)
+            graph, edge_index = edge_index, edge_index.as_tensor()
+
+        check_edge_index(edge_index)
+        check_same_device(edge_index, 'edge_index', x_src)
+        if edge_weight is not None:
+            check_edge_weight(edge_weight, edge_index.size(1))
+            check_same_device(edge_weight, 'edge_weight', x_src)
+            assert_positive_weights(edge_weight)
+        if self.explain and self.add_self_loops and not bipartite:
+            edge_index, edge_weight = _drop_loops_to_explain(
+                edge_index, edge_weight
+            )
+            graph = None  # Other edges than the caller's.
+        return edge_index, graph, edge_weight, sparse_layout
+
+    def _kernel_for(self, x: Tensor, attention: bool) -> str:
+        r"""The kernel of this call: :obj:`kernel`, with :obj:`"auto"`
+        resolved; message passing under PyG's explainer, which masks
+        messages."""
+        if self.explain:
+            return 'message_passing'
+        if self.kernel == 'triton' and attention:
+            raise ValueError(
+                "APNetConv(kernel='triton') does not return "
+                'the attention (the kernel never stores '
+                "it): pass kernel='sparse' or 'auto' for "
+                'return_attention_weights'
+            )
+        if self.kernel != 'auto':
+            return self.kernel
+        channels = (
+            x.size(-1)
+            if self.proj_channels is None
+            else max(x.size(-1), self.proj_channels)
+        )
+        if (
+            not attention
+            and x.device.type == 'cuda'
+            and _triton_installed()
+            and channels <= MAX_FEATURES
+        ):
+            return 'triton'
+        return 'sparse'
+
+    # Graph structure #########################################################
 
     def _graph_structure(
         self,
@@ -274,32 +584,37 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         graph: Optional[EdgeIndex],
         size: Tuple[int, int],
         bipartite: bool,
-        fused: bool,
-    ) -> Tuple[OptTensor, Optional[CSRArrays], OptTensor]:
+        kernel: str,
+    ) -> '_Structure':
         r"""What depends on the graph alone: its range check, which nodes
-        get a self-loop (:obj:`None` for none) and, for the fused path, the
-        CSR arrays (rows the targets) with the edge of each entry
-        (:obj:`None`: entry :obj:`k` is edge :obj:`k`). In eager mode, kept
-        while the layer sees the same, unmodified :obj:`edge_index` tensor
-        (or :class:`EdgeIndex` data), as in full-batch training: the sorts
-        are most of a small graph's cost. Outside debug mode only (which
-        checks every call)."""
-        key = (size, bipartite, self.flow, fused, self.add_self_loops)
+        get a self-loop (:obj:`None` for none) and, for the kernels, the
+        CSR arrays (rows the targets; on a bipartite graph with the
+        self-loops appended as entries) with the edge of each entry
+        (:obj:`None`: entry :obj:`k` is edge :obj:`k`).
+
+        Kept with :obj:`cached=True` from the first call on; otherwise, in
+        eager mode outside debug mode, while the layer sees the same,
+        unmodified :obj:`edge_index` tensor (or :class:`EdgeIndex` data),
+        as in full-batch training: the sorts are most of a small graph's
+        cost."""
+        with_arrays = kernel != 'message_passing'
+        key = (size, bipartite, self.flow, with_arrays, self.add_self_loops)
+        cached = self._cached_structure
+        if self.cached and cached is not None and cached[2] == key:
+            return cached[3]
         # Inference tensors have no version counter, and what is built
         # under inference mode cannot be saved for a later backward pass:
-        # neither is cached.
-        cacheable = (
-            not is_compiling()
+        # neither is cached by identity.
+        by_identity = (
+            not self.cached
+            and not is_compiling()
             and not edge_index.is_inference()
             and not torch.is_inference_mode_enabled()
-        )
-        cached = (
-            self._cached_structure
-            if cacheable and not value_checks_enabled()
-            else None
+            and not value_checks_enabled()
         )
         if (
-            cached is not None
+            by_identity
+            and cached is not None
             and cached[0] is edge_index
             and cached[1] == edge_index._version
             and cached[2] == key
@@ -311,16 +626,26 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         assert_edge_index_in_range(edge_index, row_sizes)
         source, target = edge_index[source_row], edge_index[1 - source_row]
         # Self-loops for the nodes that have none; the others keep theirs.
+        # On a bipartite graph, target i gets source i for i below both
+        # node counts (NeighborLoader's targets are its first sources).
         loop_kept = None
-        if self.add_self_loops and not bipartite:
-            loop_kept = _lacks_self_loop(source, target, size[0])
+        if self.add_self_loops:
+            loop_kept = _lacks_self_loop(source, target, min(size))
         arrays = perm = None
-        if fused:
-            arrays, perm = self._target_arrays(
-                edge_index, graph, row_sizes, 1 - source_row
-            )
-        structure = (loop_kept, arrays, perm)
-        if cacheable:
+        if with_arrays:
+            if bipartite and loop_kept is not None:
+                arrays, perm = edge_index_arrays(
+                    _with_self_loops(edge_index, loop_kept),
+                    row_sizes,
+                    1 - source_row,
+                    check=False,
+                )
+            else:
+                arrays, perm = _target_arrays(
+                    edge_index, graph, row_sizes, 1 - source_row
+                )
+        structure = _Structure(loop_kept, arrays, perm)
+        if self.cached or by_identity:
             # A reference to edge_index itself: its memory cannot be reused
             # by another tensor that would pass for it.
             self._cached_structure = (
@@ -331,29 +656,7 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             )
         return structure
 
-    @staticmethod
-    def _target_arrays(
-        edge_index: Tensor,
-        graph: Optional[EdgeIndex],
-        size: Tuple[int, int],
-        dim: int,
-    ) -> Tuple[CSRArrays, OptTensor]:
-        r"""The CSR arrays whose rows are the targets
-        (:obj:`edge_index[dim]`; :obj:`size` is :obj:`edge_index`'s sparse
-        size). A caller's :class:`EdgeIndex` that is sorted and has this
-        sparse size gives them from its cache, which it keeps (filled
-        here, shared with other layers and calls); otherwise an
-        :class:`EdgeIndex` is built from the tensor (in range: checked)."""
-        if (
-            graph is not None
-            and not is_compiling()
-            and graph.is_sorted
-            and graph.sparse_size() == tuple(size)
-        ):
-            arrays, perm = csr_arrays(graph, dim)
-            # (index_copy, for the attention, takes int64 indices only.)
-            return arrays, None if perm is None else perm.long()
-        return edge_index_arrays(edge_index, size, dim, check=False)
+    # Propagation #############################################################
 
     def _projections(
         self,
@@ -379,44 +682,24 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         # (No copy where the dtype is already the attention's.)
         return h_dst.to(dtype), None if h_src is None else h_src.to(dtype)
 
-    @staticmethod
-    def _next_step(
-        out: Tensor, x_src: Tensor, bipartite: bool
-    ) -> Tuple[Tensor, Tensor]:
-        r"""The features of the next step's sources and targets: the
-        targets take the output; the sources of a bipartite graph stay."""
-        return (x_src if bipartite else out), out
-
-    def _fused_propagate(
+    def _sparse_propagate(
         self,
         x_src: Tensor,
         x_dst: Tensor,
-        pattern: CSRArrays,
-        perm: OptTensor,
+        structure: '_Structure',
         log_weight: OptTensor,
         loop_kept: OptTensor,
         bipartite: bool,
         attention: bool,
         dtype: torch.dtype,
-    ) -> Tuple[Tensor, OptTensor, OptTensor]:
+    ) -> Tuple[Tensor, OptTensor]:
+        r"""The sparse kernels: :func:`edge_cosine` and
+        :func:`softmax_spmm` a step; the self-loops of a graph that is not
+        bipartite as their diagonal term. Returns the output and, with
+        :obj:`attention`, one attention per entry (a column a step for
+        several), the self-loops' appended, in the order of the edges."""
+        pattern = structure.arrays
         alphas, loop_alphas = [], []
-        if self._uses_triton(x_src, attention):
-            for step in range(self.num_steps):
-                # The kernel accumulates in float32 whatever h's dtype.
-                h_dst, h_src = self._projections(
-                    x_src, x_dst, bipartite, step, x_src.dtype
-                )
-                out = triton_attention_propagate(
-                    pattern,
-                    x_src,
-                    h_dst,
-                    h_src,
-                    self.temperature,
-                    log_weight,
-                    loop_kept,
-                )
-                x_src, x_dst = self._next_step(out, x_src, bipartite)
-            return out, None, None
         for step in range(self.num_steps):
             h_dst, h_src = self._projections(
                 x_src, x_dst, bipartite, step, dtype
@@ -428,7 +711,7 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             loop_logits = None
             if loop_kept is not None:
                 # The self-loops join the softmax as a diagonal term (weight
-                # 1, cosine 1), rather than as edges of the pattern; a node
+                # 1, cosine 1), rather than as entries of the pattern; a node
                 # with a self-loop of its own gets none (-inf).
                 loop_logits = torch.where(
                     loop_kept, self.temperature * self_cos, -math.inf
@@ -438,41 +721,48 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
             out, alpha, alpha_loop = softmax_spmm(
                 pattern, logits, x_src, loop_logits
             )
-            x_src, x_dst = self._next_step(out, x_src, bipartite)
+            x_src, x_dst = (x_src if bipartite else out), out
             alphas.append(alpha)
             loop_alphas.append(alpha_loop)
 
         if not attention:
-            return out, None, None
-        # Back from (target, source)-sorted order to the order of edge_index.
+            return out, None
+        # Back from (target, source)-sorted order to the order of the
+        # edges (and, on a bipartite graph, the appended self-loops).
         alpha = torch.stack(alphas, dim=-1)
-        if perm is not None:
-            alpha = alpha.new_empty(alpha.shape).index_copy(0, perm, alpha)
-        alpha_loop = None
+        if structure.perm is not None:
+            alpha = alpha.new_empty(alpha.shape).index_copy(
+                0, structure.perm, alpha
+            )
         if loop_kept is not None:
-            alpha_loop = torch.stack(loop_alphas, dim=-1)
-        return out, *self._squeeze_steps(alpha, alpha_loop)
+            alpha = torch.cat([alpha, torch.stack(loop_alphas, dim=-1)])
+        return out, alpha
 
-    def _uses_triton(self, x: Tensor, attention: bool) -> bool:
-        if self.kernel == 'triton':
-            if attention:
-                raise ValueError(
-                    "APNetConv(kernel='triton') does not return "
-                    'the attention (the kernel never stores '
-                    "it): pass kernel='sparse' or 'auto' for "
-                    'return_attention_weights'
-                )
-            return True
-        return (
-            self.kernel == 'auto'
-            and not attention
-            and x.device.type == 'cuda'
-            and _triton_installed()
-            and max(x.size(-1), self._attention_channels(x)) <= MAX_FEATURES
-        )
-
-    def _attention_channels(self, x: Tensor) -> int:
-        return x.size(-1) if self.proj_channels is None else self.proj_channels
+    def _triton_propagate(
+        self,
+        x_src: Tensor,
+        x_dst: Tensor,
+        pattern: CSRArrays,
+        log_weight: OptTensor,
+        loop_kept: OptTensor,
+        bipartite: bool,
+    ) -> Tensor:
+        for step in range(self.num_steps):
+            # The kernel accumulates in float32 whatever h's dtype.
+            h_dst, h_src = self._projections(
+                x_src, x_dst, bipartite, step, x_src.dtype
+            )
+            out = triton_attention_propagate(
+                pattern,
+                x_src,
+                h_dst,
+                h_src,
+                self.temperature,
+                log_weight,
+                loop_kept,
+            )
+            x_src, x_dst = (x_src if bipartite else out), out
+        return out
 
     def _message_passing(
         self,
@@ -480,24 +770,15 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
         x_dst: Tensor,
         edge_index: Tensor,
         log_weight: OptTensor,
-        loop_kept: OptTensor,
         size: Tuple[int, int],
         bipartite: bool,
         dtype: torch.dtype,
-    ) -> Tuple[Tensor, Tensor, OptTensor]:
-        num_edges = edge_index.size(1)
-        if loop_kept is not None:
-            # Every node gets a self-loop edge (static shapes, no graph
-            # break), masked out (-inf) where the node has its own.
-            loops = torch.arange(
-                size[0], device=edge_index.device, dtype=edge_index.dtype
-            )
-            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
-            loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(dtype)
-            if log_weight is None:
-                log_weight = loop_log_weight.new_zeros(num_edges)
-            log_weight = torch.cat([log_weight, loop_log_weight])
-
+    ) -> Tuple[Tensor, Tensor]:
+        r"""PyG's message passing over :obj:`edge_index` (self-loops
+        included); returns the output and the attention of every edge, a
+        column a step."""
+        # PyG's scatter and softmax take int64 indices.
+        edge_index = edge_index.long()
         alphas = []
         out_dtype = x_src.dtype
         for step in range(self.num_steps):
@@ -517,24 +798,11 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
                 edge_index, x=(x_src, x_dst), alpha=alpha, size=size
             )
             # Messages in the attention's dtype (float32 sums for half
-            # precision x), the output in x's, as on the fused path.
+            # precision x), the output in x's, as on the kernels' path.
             out = out.to(out_dtype)
-            x_src, x_dst = self._next_step(out, x_src, bipartite)
+            x_src, x_dst = (x_src if bipartite else out), out
             alphas.append(alpha)
-        alpha = torch.stack(alphas, dim=-1)
-        alpha_loop = None
-        if loop_kept is not None:
-            alpha, alpha_loop = alpha[:num_edges], alpha[num_edges:]
-        return out, *self._squeeze_steps(alpha, alpha_loop)
-
-    def _squeeze_steps(
-        self, alpha: Tensor, alpha_loop: OptTensor
-    ) -> Tuple[Tensor, OptTensor]:
-        if self.num_steps > 1:  # One column per step.
-            return alpha, alpha_loop
-        return alpha.squeeze(-1), (
-            None if alpha_loop is None else alpha_loop.squeeze(-1)
-        )
+        return out, torch.stack(alphas, dim=-1)
 
     def edge_update(
         self,
@@ -553,11 +821,238 @@ class APNetConv(APNetConvIOMixin, APNetLayerMixin, MessagePassing):
     def message(self, x_j: Tensor, alpha: Tensor) -> Tensor:
         return alpha.view(-1, 1) * x_j
 
+    # Output ##################################################################
+
+    def _attention_output(
+        self,
+        edge_index: Tensor,
+        alpha: Tensor,
+        loop_kept: OptTensor,
+        size: Tuple[int, int],
+        sparse_layout: Any,
+        dtype: torch.dtype,
+        bipartite: bool,
+    ) -> Tuple[Tensor, Tensor]:
+        r"""What :obj:`return_attention_weights` returns beside the output:
+        the edges with the added self-loops and their attention in
+        :obj:`dtype` (:obj:`alpha`: the edges', then one per node that may
+        get a self-loop), or for a sparse adjacency input the attention as
+        one, in its layout, with its values."""
+        num_edges = edge_index.size(1)
+        if loop_kept is not None:  # Append the added self-loops.
+            loops = torch.arange(
+                loop_kept.numel(),
+                device=edge_index.device,
+                dtype=edge_index.dtype,
+            )[loop_kept]
+            edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+            alpha = torch.cat(
+                [alpha[:num_edges], alpha[num_edges:][loop_kept]]
+            )
+        if self.num_steps == 1:
+            alpha = alpha.squeeze(-1)
+        alpha = alpha.to(dtype)
+        if sparse_layout is None:
+            return edge_index, alpha
+        adj = _attention_as_sparse(edge_index, alpha, size, sparse_layout)
+        # The attention in the order of adj's stored values.
+        return adj, adj.values()
+
+    def __repr__(self) -> str:
+        return (
+            f'{self.__class__.__name__}({self.in_channels}, '
+            f'proj_channels={self.proj_channels}, '
+            f'temperature={self.initial_temperature}, '
+            f'num_steps={self.num_steps})'
+        )
+
+
+class _Structure(NamedTuple):
+    r"""A graph's structure as the layer keeps it: the nodes that may get
+    a self-loop (:obj:`None` for none), and for the kernels the CSR arrays
+    and the edge of each entry (:obj:`None`: entry :obj:`k` is edge
+    :obj:`k`)."""
+
+    loop_kept: OptTensor
+    arrays: Optional[CSRArrays]
+    perm: OptTensor
+
+
+def _checked_size(x_src: Tensor, x_dst: Tensor, size: Size) -> Tuple[int, int]:
+    expected = (x_src.size(0), x_dst.size(0))
+    if size is not None and tuple(size) != expected:
+        raise ValueError(
+            f"'size' must be (num_source_nodes, "
+            f'num_target_nodes) = {expected}, the node '
+            f"counts of 'x' (got {tuple(size)})"
+        )
+    return expected
+
+
+def _target_arrays(
+    edge_index: Tensor,
+    graph: Optional[EdgeIndex],
+    size: Tuple[int, int],
+    dim: int,
+) -> Tuple[CSRArrays, OptTensor]:
+    r"""The CSR arrays whose rows are the targets (:obj:`edge_index[dim]`;
+    :obj:`size` is :obj:`edge_index`'s sparse size). A caller's
+    :class:`EdgeIndex` that is sorted and has this sparse size gives them
+    from its cache, which it keeps (filled here, shared with other layers
+    and calls); otherwise an :class:`EdgeIndex` is built from the tensor
+    (in range: checked)."""
+    if (
+        graph is not None
+        and not is_compiling()
+        and graph.is_sorted
+        and graph.sparse_size() == tuple(size)
+    ):
+        arrays, perm = csr_arrays(graph, dim)
+        # (index_copy, for the attention, takes int64 indices only.)
+        return arrays, None if perm is None else perm.long()
+    return edge_index_arrays(edge_index, size, dim, check=False)
+
 
 def _lacks_self_loop(source: Tensor, target: Tensor, num_nodes: int) -> Tensor:
-    r"""Which nodes have no self-loop in the graph (:obj:`[num_nodes]`,
-    boolean), with static shapes: no graph break, no host
-    synchronisation."""
-    is_loop = (source == target).to(torch.float)
+    r"""Which of the first :obj:`num_nodes` nodes have no self-loop in the
+    graph (:obj:`[num_nodes]`, boolean), with static shapes: no graph
+    break, no host synchronisation."""
+    is_loop = ((source == target) & (target < num_nodes)).to(torch.float)
+    target = target.clamp(max=max(num_nodes - 1, 0))
     num_loops = is_loop.new_zeros(num_nodes).index_add_(0, target, is_loop)
     return num_loops == 0
+
+
+def _with_self_loops(edge_index: Tensor, loop_kept: OptTensor) -> Tensor:
+    r""":obj:`edge_index` with a self-loop edge appended for every node
+    that may get one (static shapes: no graph break; see
+    :func:`_with_loop_log_weights` for their weights)."""
+    if loop_kept is None:
+        return edge_index
+    loops = torch.arange(
+        loop_kept.numel(), device=edge_index.device, dtype=edge_index.dtype
+    )
+    return torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+
+
+def _with_loop_log_weights(
+    log_weight: OptTensor,
+    num_edges: int,
+    loop_kept: OptTensor,
+    dtype: torch.dtype,
+) -> OptTensor:
+    r"""The log weights of the edges of :func:`_with_self_loops`: the
+    edges' (:math:`0` for none), then the self-loops', :math:`0`, or
+    :math:`-\infty` where the node has a self-loop of its own."""
+    if loop_kept is None:
+        return log_weight
+    loop_log_weight = torch.where(loop_kept, 0.0, -math.inf).to(dtype)
+    if log_weight is None:
+        log_weight = loop_log_weight.new_zeros(num_edges)
+    return torch.cat([log_weight, loop_log_weight])
+
+
+def _from_adjacency(
+    adj_t, edge_weight: OptTensor, size: Tuple[int, int]
+) -> Tuple[Tensor, OptTensor]:
+    r"""The edges and weights of a sparse adjacency :obj:`adj_t` (row =
+    target node)."""
+    if edge_weight is not None:
+        raise ValueError(
+            'Pass edge weights either as the values of the '
+            "sparse adjacency or as 'edge_weight', not both"
+        )
+    if tuple(adj_t.size()[:2]) != (size[1], size[0]):
+        raise ValueError(
+            f"'edge_index', a sparse adjacency adj_t, must "
+            f'have shape [{size[1]}, {size[0]}] (targets x '
+            f'sources; got {tuple(adj_t.size())})'
+        )
+    if isinstance(adj_t, SparseTensor):
+        # torch_sparse's SparseTensor (optional dependency).
+        target, source, value = adj_t.coo()
+        index_t = torch.stack([target, source], dim=0)
+    elif adj_t.layout == torch.sparse_coo and adj_t.requires_grad:
+        # _values() is not differentiable. Coalescing is exact here:
+        # the weights of duplicate entries add up, as their terms in
+        # the softmax.
+        adj_t = adj_t.coalesce()
+        index_t, value = adj_t.indices(), adj_t.values()
+    elif adj_t.layout == torch.sparse_coo:
+        # Not to_edge_index, which marks the caller's tensor coalesced
+        # in place: an uncoalesced one would then read wrong elsewhere.
+        index_t, value = adj_t._indices(), adj_t._values()
+    else:
+        index_t, value = to_edge_index(adj_t)
+    if value is not None and value.dtype == torch.bool:
+        value = None  # A pattern: unit weights.
+    elif value is not None and not value.is_floating_point():
+        # Not dropped for unit weights: they may be counts.
+        raise ValueError(
+            f"'edge_index', a sparse adjacency, holds "
+            f'integer values ({value.dtype}): convert them '
+            f'to float to use them as edge weights, or to '
+            f'bool for unit weights'
+        )
+    return index_t.flip(0), value
+
+
+def _drop_loops_to_explain(
+    edge_index: Tensor, edge_weight: OptTensor
+) -> Tuple[Tensor, OptTensor]:
+    r"""PyG's explainer masks the messages of the edges that are not
+    self-loops and then one self-loop per node (as layers that remove
+    and re-add them send): the existing self-loops are dropped, and the
+    layer adds them back with weight 1, the same graph when their
+    weight is 1."""
+    loops = edge_index[0] == edge_index[1]
+    if not bool(loops.any()):
+        return edge_index, edge_weight
+    if edge_weight is not None and not bool((edge_weight[loops] == 1).all()):
+        raise ValueError(
+            "PyG's explainer re-adds self-loops with "
+            "weight 1, but 'edge_index' has self-loops of "
+            'other weights: explain with '
+            'add_self_loops=False, or give them weight 1'
+        )
+    looped = edge_index[0, loops]
+    if looped.unique().numel() < looped.numel():
+        raise ValueError(
+            "PyG's explainer re-adds one self-loop per "
+            "node, but 'edge_index' has a node with "
+            "several (each counts in the layer's softmax): "
+            'coalesce the graph, or explain with '
+            'add_self_loops=False'
+        )
+    return remove_self_loops(edge_index, edge_weight)
+
+
+def _check_edge_index_size(
+    edge_index: EdgeIndex, size: Tuple[int, int]
+) -> None:
+    # EdgeIndex also caches sizes it inferred (the largest index + 1,
+    # when sorted), which trailing isolated nodes make smaller than
+    # x's: only a size beyond x's is wrong.
+    sparse_size = edge_index.sparse_size()
+    if any(
+        given is not None and given > expected
+        for given, expected in zip(sparse_size, size)
+    ):
+        raise ValueError(
+            f"'edge_index' (an EdgeIndex) has sparse size "
+            f"{sparse_size}, more nodes than 'x' has "
+            f'({size} source and target nodes)'
+        )
+
+
+def _attention_as_sparse(
+    edge_index: Tensor, alpha: Tensor, size: Tuple[int, int], layout
+) -> Tensor:
+    # The input was adj_t (row = target), so the answer is too.
+    index_t = edge_index.flip(0)
+    size_t = (size[1], size[0])
+    if layout == torch.sparse_csr:
+        return to_torch_csr_tensor(index_t, alpha, size_t)
+    if layout == torch.sparse_csc:
+        return to_torch_csc_tensor(index_t, alpha, size_t)
+    return to_torch_coo_tensor(index_t, alpha, size_t)

@@ -4,20 +4,28 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn import Parameter
 
 from apnet_pyg.checks import (
+    check_bool,
     check_features,
     check_finite,
+    check_int,
     check_positive_weights,
     check_same_device,
+    check_temperature,
     check_zeros_and_ones,
     value_checks_enabled,
 )
-from apnet_pyg.nn.conv._apnet_layer import APNetLayerMixin
+from apnet_pyg.nn.conv.apnet_conv import (
+    check_projection_dtype,
+    projection_input_size,
+    projections,
+)
 from apnet_pyg.nn.functional import compute_dtype
 
 
-class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
+class DenseAPNetConv(torch.nn.Module):
     r"""See :class:`apnet_pyg.nn.APNetConv`: the same layer on dense
     (padded, batched) graphs,
 
@@ -107,19 +115,29 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
                 f"'in_channels' must be an int (got "
                 f'{in_channels})'
             )
-        self._init_apnet_layer(
-            in_channels,
-            proj_channels,
-            temperature,
-            learn_temperature,
-            num_steps,
-            proj_init,
+        # The parameters of APNetConv, under the same names: the two
+        # layers' state_dicts are interchangeable.
+        self.in_channels = in_channels
+        self.proj_channels = proj_channels
+        self.proj_init = proj_init
+        self.lin, _, _ = projections(in_channels, proj_channels, proj_init)
+        self.initial_temperature = check_temperature(temperature)
+        self.learn_temperature = check_bool(
+            learn_temperature, 'learn_temperature'
         )
+        if learn_temperature:
+            self.temperature = Parameter(torch.empty(()))
+        else:
+            self.register_buffer('temperature', torch.empty(()))
+        self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         self.reset_parameters()
 
     def reset_parameters(self):
         r"""Resets all learnable parameters of the module."""
-        self._reset_apnet_layer()
+        if hasattr(self.lin, 'reset_parameters'):
+            self.lin.reset_parameters()
+        with torch.no_grad():
+            self.temperature.fill_(self.initial_temperature)
 
     def forward(
         self,
@@ -161,9 +179,9 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             x,
             'x',
             dim=3,
-            channels=self._input_channels(self.lin, self.in_channels),
+            channels=projection_input_size(self.lin, self.in_channels),
         )
-        self._check_dtype(x, 'x', self.lin)
+        check_projection_dtype(x, 'x', self.lin)
         if not isinstance(adj, Tensor):
             raise ValueError(
                 f"'adj' must be a torch.Tensor (got {type(adj).__name__})"
@@ -276,6 +294,14 @@ class DenseAPNetConv(APNetLayerMixin, torch.nn.Module):
             )
             return x, alpha
         return x
+
+    def __repr__(self) -> str:
+        return (
+            f'{self.__class__.__name__}({self.in_channels}, '
+            f'proj_channels={self.proj_channels}, '
+            f'temperature={self.initial_temperature}, '
+            f'num_steps={self.num_steps})'
+        )
 
 
 def _autocast_disabled(device_type: str):

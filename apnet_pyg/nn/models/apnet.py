@@ -5,14 +5,13 @@ from torch import Tensor
 from torch_geometric import is_compiling
 from torch_geometric.utils import dense_to_sparse
 
-from apnet_pyg.checks import check_number
+from apnet_pyg.checks import check_number, check_temperature
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
     check_threshold,
     cosine_threshold_adjacency,
     cosine_threshold_graph,
 )
-from apnet_pyg.nn.conv._apnet_layer import check_temperature
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.nn.dense.dense_apnet_conv import DenseAPNetConv
 from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder

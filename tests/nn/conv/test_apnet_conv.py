@@ -1,5 +1,6 @@
 import copy
 import math
+from contextlib import nullcontext
 import warnings
 
 import pytest
@@ -60,18 +61,26 @@ def bipartite_reference(
     edge_weight=None,
     temperature=1.0,
     num_steps=1,
+    add_self_loops=True,
 ):
     r"""The bipartite layer from its equation, with dense matrices:
     :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W_t x^t_i, W_s
-    x^s_j))` over the edges :math:`j \to i`, no self-loops; a further step
-    attends from the output (projected by :math:`W_s`, as it holds source
-    features) to the same sources."""
+    x^s_j))` over the edges :math:`j \to i` and, with
+    :obj:`add_self_loops`, a self-loop :math:`i \to i` of weight 1 for
+    every :math:`i < \min(N_s, N_t)` without one (GATConv's convention); a
+    further step attends from the output (projected by :math:`W_s`, as it
+    holds source features) to the same sources."""
     prior = x_src.new_zeros(x_dst.size(0), x_src.size(0))
     if edge_weight is None:
         edge_weight = x_src.new_ones(edge_index.size(1))
     prior.index_put_(
         (edge_index[1], edge_index[0]), edge_weight, accumulate=True
     )
+    if add_self_loops:
+        diagonal = prior.diagonal()
+        prior = prior.diagonal_scatter(
+            torch.where(diagonal == 0, 1.0, diagonal)
+        )
     h_src = F.normalize(x_src @ weight_src.t(), dim=-1)
     h_dst = F.normalize(x_dst @ weight_dst.t(), dim=-1)
     for _ in range(num_steps):
@@ -98,7 +107,11 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     assert conv.lin.weight.size() == (16, 32)
     assert conv.temperature.item() == 0.5
     assert not conv.temperature.requires_grad
-    assert conv.proj_init == 'glorot' and conv.add_self_loops and conv.fused
+    assert (
+        conv.proj_init == 'glorot'
+        and conv.add_self_loops
+        and conv.kernel == 'auto'
+    )
     assert torch.allclose(
         conv(x, edge_index),
         apnet_reference(
@@ -150,11 +163,11 @@ def test_apnet_conv(make_random_graph):
     assert conv.temperature.item() == 10.0
 
 
-@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
 @pytest.mark.parametrize('num_steps', [1, 3])
 @pytest.mark.parametrize('weighted', [False, True])
 def test_apnet_conv_equals_reference(
-    fused, num_steps, weighted, apnet_reference, make_random_graph, device
+    kernel, num_steps, weighted, apnet_reference, make_random_graph, device
 ):
     x, edge_index, edge_weight = graph(
         weighted=weighted, make_random_graph=make_random_graph, device=device
@@ -176,7 +189,7 @@ def test_apnet_conv_equals_reference(
         temperature=3.0,
         learn_temperature=True,
         num_steps=num_steps,
-        fused=fused,
+        kernel=kernel,
         device=device,
     )
     out = conv(x, edge_index, edge_weight)
@@ -200,16 +213,20 @@ def test_apnet_conv_equals_reference(
         assert torch.allclose(grad, expected_grad, atol=1e-8)
 
 
-def test_apnet_conv_fused_equals_message_passing(make_random_graph, device):
+def test_apnet_conv_sparse_kernels_equal_message_passing(
+    make_random_graph, device
+):
     x, edge_index, edge_weight = graph(
         make_random_graph=make_random_graph, device=device
     )
     edge_index = torch.cat([edge_index, edge_index.new_tensor([[2], [2]])], 1)
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
-    fused = conv64(6, 4, num_steps=2, device=device)
-    message_passing = conv64(6, 4, num_steps=2, fused=False, device=device)
-    message_passing.load_state_dict(fused.state_dict())
-    out1, (index1, alpha1) = fused(
+    sparse = conv64(6, 4, num_steps=2, device=device)
+    message_passing = conv64(
+        6, 4, num_steps=2, kernel='message_passing', device=device
+    )
+    message_passing.load_state_dict(sparse.state_dict())
+    out1, (index1, alpha1) = sparse(
         x, edge_index, edge_weight, return_attention_weights=True
     )
     out2, (index2, alpha2) = message_passing(
@@ -222,15 +239,15 @@ def test_apnet_conv_fused_equals_message_passing(make_random_graph, device):
     assert torch.allclose(alpha1, alpha2, atol=1e-12)
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_gradcheck(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_gradcheck(kernel, make_random_graph):
     x, edge_index, edge_weight = graph(
         num_nodes=5,
         num_edges=9,
         channels=3,
         make_random_graph=make_random_graph,
     )
-    conv = conv64(3, 2, temperature=2.0, num_steps=2, fused=fused)
+    conv = conv64(3, 2, temperature=2.0, num_steps=2, kernel=kernel)
     x.requires_grad_()
     edge_weight.requires_grad_()
 
@@ -427,16 +444,16 @@ def test_apnet_conv_permutation_equivariance(make_random_graph):
         assert torch.allclose(out_edges, out, atol=1e-12)
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_isolated_nodes(fused):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_isolated_nodes(kernel):
     x = torch.randn(5, 4, dtype=torch.float64)
     edge_index = torch.tensor([[0, 1], [1, 0]])  # nodes 2, 3, 4 isolated
-    conv = conv64(4, 3, fused=fused)
+    conv = conv64(4, 3, kernel=kernel)
     out = conv(x, edge_index)
     assert torch.equal(out[2:], x[2:])
 
     # Without self-loops an isolated node receives nothing:
-    conv = conv64(4, 3, add_self_loops=False, fused=fused)
+    conv = conv64(4, 3, add_self_loops=False, kernel=kernel)
     out = conv(x, edge_index)
     assert torch.equal(out[2:], torch.zeros(3, 4, dtype=torch.float64))
     assert torch.allclose(out[:2], x[[1, 0]])
@@ -460,8 +477,8 @@ def test_apnet_conv_zero_features_self_loop():
     # A zero row has cosine 0 with every row, itself included.
     x = torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
     edge_index = torch.tensor([[1], [0]])
-    for fused in [True, False]:
-        out = conv64(2, None, temperature=2.0, fused=fused)(x, edge_index)
+    for kernel in ['sparse', 'message_passing']:
+        out = conv64(2, None, temperature=2.0, kernel=kernel)(x, edge_index)
         assert torch.allclose(out[0], 0.5 * x[1])
 
 
@@ -586,8 +603,8 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph, device):
 def test_apnet_conv_target_to_source_flow(make_random_graph):
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4)
-    for fused in [True, False]:
-        reversed_conv = conv64(6, 4, flow='target_to_source', fused=fused)
+    for kernel in ['sparse', 'message_passing']:
+        reversed_conv = conv64(6, 4, flow='target_to_source', kernel=kernel)
         reversed_conv.load_state_dict(conv.state_dict())
         assert torch.allclose(
             reversed_conv(x, edge_index.flip(0), edge_weight),
@@ -671,11 +688,11 @@ def bipartite_graph(
     return tuple(t.to(device) for t in (x_src, x_dst, edge_index, edge_weight))
 
 
-@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
 @pytest.mark.parametrize('shared', [True, False])
 @pytest.mark.parametrize('num_steps', [1, 2])
 def test_apnet_conv_bipartite_equals_reference(
-    fused, shared, num_steps, device
+    kernel, shared, num_steps, device
 ):
     channels = (6, 6) if shared else (6, 5)
     x_src, x_dst, edge_index, edge_weight = bipartite_graph(
@@ -688,7 +705,7 @@ def test_apnet_conv_bipartite_equals_reference(
         3,
         temperature=2.0,
         learn_temperature=True,
-        fused=fused,
+        kernel=kernel,
         num_steps=num_steps,
         device=device,
     )
@@ -721,33 +738,59 @@ def test_apnet_conv_bipartite_equals_reference(
     for grad, expected_grad in zip(grads, expected_grads):
         assert torch.allclose(grad, expected_grad, atol=1e-10)
 
-    # No self-loops are added: the attention covers the given edges only.
+    # The attention covers the given edges, then the self-loops added to
+    # the targets below both node counts (here all 4) that have none.
     _, (index, alpha) = conv(
         (x_src, x_dst), edge_index, edge_weight, return_attention_weights=True
     )
-    assert torch.equal(index, edge_index)
+    num_edges = edge_index.size(1)
+    assert torch.equal(index[:, :num_edges], edge_index)
+    has_loop = edge_index[0] == edge_index[1]
+    lacking = torch.ones(4, dtype=torch.bool, device=device)
+    lacking[edge_index[1, has_loop]] = False
+    expected_loops = torch.arange(4, device=device)[lacking]
+    assert torch.equal(index[:, num_edges:], expected_loops.repeat(2, 1))
     alpha = alpha if num_steps == 1 else alpha[:, -1]
-    row_sum = alpha.new_zeros(4).index_add_(0, edge_index[1], alpha)
-    has_edge = torch.zeros(4, dtype=torch.bool, device=device)
-    has_edge[edge_index[1]] = True
-    assert torch.allclose(
-        row_sum[has_edge], torch.ones_like(row_sum)[has_edge]
-    )
+    row_sum = alpha.new_zeros(4).index_add_(0, index[1], alpha)
+    assert torch.allclose(row_sum, torch.ones_like(row_sum))
 
 
 def test_apnet_conv_bipartite_same_nodes_equals_homogeneous(make_random_graph):
-    # A pair of the same features over edges that include the self-loops is
-    # the homogeneous layer.
+    # A pair of the same features is the homogeneous layer, self-loops
+    # included (added on both sides).
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
-    conv = conv64(6, 4, add_self_loops=False)
-    loops = torch.arange(8).repeat(2, 1)
-    with_loops = torch.cat([edge_index, loops], dim=1)
-    weight = torch.cat([edge_weight, edge_weight.new_ones(8)])
-    assert torch.allclose(
-        conv((x, x.clone()), with_loops, weight),
-        conv64(6, 4)(x, edge_index, edge_weight),
-        atol=1e-12,
+    for add_self_loops in (True, False):
+        conv = conv64(6, 4, add_self_loops=add_self_loops)
+        assert torch.allclose(
+            conv((x, x.clone()), edge_index, edge_weight),
+            conv(x, edge_index, edge_weight),
+            atol=1e-12,
+        )
+
+
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_mini_batch_equals_the_full_graph_sliced(
+    kernel, make_random_graph
+):
+    # NeighborLoader's convention: the first batch_size nodes are the
+    # targets, conv((x, x[:batch_size]), edge_index) on the edges into
+    # them. With self-loops (the default) the result is the full-graph
+    # call's rows of the targets, for one step (later steps would need the
+    # sources' updated features too, which a mini-batch does not have).
+    x, edge_index, edge_weight = graph(
+        num_nodes=12, num_edges=40, make_random_graph=make_random_graph
     )
+    batch_size = 5
+    into_batch = edge_index[1] < batch_size
+    conv = conv64(6, 4, num_steps=1, kernel=kernel)
+    full = conv(x, edge_index, edge_weight)
+    batch = conv(
+        (x, x[:batch_size]),
+        edge_index[:, into_batch],
+        edge_weight[into_batch],
+    )
+    torch.testing.assert_close(batch, full[:batch_size], rtol=0, atol=1e-12)
+    assert batch.size() == (batch_size, 6)
 
 
 def test_apnet_conv_bipartite_bad_input():
@@ -767,9 +810,9 @@ def test_apnet_conv_bipartite_bad_input():
         conv((x_src, x_dst), edge_index.flip(0))
     # PyG pairs x[k] with edge_index[k], which under the reversed flow
     # makes x[0] the targets; refused rather than read either way:
-    for fused in (True, False):
+    for kernel in ('sparse', 'message_passing'):
         with pytest.raises(ValueError, match='flip edge_index'):
-            conv64(6, 3, flow='target_to_source', fused=fused)(
+            conv64(6, 3, flow='target_to_source', kernel=kernel)(
                 (x_src, x_dst), edge_index.flip(0)
             )
     # A bipartite sparse adjacency is [targets, sources]:
@@ -950,7 +993,7 @@ def test_apnet_conv_neighbor_loader():
 # MessagePassing arguments ####################################################
 
 
-def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
+def test_apnet_conv_rejects_what_the_kernels_cannot_honour(
     make_random_graph,
 ):
     for kwargs in [
@@ -960,16 +1003,17 @@ def test_apnet_conv_rejects_what_the_fused_path_cannot_honour(
         {'decomposed_layers': 2},
         {'aggr_kwargs': {}},
     ]:
-        with pytest.raises(ValueError, match='cannot honour'):
-            APNetConv(6, 4, **kwargs)
+        for kernel in ('auto', 'sparse', 'triton'):
+            with pytest.raises(ValueError, match='cannot honour'):
+                APNetConv(6, 4, kernel=kernel, **kwargs)
     # What it honours:
     APNetConv(6, 4, aggr='sum', node_dim=0, flow='target_to_source')
 
     # Message passing honours them; aggr='mean' divides by the in-degree
     # (self-loop included):
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    mean = conv64(6, 4, aggr='mean', fused=False)
-    add = conv64(6, 4, fused=False)
+    mean = conv64(6, 4, aggr='mean', kernel='message_passing')
+    add = conv64(6, 4, kernel='message_passing')
     degree = torch.bincount(edge_index[1], minlength=8) + 1
     assert torch.allclose(
         mean(x, edge_index),
@@ -1011,12 +1055,12 @@ def test_apnet_conv_bad_input(make_random_graph):
         APNetConv(6, proj_init='orthogonal')
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_index_out_of_range(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_index_out_of_range(kernel, make_random_graph):
     # Always checked, without a host synchronisation (an asynchronous
     # assertion); in debug mode with the offending values.
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    conv = conv64(6, 4, fused=fused)
+    conv = conv64(6, 4, kernel=kernel)
     for bad in [torch.tensor([[0], [8]]), torch.tensor([[-1], [2]])]:
         bad_index = torch.cat([edge_index, bad], dim=1)
         with pytest.raises(RuntimeError, match=r'outside \[0, 7\]'):
@@ -1028,30 +1072,43 @@ def test_apnet_conv_index_out_of_range(fused, make_random_graph):
                 conv(x, bad_index)
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_debug_mode_value_checks(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_refuses_bad_values_in_every_mode(
+    kernel, make_random_graph
+):
+    # NaN features and weights that are not finite and strictly positive
+    # are refused the same way in debug mode and outside it: a zero weight
+    # would otherwise drop its edge silently (log 0) outside debug mode.
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
-    conv = conv64(6, 4, fused=fused)
+    conv = conv64(6, 4, kernel=kernel)
     bad_inputs = [
-        ('NaN or infinite', x.clone().fill_(math.nan), edge_weight),
-        ('NaN or infinite', x, edge_weight.clone().fill_(math.inf)),
+        ("'x' contains NaN or infinite", x.clone().fill_(math.nan), None),
+        ("'edge_weight' contains NaN", x, edge_weight.clone().fill_(math.inf)),
         ('strictly positive', x, edge_weight * 0),
         ('strictly positive', x, -edge_weight),
     ]
     for message, x_bad, weight_bad in bad_inputs:
-        with torch_geometric.debug():
-            with pytest.raises(ValueError, match=message):
-                conv(x_bad, edge_index, weight_bad)
-        # Outside debug mode nothing reads the values: no error, and a
-        # non-finite input shows in the output.
-        out = conv(x_bad, edge_index, weight_bad)
-        assert out.shape == x.shape
-        if message == 'NaN or infinite':
-            assert not bool(torch.isfinite(out).all())
-    with torch_geometric.debug():
-        x_src, x_dst, bipartite_index, _ = bipartite_graph()
-        with pytest.raises(ValueError, match=r"'x\[1\]' contains NaN"):
-            conv((x_src, x_dst.clone().fill_(math.nan)), bipartite_index)
+        for debug in (True, False):
+            with torch_geometric.debug() if debug else nullcontext():
+                with pytest.raises(ValueError, match=message):
+                    conv(x_bad, edge_index, weight_bad)
+    x_src, x_dst, bipartite_index, _ = bipartite_graph()
+    with pytest.raises(ValueError, match=r"'x\[1\]' contains NaN"):
+        conv((x_src, x_dst.clone().fill_(math.nan)), bipartite_index)
+
+
+def test_apnet_conv_refuses_bad_values_compiled(make_random_graph):
+    # Compiled, the check is an asynchronous assertion (no graph break; on
+    # a GPU a device-side assertion, no host synchronisation).
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph
+    )
+    conv = APNetConv(6, 4)
+    compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
+    compiled(x, edge_index, edge_weight)
+    with pytest.raises(RuntimeError, match='strictly positive'):
+        compiled(x, edge_index, edge_weight * 0)
+    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
@@ -1089,20 +1146,20 @@ def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
     assert torch.allclose(dense(x, adj)[0], expected, atol=1e-12)
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_meta_tensors(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_meta_tensors(kernel, make_random_graph):
     # Shapes without data (e.g. to size a model): the fused kernels run
     # their fake implementations.
     x, edge_index, edge_weight = graph(
         dtype=torch.float32, make_random_graph=make_random_graph
     )
-    conv = APNetConv(6, 4, fused=fused).to('meta')
+    conv = APNetConv(6, 4, kernel=kernel).to('meta')
     x = x.to('meta').requires_grad_()
     out = conv(x, edge_index.to('meta'), edge_weight.to('meta'))
     assert out.device.type == 'meta' and out.shape == x.shape
     out.sum().backward()
     assert x.grad.shape == x.shape
-    conv = APNetConv(6, 4, fused=fused, add_self_loops=False).to('meta')
+    conv = APNetConv(6, 4, kernel=kernel, add_self_loops=False).to('meta')
     _, (index, alpha) = conv(
         x, edge_index.to('meta'), return_attention_weights=True
     )
@@ -1139,9 +1196,10 @@ def assert_compiles(conv, inputs, backend, atol=1e-5):
 # Inductor (the default backend) for the default path; AOTAutograd without
 # code generation for the other, which takes a few seconds instead of 20.
 @pytest.mark.parametrize(
-    'fused,backend', [(True, 'inductor'), (False, 'aot_eager')]
+    'kernel,backend',
+    [('sparse', 'inductor'), ('message_passing', 'aot_eager')],
 )
-def test_apnet_conv_compile(fused, backend, make_random_graph, device):
+def test_apnet_conv_compile(kernel, backend, make_random_graph, device):
     x, edge_index, edge_weight = graph(
         dtype=torch.float32, make_random_graph=make_random_graph, device=device
     )
@@ -1150,7 +1208,7 @@ def test_apnet_conv_compile(fused, backend, make_random_graph, device):
     )
     edge_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
     conv = APNetConv(
-        6, 4, num_steps=2, learn_temperature=True, fused=fused
+        6, 4, num_steps=2, learn_temperature=True, kernel=kernel
     ).to(device)
     assert_compiles(conv, (x, edge_index, edge_weight), backend)
 
@@ -1182,14 +1240,14 @@ def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_compile_dynamic_shapes(kernel, make_random_graph):
     # One graph for every size, as mini-batches of varying size need.
     import torch._dynamo
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    conv = APNetConv(6, 4, num_steps=2, fused=fused)
+    conv = APNetConv(6, 4, num_steps=2, kernel=kernel)
     compiled = torch.compile(
         conv, fullgraph=True, dynamic=True, backend='aot_eager'
     )
@@ -1212,11 +1270,11 @@ def test_apnet_conv_compile_dynamic_shapes(fused, make_random_graph):
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_inference_mode(fused, make_random_graph):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_inference_mode(kernel, make_random_graph):
     # Inference tensors have no version counter; the layer runs uncached.
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
-    conv = conv64(6, 4, fused=fused)
+    conv = conv64(6, 4, kernel=kernel)
     expected = conv(x, edge_index)
     with torch.inference_mode():
         x_inf, edge_index_inf = x.clone(), edge_index.clone()
@@ -1234,7 +1292,7 @@ def test_apnet_conv_inference_mode(fused, make_random_graph):
     weight.requires_grad_()
     conv(x, edge_index, weight).sum().backward()
     assert weight.grad is not None
-    learned = conv64(6, 4, fused=fused, learn_temperature=True)
+    learned = conv64(6, 4, kernel=kernel, learn_temperature=True)
     with torch.inference_mode():
         learned(x, edge_index)
     learned(x, edge_index).sum().backward()
@@ -1274,8 +1332,8 @@ def test_apnet_conv_int32_edge_index_of_a_large_graph():
     edge_index = torch.tensor([[0, 1, 49_999, 2], [49_999, 49_998, 0, 49_999]])
     conv = conv64(4, 4, num_steps=1)
     expected = conv(x, edge_index)
-    for fused in (True, False):
-        conv.fused = fused
+    for kernel in ('sparse', 'message_passing'):
+        conv.kernel = kernel
         assert torch.allclose(conv(x, edge_index.int()), expected, atol=1e-12)
         assert torch.allclose(
             conv(x, EdgeIndex(edge_index.int())), expected, atol=1e-12
@@ -1283,8 +1341,9 @@ def test_apnet_conv_int32_edge_index_of_a_large_graph():
 
 
 def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
-    # PyG's explainer masks messages: a fused layer runs message passing
-    # while it explains, and gives the same edge mask as fused=False.
+    # PyG's explainer masks messages: the layer runs message passing while
+    # it explains, whatever its kernel, and gives the same edge mask as
+    # kernel='message_passing'.
     from torch_geometric.explain import Explainer, GNNExplainer
 
     x, edge_index, _ = graph(
@@ -1292,18 +1351,18 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
     )
 
     class Model(torch.nn.Module):
-        def __init__(self, fused):
+        def __init__(self, kernel):
             super().__init__()
             torch.manual_seed(0)
-            self.conv = APNetConv(6, 4, num_steps=1, fused=fused)
+            self.conv = APNetConv(6, 4, num_steps=1, kernel=kernel)
 
         def forward(self, x, edge_index):
             return self.conv(x, edge_index)
 
-    def edge_mask(fused, edges):
+    def edge_mask(kernel, edges):
         torch.manual_seed(1)
         explainer = Explainer(
-            Model(fused),
+            Model(kernel),
             GNNExplainer(epochs=3),
             explanation_type='model',
             edge_mask_type='object',
@@ -1315,18 +1374,22 @@ def test_apnet_conv_explainer_uses_message_passing(make_random_graph):
         return explainer(x, edges, index=0).edge_mask
 
     assert torch.allclose(
-        edge_mask(True, edge_index), edge_mask(False, edge_index), atol=1e-6
+        edge_mask('auto', edge_index),
+        edge_mask('message_passing', edge_index),
+        atol=1e-6,
     )
     # With self-loops of its own (the layer re-adds them for the explainer,
     # which masks the other edges, then one loop per node):
     with_loops = torch.cat([edge_index, torch.tensor([[2, 5], [2, 5]])], 1)
-    mask = edge_mask(True, with_loops)
+    mask = edge_mask('auto', with_loops)
     assert mask.size(0) == with_loops.size(1)
-    assert torch.allclose(mask, edge_mask(False, with_loops), atol=1e-6)
+    assert torch.allclose(
+        mask, edge_mask('message_passing', with_loops), atol=1e-6
+    )
     # Under an all-ones mask the explained model is the model:
     from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
 
-    model = Model(True)
+    model = Model('auto')
     expected = model(x, with_loops)
     set_masks(
         model, torch.ones(with_loops.size(1)), with_loops, apply_sigmoid=False
@@ -1375,10 +1438,10 @@ def low_precision_copies(tensors, dtype):
 
 
 @pytest.mark.parametrize('dtype', LOW_PRECISION)
-@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
 @pytest.mark.parametrize('setting', ['default', 'paper'])
 def test_apnet_conv_half_precision_equals_reference(
-    setting, fused, dtype, apnet_reference, make_random_graph, device
+    setting, kernel, dtype, apnet_reference, make_random_graph, device
 ):
     x, edge_index, edge_weight = graph(
         30,
@@ -1393,7 +1456,7 @@ def test_apnet_conv_half_precision_equals_reference(
     edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0, 0.5])])
     torch.manual_seed(0)
     conv = APNetConv(
-        16, learn_temperature=True, fused=fused, **SETTINGS[setting]
+        16, learn_temperature=True, kernel=kernel, **SETTINGS[setting]
     ).to(device, dtype)
     (x, edge_weight), (x64, edge_weight64) = low_precision_copies(
         [x, edge_weight], dtype
@@ -1427,13 +1490,13 @@ def test_apnet_conv_half_precision_equals_reference(
 
 
 @pytest.mark.parametrize('dtype', LOW_PRECISION)
-@pytest.mark.parametrize('fused', [True, False])
-def test_apnet_conv_bipartite_half_precision(fused, dtype, device):
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_bipartite_half_precision(kernel, dtype, device):
     x_src, x_dst, edge_index, edge_weight = bipartite_graph(
         channels=(6, 5), device=device
     )
     conv = conv64(
-        (6, 5), 3, temperature=2.0, fused=fused, num_steps=2, device=device
+        (6, 5), 3, temperature=2.0, kernel=kernel, num_steps=2, device=device
     ).to(dtype)
     (x_src, x_dst), (x_src64, x_dst64) = low_precision_copies(
         [x_src, x_dst], dtype
@@ -1470,14 +1533,14 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
         device=device,
     )
     torch.manual_seed(0)
-    fused = APNetConv(16, learn_temperature=True).to(device)
-    message_passing = APNetConv(16, learn_temperature=True, fused=False).to(
-        device
-    )
-    message_passing.load_state_dict(fused.state_dict())
+    sparse = APNetConv(16, learn_temperature=True).to(device)
+    message_passing = APNetConv(
+        16, learn_temperature=True, kernel='message_passing'
+    ).to(device)
+    message_passing.load_state_dict(sparse.state_dict())
     x.requires_grad_()
     results = []
-    for conv in [fused, message_passing, fused]:
+    for conv in [sparse, message_passing, sparse]:
         inputs = [x, conv.lin.weight, conv.temperature]
         with torch.autocast(
             device.type, dtype=dtype, enabled=len(results) < 2
@@ -1493,16 +1556,16 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
             )
     for result in results:
         assert all(t.dtype == torch.float32 for t in result)
-    (fused_out, *_), _, (expected, *_) = results
-    for fused_result, result in zip(results[0], results[1]):
+    (sparse_out, *_), _, (expected, *_) = results
+    for sparse_result, result in zip(results[0], results[1]):
         # Relative to the norm: the projection's gradient sums over every
         # edge, and CUDA's atomic sums round its small entries differently
         # (seen on an H200: 3e-5 on one entry of 0.03).
-        error = (fused_result - result).norm() / result.norm()
+        error = (sparse_result - result).norm() / result.norm()
         assert error < 1e-5, error
     # The float32 layer, up to the projection's rounding:
     atol = 2 * torch.finfo(dtype).eps * expected.abs().max().item()
-    torch.testing.assert_close(fused_out, expected, rtol=0, atol=atol)
+    torch.testing.assert_close(sparse_out, expected, rtol=0, atol=atol)
 
 
 def test_apnet_conv_compile_half_precision(make_random_graph, device):
@@ -1563,7 +1626,7 @@ def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
             )
 
 
-# The fused path's kernel choice (kernel='sparse' | 'triton' | 'auto'). ####
+# The kernel choice (kernel='auto' | 'sparse' | 'triton' | 'message_passing')
 
 requires_triton = pytest.mark.skipif(
     not triton_propagation.is_triton_available(),
@@ -1667,7 +1730,8 @@ def test_auto_kernel_choice_on_cuda(
 ):
     monkeypatch.setattr(apnet_conv, 'is_triton_available', lambda: available)
     conv = APNetConv(-1, proj_channels=None)
-    assert conv._uses_triton(_CudaLike(channels), attention) is expected
+    kernel = conv._kernel_for(_CudaLike(channels), attention)
+    assert kernel == ('triton' if expected else 'sparse')
 
 
 def test_the_kernel_choice_compiles_without_a_graph_break(monkeypatch):
@@ -1694,15 +1758,11 @@ def test_kernel_argument_is_checked(make_random_graph):
     with pytest.raises(
         ValueError,
         match=r"'kernel' must be one of auto, "
-        r"sparse, triton \(got 'cuda'\)",
+        r"sparse, triton, message_passing \(got 'cuda'\)",
     ):
         APNetConv(6, kernel='cuda')
-    with pytest.raises(
-        ValueError,
-        match=r"kernel='triton' is a fused "
-        r'kernel, which fused=False does not run',
-    ):
-        APNetConv(6, kernel='triton', fused=False)
+    with pytest.raises(ValueError, match='fused=False'):
+        APNetConv(6, fused=False)  # 0.x: the one kernel= argument.
     x, edge_index, _ = graph(make_random_graph=make_random_graph)
     with pytest.raises(
         ValueError,
