@@ -666,6 +666,66 @@ def test_apnet_conv_reuses_the_pattern_of_the_same_edge_index(
     )
 
 
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_cached_keeps_the_first_structure(
+    kernel, make_random_graph, monkeypatch
+):
+    # cached=True (GCNConv's idiom, for a static graph): the structure of
+    # the first call serves every later one, whatever tensor holds the
+    # edges; reset by nothing but a new layer.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, kernel=kernel, cached=True)
+    out = conv(x, edge_index, edge_weight)
+
+    def no_structure(*args, **kwargs):
+        raise AssertionError('the structure was built again')
+
+    monkeypatch.setattr(apnet_conv, 'edge_index_arrays', no_structure)
+    monkeypatch.setattr(apnet_conv, '_lacks_self_loop', no_structure)
+    assert torch.equal(conv(x, edge_index.clone(), edge_weight), out)
+    # The promise is the caller's: another graph reads the cached one.
+    other = make_random_graph(8, 20, torch.Generator().manual_seed(5))
+    assert conv(x, other).shape == out.shape
+
+
+def test_apnet_conv_cached_compiles_once_without_the_sort(
+    make_random_graph, monkeypatch
+):
+    # Under torch.compile the structure is otherwise built inside every
+    # compiled call (the sort as one custom operator); cached=True builds
+    # it once and the compiled graph reads it.
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph
+    )
+    conv = APNetConv(6, 4, cached=True)
+    expected = conv(x, edge_index, edge_weight)  # eager: fills the cache
+    calls = []
+    real = apnet_conv.edge_index_arrays
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(apnet_conv, 'edge_index_arrays', counted)
+    compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
+    for _ in range(2):
+        torch.testing.assert_close(
+            compiled(x, edge_index, edge_weight), expected
+        )
+    assert not calls
+    torch._dynamo.reset()
+
+
+def test_apnet_conv_int32_edge_index_on_every_kernel(make_random_graph):
+    # PyG's scatter takes int64 indices; message passing (and so the
+    # explainer) converts them.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    expected = conv64(6, 4)(x, edge_index, edge_weight)
+    for kernel in ('sparse', 'message_passing'):
+        out = conv64(6, 4, kernel=kernel)(x, edge_index.int(), edge_weight)
+        assert torch.allclose(out, expected, atol=1e-12)
+
+
 # Bipartite graphs ############################################################
 
 
@@ -791,6 +851,31 @@ def test_apnet_conv_mini_batch_equals_the_full_graph_sliced(
     )
     torch.testing.assert_close(batch, full[:batch_size], rtol=0, atol=1e-12)
     assert batch.size() == (batch_size, 6)
+
+
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_bipartite_with_more_targets_than_sources(kernel):
+    # Self-loops for the first min(N_src, N_dst) targets only; a target
+    # beyond them without an edge gets zero, as in GATConv.
+    x_dst, x_src, edge_index, edge_weight = bipartite_graph(
+        num_src=7, num_dst=4
+    )
+    edge_index = edge_index.flip(0)  # 4 sources, 7 targets
+    conv = conv64(6, 3, kernel=kernel)
+    out, (index, alpha) = conv(
+        (x_src, x_dst), edge_index, edge_weight, return_attention_weights=True
+    )
+    expected = bipartite_reference(
+        x_src,
+        x_dst,
+        edge_index,
+        conv.lin.weight,
+        conv.lin.weight,
+        edge_weight,
+        conv.temperature,
+    )
+    assert torch.allclose(out, expected, atol=1e-12)
+    assert bool((index[:, edge_index.size(1) :] < 4).all())
 
 
 def test_apnet_conv_bipartite_bad_input():
