@@ -26,8 +26,8 @@ from apnet_pyg.data.xlsa17 import load_attributes
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl import RECIPES, VARIANTS, run
-from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.baselines.benchmark import BASELINES, hyper_parameters
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import (
     METRICS_FILE,
     data_differences,

@@ -42,10 +42,10 @@ from apnet_pyg.data.simulator import (
 from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.baselines import BASELINES, hyper_parameters
+from apnet_pyg.zsl.baselines.benchmark import BASELINES, hyper_parameters
 from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 from apnet_pyg.zsl.metrics import METRICS
-from apnet_pyg.zsl.published import PUBLISHED, SOURCES, published
+from apnet_pyg.zsl.reporting.published import PUBLISHED, SOURCES, published
 
 COLUMNS = ('ZSL', 'U', 'S', 'H')  # the order of METRICS
 TOLERANCE = 5.0  # points: "near the real figure" (issue 10)

@@ -29,18 +29,18 @@ import torch
 from apnet_pyg.data.simulator import SIMULATOR_VERSION, simulate_dataset
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.baselines import closed_form_arguments
-from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.benchmark import closed_form_arguments
+from apnet_pyg.zsl.baselines.eszsl import (
     attribute_map,
     eszsl_scores,
     fit_eszsl_validated,
 )
+from apnet_pyg.zsl.cli import check_dataset_flag, check_seeds_flag
 
 
 def coefficient_sums(attributes, seen_classes, lam):
     r"""Per class, :math:`\sum_j \alpha_{cj}` over the seen classes
-    :math:`j` (:func:`~apnet_pyg.zsl.eszsl.attribute_map`)."""
+    :math:`j` (:func:`~apnet_pyg.zsl.baselines.eszsl.attribute_map`)."""
     alpha = (
         attribute_map(attributes, seen_classes, lam) @ attributes.double().t()
     )

@@ -20,10 +20,13 @@ import torch
 
 from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl import apnet_score_fn, load_model
-from apnet_pyg.zsl.baselines import baseline_dataset, closed_form_arguments
+from apnet_pyg.zsl.baselines.benchmark import (
+    baseline_dataset,
+    closed_form_arguments,
+)
+from apnet_pyg.zsl.baselines.eszsl import eszsl_scores, fit_eszsl_validated
 from apnet_pyg.zsl.cli import add_run_arguments
-from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl_validated
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import load_run
 
 

@@ -41,7 +41,7 @@ from apnet_pyg.zsl.factory import (
     make_sampler,
     make_scheduler,
 )
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import read_run_metrics, run_dataset
 from apnet_pyg.zsl.train import check_config_fits
 

@@ -24,7 +24,7 @@ unseen classes after the last epoch, mean and standard deviation over
 seeds. Nothing is chosen on the unseen classes: every setting is reported.
 Beside them, where the split has validation classes (Split II), the
 balanced accuracy on their nodes among them: what APNet's selection
-(:func:`apnet_pyg.zsl.nodes.select_setting`) would see of the model.
+(:func:`apnet_pyg.zsl.nodes.protocol.select_setting`) would see of the model.
 
     python scripts/dgpn_training_ablation.py [--root ROOT] [--dataset NAME]
         [--seeds N] [--epochs N] [--threads N] [--out PAGE]
@@ -149,7 +149,7 @@ def predict_among(
 def unseen_metrics(
     scores: Tensor, y: Tensor, split, calibration: str
 ) -> Dict[str, float]:
-    from apnet_pyg.zsl.nodes_report import node_metrics
+    from apnet_pyg.zsl.nodes.report import node_metrics
 
     nodes, prediction = predict_among(scores, y, split.unseen, calibration)
     return node_metrics(prediction, y[nodes], split.unseen)
@@ -170,7 +170,7 @@ def validation_balanced(
 
 def run(root: str, dataset: str, seeds: int, epochs: int, log=print):
     from apnet_pyg.data import read_zero_shot_nodes
-    from apnet_pyg.zsl.nodes_inputs import prepare_descriptions, scale_features
+    from apnet_pyg.zsl.nodes.inputs import prepare_descriptions, scale_features
 
     nodes = read_zero_shot_nodes(root, dataset)
     y = nodes.data.y
@@ -217,7 +217,7 @@ def run(root: str, dataset: str, seeds: int, epochs: int, log=print):
 
 
 def format_rows(rows) -> str:
-    from apnet_pyg.zsl.nodes_report import summarise
+    from apnet_pyg.zsl.nodes.report import summarise
 
     lines = [
         '| split | trained against | calibration | acc | balanced | '

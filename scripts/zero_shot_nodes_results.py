@@ -65,7 +65,7 @@ name), the first classes by id are seen, the rest unseen. Split I: 3 seen,
 its provenance: `../shared/data/zero_shot_nodes/README.md`; the reader:
 `apnet_pyg.data.read_zero_shot_nodes` (any dataset in DGPN's layout:
 `--root` and `--dataset` name its folder); the protocol:
-`apnet_pyg.zsl.nodes`.
+`apnet_pyg.zsl.nodes.protocol`.
 
 How to read the table: *acc* is the accuracy on the unseen classes' nodes,
 classified among the unseen classes (DGPN's figure); *balanced* is the
@@ -79,7 +79,7 @@ evaluation. The selection lines list every setting tried, with its mean
 validation balanced accuracy. "published" rows are DGPN's Tables 3 and
 4, not runs of this package.
 
-APNet's base setting was fixed in advance (`apnet_pyg.zsl.nodes_inputs.
+APNet's base setting was fixed in advance (`apnet_pyg.zsl.nodes.inputs.
 NodeSetting()`): node features row-scaled and propagated by the mean over
 the citation graph, the node scored at hops 0, 1 and 2 (the model trained
 on every hop's features of the seen classes' nodes, the per-hop logits
@@ -102,8 +102,8 @@ calibration, the best with the other candidates and the best with the
 other head, each also chosen on validation.
 
 One row is not chosen but fixed in advance: "APNet (DGPN's training, fixed
-in advance)" (`apnet_pyg.zsl.nodes.dgpn_training`) trains APNet as DGPN's
-public code trains its model (every class's description a candidate, no
+in advance)" (`apnet_pyg.zsl.nodes.protocol.dgpn_training`) trains APNet as
+DGPN's public code trains its model (every class's description a candidate, no
 calibration, batches of seen nodes against all classes, Adam at 1e-2),
 with the multiplicative head and an unbounded score, for the base's 30
 epochs. Its choices come from DGPN's code, not from this data; but a

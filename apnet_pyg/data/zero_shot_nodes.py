@@ -17,8 +17,8 @@ Node :math:`i` is the :math:`i`-th line of :obj:`group.txt` (DGPN's order);
 feature rows are matched to nodes by their id. Edges are read as undirected
 (DGPN symmetrises the adjacency); repeated edges count once. Features and
 descriptions are returned as stored: DGPN row-normalises the features and
-L2-normalises the descriptions, which :mod:`apnet_pyg.zsl.nodes` does as a
-named option.
+L2-normalises the descriptions, which :mod:`apnet_pyg.zsl.nodes.protocol`
+does as a named option.
 
 The named class splits (:func:`class_split`) are DGPN's: the first classes
 by id are seen, then the validation classes, the rest unseen. Split I is

@@ -3,7 +3,6 @@ evaluation, the ESZSL and SAE baselines, the comparison with published
 figures and the :obj:`apnet-zsl` command line."""
 
 from apnet_pyg.zsl.class_graph import wordnet_class_prior
-from apnet_pyg.zsl.compare import compare_runs
 from apnet_pyg.zsl.config import (
     FAST,
     PAPER,
@@ -23,7 +22,8 @@ from apnet_pyg.zsl.evaluate import (
 )
 from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.metrics import harmonic_mean, per_class_accuracy
-from apnet_pyg.zsl.reports import format_comparison
+from apnet_pyg.zsl.reporting.compare import compare_runs
+from apnet_pyg.zsl.reporting.tables import format_comparison
 from apnet_pyg.zsl.rundir import load_model
 from apnet_pyg.zsl.train import run, select_on_validation, train_model
 

@@ -12,14 +12,14 @@ Subcommands:
   graph's edges (as in the paper's Figure 2);
 * :obj:`pipeline`: :obj:`simulate` + :obj:`train` + table, the offline demo;
 * :obj:`compare`: finished runs next to the published figures
-  (:mod:`apnet_pyg.zsl.compare`);
+  (:mod:`apnet_pyg.zsl.reporting.compare`);
 * :obj:`tune`: APNet's hyper-parameters chosen on the validation task, as
   the baselines' are (:mod:`apnet_pyg.zsl.tune`);
 * :obj:`baselines`: the closed-form baselines alone on a dataset
-  (:mod:`apnet_pyg.zsl.baselines`);
+  (:mod:`apnet_pyg.zsl.baselines.benchmark`);
 * :obj:`nodes`: zero-shot node classification on a dataset in DGPN's
   layout, APNet against ESZSL, SAE and the published table
-  (:mod:`apnet_pyg.zsl.nodes`).
+  (:mod:`apnet_pyg.zsl.nodes.protocol`).
 """
 
 import argparse
@@ -34,7 +34,7 @@ from apnet_pyg.data.xlsa17 import DATASETS
 from apnet_pyg.scripting import error_line
 from apnet_pyg.zsl.commands import COMMANDS
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig, option_parser
-from apnet_pyg.zsl.nodes_inputs import SELECTIONS
+from apnet_pyg.zsl.nodes.inputs import SELECTIONS
 
 
 def _add_simulate_arguments(parser: argparse.ArgumentParser) -> None:

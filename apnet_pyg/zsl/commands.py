@@ -26,7 +26,7 @@ from apnet_pyg.data.xlsa17_files import (
 )
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
-from apnet_pyg.zsl.reports import (
+from apnet_pyg.zsl.reporting.tables import (
     SIMULATED_LABEL,
     format_baselines,
     format_comparison,
@@ -158,7 +158,7 @@ def train_command(args: argparse.Namespace, root: str) -> Dict:
     print(format_table(metrics))
     metrics_path = Path(args.out) / METRICS_FILE
     if args.baselines:
-        from apnet_pyg.zsl.baselines import fit_baselines
+        from apnet_pyg.zsl.baselines.benchmark import fit_baselines
 
         metrics['baselines'] = fit_baselines(
             data, root, validation_task(data, config)
@@ -239,7 +239,10 @@ def evaluate_command(args: argparse.Namespace) -> Dict:
 
 
 def plot_command(args: argparse.Namespace) -> Path:
-    from apnet_pyg.zsl.plot import check_plot_output, plot_class_vectors
+    from apnet_pyg.zsl.reporting.plot import (
+        check_plot_output,
+        plot_class_vectors,
+    )
     from apnet_pyg.zsl.rundir import load_model, load_run
 
     out = Path(args.out or Path(args.run) / 'class_vectors_tsne.png')
@@ -276,7 +279,7 @@ def pipeline_command(args: argparse.Namespace) -> Dict:
 
 
 def compare_command(args: argparse.Namespace) -> str:
-    from apnet_pyg.zsl.compare import compare_runs
+    from apnet_pyg.zsl.reporting.compare import compare_runs
 
     out = (
         check_output_file(args.out, '--out', 'a markdown file name')
@@ -300,7 +303,7 @@ def compare_command(args: argparse.Namespace) -> str:
 
 def baselines_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.data.xlsa17 import load_xlsa17
-    from apnet_pyg.zsl.baselines import fit_baselines
+    from apnet_pyg.zsl.baselines.benchmark import fit_baselines
     from apnet_pyg.zsl.train import validation_task
 
     out = (
@@ -342,9 +345,9 @@ def baselines_command(args: argparse.Namespace) -> Dict:
 
 def nodes_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.data.zero_shot_nodes import read_zero_shot_nodes
-    from apnet_pyg.zsl.nodes import run_nodes
-    from apnet_pyg.zsl.nodes_inputs import NodeSetting
-    from apnet_pyg.zsl.nodes_report import format_nodes
+    from apnet_pyg.zsl.nodes.inputs import NodeSetting
+    from apnet_pyg.zsl.nodes.protocol import run_nodes
+    from apnet_pyg.zsl.nodes.report import format_nodes
 
     if args.out is not None:
         check_output_file(args.out, '--out', 'a JSON file name')

@@ -62,7 +62,7 @@ from apnet_pyg.zsl.factory import (
     make_scheduler,
 )
 from apnet_pyg.zsl.metrics import ROWS, first_best_index
-from apnet_pyg.zsl.reports import SIMULATED_LABEL, TEST_SELECTED_LABEL
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL, TEST_SELECTED_LABEL
 from apnet_pyg.zsl.rundir import (
     CONFIG_FILE,
     DATA_FILE,

@@ -2,7 +2,7 @@ r"""APNet's hyper-parameters chosen on the validation task, as the
 closed-form baselines' are.
 
 ESZSL and SAE pick their regularisers on the validation classes
-(:mod:`apnet_pyg.zsl.baselines`); :func:`tune` gives APNet the same
+(:mod:`apnet_pyg.zsl.baselines.benchmark`); :func:`tune` gives APNet the same
 treatment: every setting of a grid of :class:`TrainConfig` fields runs the
 selection phase of a run (:func:`apnet_pyg.zsl.train.select_on_validation`:
 train on :obj:`trainclasses1` minus the held-out images, validate on them

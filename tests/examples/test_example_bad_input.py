@@ -10,7 +10,7 @@ from planetoid_toy import write_raw_cora
 from test_examples import load_example
 
 from apnet_pyg.scripting import run_script
-from apnet_pyg.zsl.baselines import BASELINES
+from apnet_pyg.zsl.baselines.benchmark import BASELINES
 from apnet_pyg.zsl.metrics import METRICS
 
 

@@ -5,28 +5,28 @@ import torch
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.data.splits import seen_validation_split
-from apnet_pyg.zsl.baselines import (
+from apnet_pyg.zsl.baselines.benchmark import (
     BASELINES,
     eszsl_metrics,
     hyper_parameters,
     sae_metrics,
 )
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.eszsl import (
     eszsl_scores,
     fit_eszsl,
     fit_eszsl_validated,
     predict_eszsl,
 )
-from apnet_pyg.zsl.metrics import (
-    CALIBRATED_METRICS,
-    harmonic_mean,
-    per_class_accuracy,
-)
-from apnet_pyg.zsl.sae import (
+from apnet_pyg.zsl.baselines.sae import (
     fit_sae,
     fit_sae_validated,
     predict_sae,
     sae_scores,
+)
+from apnet_pyg.zsl.metrics import (
+    CALIBRATED_METRICS,
+    harmonic_mean,
+    per_class_accuracy,
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl.cli import main
-from apnet_pyg.zsl.reports import format_table
+from apnet_pyg.zsl.reporting.tables import format_table
 
 SMALL = [
     '--epochs',
@@ -228,7 +228,7 @@ def test_cli_interrupted_while_fitting_baselines(
 ):
     # Training is over (metrics.json written): --resume would refuse a
     # finished run, so the message points to compare --baselines.
-    import apnet_pyg.zsl.baselines as baselines
+    import apnet_pyg.zsl.baselines.benchmark as baselines
 
     def interrupt(*args):
         raise KeyboardInterrupt
@@ -481,7 +481,7 @@ def test_cli_baselines(tiny_root, tmp_path, capsys):
     # the same seed and held-out share:
     from apnet_pyg.data import load_xlsa17
     from apnet_pyg.data.splits import seen_validation_split
-    from apnet_pyg.zsl.baselines import fit_baselines
+    from apnet_pyg.zsl.baselines.benchmark import fit_baselines
 
     out = tmp_path / 'baselines.json'
     assert (

@@ -4,11 +4,11 @@ import statistics
 import pytest
 
 from apnet_pyg.zsl import TrainConfig
-from apnet_pyg.zsl.baselines import fit_baselines
-from apnet_pyg.zsl.compare import compare_runs
+from apnet_pyg.zsl.baselines.benchmark import fit_baselines
 from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
-from apnet_pyg.zsl.published import PUBLISHED, published
-from apnet_pyg.zsl.reports import format_comparison
+from apnet_pyg.zsl.reporting.compare import compare_runs
+from apnet_pyg.zsl.reporting.published import PUBLISHED, published
+from apnet_pyg.zsl.reporting.tables import format_comparison
 from apnet_pyg.zsl.rundir import load_run
 from apnet_pyg.zsl.train import run
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.eszsl import (
     attribute_map,
     eszsl_scores,
     fit_eszsl,
@@ -129,7 +129,7 @@ def noisy_linear_data():
 
 
 def test_validated_fit_equals_brute_force_grid():
-    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
+    from apnet_pyg.zsl.baselines.eszsl import fit_eszsl_validated
 
     features, labels, attributes = noisy_linear_data()
     train, val, seen = torch.arange(4), torch.arange(4, 6), torch.arange(6)
@@ -219,7 +219,7 @@ def test_score_factorises_through_attribute_map(signed):
 def test_grid_predictions_are_each_pair_fitted_alone():
     # Every (gamma, lambda) in grid x grid order, each the prediction of
     # ESZSL fitted on the training images with that pair.
-    from apnet_pyg.zsl.eszsl import eszsl_grid_predictions
+    from apnet_pyg.zsl.baselines.eszsl import eszsl_grid_predictions
 
     features, labels, attributes = noisy_linear_data()
     train, val = torch.arange(4), torch.arange(4, 9)

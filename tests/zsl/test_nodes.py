@@ -8,7 +8,15 @@ import apnet_pyg.zsl.train as nodes_train
 from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.zsl.evaluate import apnet_score_fn
-from apnet_pyg.zsl.nodes import (
+from apnet_pyg.zsl.nodes.inputs import (
+    NodeSetting,
+    NodeTask,
+    hop_features,
+    prepare_descriptions,
+    propagate_features,
+    scale_features,
+)
+from apnet_pyg.zsl.nodes.protocol import (
     DGPN_INPUTS,
     NodeScores,
     combine_hop_scores,
@@ -20,15 +28,7 @@ from apnet_pyg.zsl.nodes import (
     selection_grid,
     train_node_model,
 )
-from apnet_pyg.zsl.nodes_inputs import (
-    NodeSetting,
-    NodeTask,
-    hop_features,
-    prepare_descriptions,
-    propagate_features,
-    scale_features,
-)
-from apnet_pyg.zsl.nodes_report import format_nodes, node_metrics
+from apnet_pyg.zsl.nodes.report import format_nodes, node_metrics
 from tests.data.test_zero_shot_nodes import write_layout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -393,9 +393,9 @@ def test_selection_folds(tiny):
 def test_closed_form_choice_on_split_ii_is_the_validated_fit(tiny):
     # One fold (Split II): the choice of fit_eszsl_validated and
     # fit_sae_validated, which score the same grid on the same classes.
-    from apnet_pyg.zsl.eszsl import fit_eszsl_validated
-    from apnet_pyg.zsl.nodes import ESZSL_GRID
-    from apnet_pyg.zsl.sae import fit_sae_validated
+    from apnet_pyg.zsl.baselines.eszsl import fit_eszsl_validated
+    from apnet_pyg.zsl.baselines.sae import fit_sae_validated
+    from apnet_pyg.zsl.nodes.protocol import ESZSL_GRID
 
     _, nodes = tiny
     split = nodes.split('II')
@@ -423,7 +423,7 @@ def test_closed_form_choice_on_split_ii_is_the_validated_fit(tiny):
 
 def test_select_setting_over_folds_averages_every_fold(tiny, monkeypatch):
     # A run per fold and seed, the curve the mean of them all.
-    import apnet_pyg.zsl.nodes as nodes_module
+    import apnet_pyg.zsl.nodes.protocol as nodes_module
 
     _, nodes = tiny
     folds = selection_folds(nodes.split('II'))

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from apnet_pyg.zsl.metrics import per_class_accuracy
-from apnet_pyg.zsl.sae import (
+from apnet_pyg.zsl.baselines.sae import (
     fit_sae,
     fit_sae_validated,
     predict_sae,
     sae_grid_predictions,
     sae_scores,
 )
+from apnet_pyg.zsl.metrics import per_class_accuracy
 
 
 def test_hand_computed_case():

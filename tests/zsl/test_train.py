@@ -15,7 +15,7 @@ from apnet_pyg.zsl import TrainConfig, evaluate, load_model, run, train_model
 from apnet_pyg.zsl.evaluate import class_graph_edges
 from apnet_pyg.zsl.factory import build_model, make_optimizer, make_sampler
 from apnet_pyg.zsl.metrics import ROWS
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL
 from apnet_pyg.zsl.rundir import load_run, run_dataset
 from apnet_pyg.zsl.step import TrainStep, adam_update
 from apnet_pyg.zsl.train import (

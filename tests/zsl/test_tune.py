@@ -13,7 +13,7 @@ from apnet_pyg.zsl import run
 from apnet_pyg.zsl import tune as tune_module
 from apnet_pyg.zsl.cli import main
 from apnet_pyg.zsl.metrics import ROWS
-from apnet_pyg.zsl.reports import format_tuning
+from apnet_pyg.zsl.reporting.tables import format_tuning
 from apnet_pyg.zsl.rundir import load_dataset
 from apnet_pyg.zsl.tune import grid_settings, parse_grid, tune
 

@@ -36,13 +36,14 @@ from apnet_pyg.zsl import (
     run,
     train_model,
 )
-from apnet_pyg.zsl.baselines import sae_metrics
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.benchmark import sae_metrics
+from apnet_pyg.zsl.baselines.eszsl import (
     attribute_map,
     fit_eszsl,
     fit_eszsl_validated,
     predict_eszsl,
 )
+from apnet_pyg.zsl.baselines.sae import fit_sae, fit_sae_validated, predict_sae
 from apnet_pyg.zsl.evaluate import (
     GZSLScores,
     best_calibration,
@@ -53,7 +54,6 @@ from apnet_pyg.zsl.evaluate import (
 )
 from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.rundir import load_checkpoint
-from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, predict_sae
 from apnet_pyg.zsl.train import TrainingDiverged, check_config_fits
 
 CASES = Table()

@@ -1,7 +1,7 @@
 import copy
 import math
-from contextlib import nullcontext
 import warnings
+from contextlib import nullcontext
 
 import pytest
 import torch

@@ -7,7 +7,7 @@ For every dataset among the runs, two tables:
   and of the baselines the runs carry (:obj:`apnet-zsl train
   --baselines`; raw and calibrated), as the mean and sample standard
   deviation (ddof 1) over the runs, with the published figure on the real
-  features in parentheses (:mod:`apnet_pyg.zsl.published`);
+  features in parentheses (:mod:`apnet_pyg.zsl.reporting.published`);
 * per run, APNet against ESZSL on the same data: the difference of their
   ZSL accuracies and the ratio of their :math:`H` (raw to raw, and
   calibrated to calibrated where the run's ESZSL records it), under the
@@ -31,10 +31,13 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
 
-from apnet_pyg.zsl.baselines import VALIDATION_ACCURACY, fit_baselines
+from apnet_pyg.zsl.baselines.benchmark import (
+    VALIDATION_ACCURACY,
+    fit_baselines,
+)
 from apnet_pyg.zsl.config import TrainConfig
 from apnet_pyg.zsl.metrics import METRICS, ROWS
-from apnet_pyg.zsl.reports import (
+from apnet_pyg.zsl.reporting.tables import (
     APNET_ROWS,
     CALIBRATED_FIGURES,
     CALIBRATED_SUFFIX,

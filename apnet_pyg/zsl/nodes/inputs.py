@@ -1,5 +1,5 @@
 r"""What APNet for zero-shot node classification reads
-(:mod:`apnet_pyg.zsl.nodes`): the choices of a variant
+(:mod:`apnet_pyg.zsl.nodes.protocol`): the choices of a variant
 (:class:`NodeSetting`), the parameter-free node features and prepared
 class descriptions they prescribe, and :class:`NodeTask`, which presents
 one dataset, class split and CSD kind to the training loop.
@@ -18,7 +18,7 @@ from apnet_pyg.data.zero_shot_nodes import ClassSplit, ZeroShotNodes
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.zsl.config import TrainConfig
 
-#: How node features enter (see :mod:`apnet_pyg.zsl.nodes`).
+#: How node features enter (see :mod:`apnet_pyg.zsl.nodes.protocol`).
 PROPAGATIONS = ('none', 'mean', 'attention')
 #: How a node is scored: :obj:`"single"` from its features after
 #: :obj:`hops` propagation steps, :obj:`"hops"` from its features after
@@ -52,9 +52,9 @@ DESCRIPTION_PREPARATIONS = ('l2', 'center', 'whiten')
 #: Where the choices are made: :obj:`"split"`, on Split II's validation
 #: classes (trained on its seen classes); :obj:`"folds"`, by class-level
 #: cross-validation over Split II's seen and validation classes
-#: (:func:`~apnet_pyg.zsl.nodes.selection_folds`: every way to train on
-#: as many of them as Split II has seen classes and hold out the rest),
-#: the mean over the folds. Neither reads a label of the unseen classes.
+#: (:func:`~apnet_pyg.zsl.nodes.protocol.selection_folds`: every way to
+#: train on as many of them as Split II has seen classes and hold out the
+#: rest), the mean over the folds. Neither reads a label of the unseen classes.
 SELECTIONS = ('split', 'folds')
 
 
@@ -65,7 +65,7 @@ def default_config() -> TrainConfig:
     initialisation (standardising the experts over 2 seen classes blows
     up the directions they do not span), no class graph (the learned one
     joins the nearly parallel descriptions: see
-    :func:`~apnet_pyg.zsl.nodes.selection_grid`),
+    :func:`~apnet_pyg.zsl.nodes.protocol.selection_grid`),
     episodes of all seen classes with 32 nodes each, 25 episodes an epoch,
     Adam at 1e-4, and the epoch count chosen on validation (up to
     :obj:`epochs`)."""

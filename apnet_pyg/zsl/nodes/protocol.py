@@ -44,8 +44,8 @@ unseen-class label is read before the final evaluation. ESZSL and SAE
 are tuned the same way.
 
 The settings and the inputs they prescribe are in
-:mod:`apnet_pyg.zsl.nodes_inputs`, the metrics and tables in
-:mod:`apnet_pyg.zsl.nodes_report`; both are importable from here.
+:mod:`apnet_pyg.zsl.nodes.inputs`, the metrics and tables in
+:mod:`apnet_pyg.zsl.nodes.report`; both are importable from here.
 """
 
 import itertools
@@ -61,24 +61,28 @@ from apnet_pyg.data.zero_shot_nodes import (
     ClassSplit,
     ZeroShotNodes,
 )
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.eszsl import (
     eszsl_grid_predictions,
     fit_eszsl,
     predict_eszsl,
 )
+from apnet_pyg.zsl.baselines.sae import (
+    fit_sae,
+    predict_sae,
+    sae_grid_predictions,
+)
 from apnet_pyg.zsl.evaluate import apnet_score_fn
 from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
-from apnet_pyg.zsl.nodes_inputs import (
+from apnet_pyg.zsl.nodes.inputs import (
     SELECTIONS,
     NodeSetting,
     NodeTask,
     node_features,
 )
-from apnet_pyg.zsl.nodes_report import PUBLISHED, node_metrics, summarise
-from apnet_pyg.zsl.sae import fit_sae, predict_sae, sae_grid_predictions
+from apnet_pyg.zsl.nodes.report import PUBLISHED, node_metrics, summarise
 
 #: ESZSL's grid of gamma and lambda (each), as
-#: :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated`'s default.
+#: :func:`~apnet_pyg.zsl.baselines.eszsl.fit_eszsl_validated`'s default.
 ESZSL_GRID = tuple(10.0**p for p in range(-3, 4))
 
 
@@ -499,8 +503,8 @@ def eszsl_nodes(
     choice: Optional[Tuple[float, float]] = None,
     folds: Optional[Sequence[ClassSplit]] = None,
 ) -> Dict[str, Any]:
-    r"""ESZSL (:func:`~apnet_pyg.zsl.eszsl.fit_eszsl`) fitted on the seen
-    classes' nodes, :math:`(\gamma, \lambda)` chosen by balanced accuracy
+    r"""ESZSL (:func:`~apnet_pyg.zsl.baselines.eszsl.fit_eszsl`) fitted on the
+    seen classes' nodes, :math:`(\gamma, \lambda)` chosen by balanced accuracy
     on the validation classes of :obj:`folds` (default: Split II alone;
     the first best in :data:`ESZSL_GRID` order) unless :obj:`choice` fixes
     them, then used unchanged on every split of :obj:`splits`."""
@@ -537,7 +541,7 @@ def sae_nodes(
     splits: Sequence[ClassSplit],
     folds: Optional[Sequence[ClassSplit]] = None,
 ) -> Dict[str, Any]:
-    r"""SAE (:func:`~apnet_pyg.zsl.sae.fit_sae`) fitted on the seen
+    r"""SAE (:func:`~apnet_pyg.zsl.baselines.sae.fit_sae`) fitted on the seen
     classes' nodes, :math:`\lambda` and the prediction space chosen by
     balanced accuracy on the validation classes of :obj:`folds` (default:
     Split II alone), then used unchanged on every split of

@@ -8,14 +8,14 @@ import statistics
 from typing import Any, Dict, List, Optional
 
 from apnet_pyg.zsl.metrics import METRICS, ROWS
-from apnet_pyg.zsl.published import SOURCES, published
+from apnet_pyg.zsl.reporting.published import SOURCES, published
 
 #: What every result on simulated features is labelled with.
 SIMULATED_LABEL = 'SIMULATED features (not a benchmark result)'
 #: What a result whose epoch was chosen on the test set is labelled with.
 TEST_SELECTED_LABEL = 'test-set selected (optimistic)'
 
-# The rows of a comparison of runs (apnet_pyg.zsl.compare).
+# The rows of a comparison of runs (apnet_pyg.zsl.reporting.compare).
 CALIBRATED_SUFFIX = ', calibrated stacking'
 CALIBRATED = 'APNet' + CALIBRATED_SUFFIX
 TEST_SELECTED = f'APNet, {TEST_SELECTED_LABEL}'
@@ -103,7 +103,7 @@ def format_baselines(results: Dict) -> str:
     validation classes, GZSL raw (as published) and with calibrated
     stacking (the constant :math:`c` chosen on the validation task, as
     APNet's)."""
-    from apnet_pyg.zsl.baselines import hyper_parameters
+    from apnet_pyg.zsl.baselines.benchmark import hyper_parameters
 
     lines = [
         '',

@@ -10,7 +10,7 @@ import torch
 from apnet_pyg.data.xlsa17 import ZSLDataset
 from apnet_pyg.files import make_output_folder, save_figure_atomically
 from apnet_pyg.nn.models.apnet import APNet
-from apnet_pyg.zsl.reports import SIMULATED_LABEL
+from apnet_pyg.zsl.reporting.tables import SIMULATED_LABEL
 
 
 def check_plot_output(out: Union[str, Path]) -> None:

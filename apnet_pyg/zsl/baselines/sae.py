@@ -53,7 +53,7 @@ from typing import Iterator, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from apnet_pyg.zsl.eszsl import (
+from apnet_pyg.zsl.baselines.eszsl import (
     check_classes,
     check_grid,
     check_map_shapes,
@@ -242,7 +242,7 @@ def sae_grid_predictions(
     :obj:`grid` (in that order), SAE fitted on :obj:`train_images` and its
     predictions for :obj:`val_images` among :obj:`val_classes`:
     :obj:`((lam, space), predicted classes)` pairs, as
-    :func:`~apnet_pyg.zsl.eszsl.first_best` reads them. Each
+    :func:`~apnet_pyg.zsl.baselines.eszsl.first_best` reads them. Each
     :math:`\lambda` is solved once."""
     for space in spaces:
         if space not in SPACES:

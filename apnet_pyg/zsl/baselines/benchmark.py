@@ -2,11 +2,11 @@ r"""The closed-form baselines of the benchmark on one dataset, through the
 same ZSL / GZSL protocol as APNet
 (:func:`apnet_pyg.zsl.evaluate.evaluate_scores`):
 
-* ESZSL (:mod:`apnet_pyg.zsl.eszsl`, :math:`\{0, 1\}` targets as in the
-  authors' code), :math:`(\gamma, \lambda)` chosen on the validation
+* ESZSL (:mod:`apnet_pyg.zsl.baselines.eszsl`, :math:`\{0, 1\}` targets as
+  in the authors' code), :math:`(\gamma, \lambda)` chosen on the validation
   classes;
-* SAE (:mod:`apnet_pyg.zsl.sae`), :math:`\lambda` and the prediction space
-  chosen on the validation classes.
+* SAE (:mod:`apnet_pyg.zsl.baselines.sae`), :math:`\lambda` and the
+  prediction space chosen on the validation classes.
 
 Both read the dataset's attributes as loaded (:obj:`att`, L2-normalised
 per class, the benchmark's default) and the raw features, are fitted on
@@ -36,18 +36,22 @@ from torch import Tensor
 
 from apnet_pyg.data.splits import ValidationSplit, seen_validation_split
 from apnet_pyg.data.xlsa17 import ZSLDataset, load_attributes
-from apnet_pyg.zsl.eszsl import eszsl_scores, fit_eszsl, fit_eszsl_validated
+from apnet_pyg.zsl.baselines.eszsl import (
+    eszsl_scores,
+    fit_eszsl,
+    fit_eszsl_validated,
+)
+from apnet_pyg.zsl.baselines.sae import fit_sae, fit_sae_validated, sae_scores
 from apnet_pyg.zsl.evaluate import evaluate_scores, validate
 from apnet_pyg.zsl.metrics import CALIBRATED_METRICS, METRICS
-from apnet_pyg.zsl.sae import fit_sae, fit_sae_validated, sae_scores
 
 
 def closed_form_arguments(data: ZSLDataset) -> Dict[str, Any]:
     r"""The keyword arguments of
-    :func:`~apnet_pyg.zsl.eszsl.fit_eszsl_validated` and
-    :func:`~apnet_pyg.zsl.sae.fit_sae_validated` for :obj:`data`: fit on
-    the training classes, validate on the validation classes, refit on all
-    seen classes' :obj:`trainval_loc` images."""
+    :func:`~apnet_pyg.zsl.baselines.eszsl.fit_eszsl_validated` and
+    :func:`~apnet_pyg.zsl.baselines.sae.fit_sae_validated` for :obj:`data`:
+    fit on the training classes, validate on the validation classes, refit on
+    all seen classes' :obj:`trainval_loc` images."""
     if data.features is None:
         raise ValueError(
             f"'data' ({data.name}) has no image features: load "

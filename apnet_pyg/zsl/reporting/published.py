@@ -1,6 +1,6 @@
 r"""Published accuracies on the real xlsa17 benchmark (ResNet-101 features,
 the proposed split), the figures that runs are compared with
-(:mod:`apnet_pyg.zsl.compare`, :obj:`apnet-zsl compare`) and that the
+(:mod:`apnet_pyg.zsl.reporting.compare`, :obj:`apnet-zsl compare`) and that the
 simulator is calibrated against (:obj:`examples/calibrate_simulator.py`).
 
 Each figure is a per-class mean accuracy in %, in the order of

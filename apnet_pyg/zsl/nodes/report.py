@@ -1,6 +1,6 @@
 r"""The record-keeping and tables of zero-shot node classification
-(:mod:`apnet_pyg.zsl.nodes`): per-run metrics, their summary over seeds,
-DGPN's published figures and :func:`format_nodes`.
+(:mod:`apnet_pyg.zsl.nodes.protocol`): per-run metrics, their summary over
+seeds, DGPN's published figures and :func:`format_nodes`.
 """
 
 from typing import Any, Dict, List, Optional
@@ -81,8 +81,8 @@ def _cell(summary: Optional[Dict[str, Any]], key: str) -> str:
 
 
 def format_nodes(results: Dict[str, Any]) -> str:
-    r"""The tables of :func:`~apnet_pyg.zsl.nodes.run_nodes`: for each CSD
-    kind, accuracy and balanced accuracy (%) on the unseen classes' nodes
+    r"""The tables of :func:`~apnet_pyg.zsl.nodes.protocol.run_nodes`: for each
+    CSD kind, accuracy and balanced accuracy (%) on the unseen classes' nodes
     for every split, the constant-predictor floor, and the published rows
     marked "published"."""
     names = list(results['splits'])
