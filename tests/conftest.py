@@ -218,9 +218,8 @@ def bad_input_data(tiny_root):
 def bad_input_run(tiny_root, bad_input_data, tmp_path_factory):
     r"""One trained run, shared by every evaluate, plot and load_model
     row (read only: rows that break a file break a copy)."""
-    from bad_input import SMALL
-
     from apnet_pyg.zsl import run
+    from tests.helpers.bad_input import SMALL
 
     out = tmp_path_factory.mktemp('bad_input_run') / 'run'
     run(bad_input_data, SMALL, out, progress=False, data_root=str(tiny_root))
@@ -230,7 +229,7 @@ def bad_input_run(tiny_root, bad_input_data, tmp_path_factory):
 @pytest.fixture
 def bad_input_ctx(request, tmp_path):
     r"""The lazy inputs of a bad-input row (:class:`bad_input.Ctx`)."""
-    from bad_input import Ctx
+    from tests.helpers.bad_input import Ctx
 
     return Ctx(request, tmp_path)
 

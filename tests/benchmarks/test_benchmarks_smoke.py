@@ -5,15 +5,12 @@ seconds, so the suite cannot rot. The benchmarks themselves are not tests."""
 import csv
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip('psutil')
 pytest.importorskip('matplotlib')

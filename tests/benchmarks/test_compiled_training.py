@@ -2,14 +2,11 @@ r"""Eager against compiled training (``python -m benchmarks
 compiled_training``): a CPU smoke test through the real command line, and
 its refusals."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip('psutil')
 

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip('psutil')
 pytest.importorskip('matplotlib')

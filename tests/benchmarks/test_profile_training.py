@@ -2,14 +2,11 @@ r"""The training profile (``python -m benchmarks profile``): its counts from
 the profiler's events, and a CPU smoke test through the real training
 loop."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # benchmarks/ lives beside the package.
-    sys.path.insert(0, str(ROOT))
 
 pytest.importorskip('psutil')
 

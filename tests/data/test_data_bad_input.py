@@ -8,7 +8,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 import torch
-from bad_input import (
+
+from apnet_pyg.data import EpisodeSampler, MinibatchSampler, load_xlsa17
+from apnet_pyg.data.simulator import simulate_dataset, simulate_xlsa17
+from apnet_pyg.data.splits import hold_out_per_class, seen_validation_split
+from apnet_pyg.data.wordnet_mappings import (
+    dataset_wordnet_mapping,
+    read_mapping_rows,
+    wordnet_coverage,
+)
+from tests.helpers.bad_input import (
     DIRECTORY,
     LABELS,
     Case,
@@ -21,16 +30,7 @@ from bad_input import (
 )
 
 # tests/xlsa17_toy.py has the toy dataset's layout.
-from xlsa17_toy import NAMES, index_list, names_cell
-
-from apnet_pyg.data import EpisodeSampler, MinibatchSampler, load_xlsa17
-from apnet_pyg.data.simulator import simulate_dataset, simulate_xlsa17
-from apnet_pyg.data.splits import hold_out_per_class, seen_validation_split
-from apnet_pyg.data.wordnet_mappings import (
-    dataset_wordnet_mapping,
-    read_mapping_rows,
-    wordnet_coverage,
-)
+from tests.helpers.xlsa17_toy import NAMES, index_list, names_cell
 
 CASES = Table()
 case = CASES.case

@@ -1,11 +1,9 @@
 import pytest
 import torch
-
-# tests/planetoid_toy.py: tests/ is on sys.path, as conftest.py's folder.
-from planetoid_toy import write_raw_cora
 from torch_geometric.io import read_planetoid_data
 
 from apnet_pyg.data.planetoid import RAW_PARTS, raw_folder, read_raw_planetoid
+from tests.helpers.planetoid_toy import write_raw_cora
 
 
 def test_reads_what_planetoid_reads(tmp_path):

@@ -1,9 +1,9 @@
 import pytest
 import torch
-from host_sync import HostSync, no_host_sync
 
 from apnet_pyg.data import Episode, EpisodeSampler, MinibatchSampler
 from apnet_pyg.data.sampler import IGNORE_TARGET
+from tests.helpers.host_sync import HostSync, no_host_sync
 
 # 6 classes; class c has 2 + c images, interleaved; images 0..3 are outside
 # the pool.

@@ -8,8 +8,9 @@ import pytest
 import scipy.io
 import torch
 
-# tests/xlsa17_toy.py: tests/ is on sys.path, as conftest.py's folder.
-from xlsa17_toy import (
+from apnet_pyg.data import ZSLDataset, load_xlsa17, packaged_root
+from apnet_pyg.data.xlsa17 import DATASETS
+from tests.helpers.xlsa17_toy import (
     LABELS,
     MAT_V73_HEADER,
     NAMES,
@@ -21,9 +22,6 @@ from xlsa17_toy import (
     names_cell,
     write_dataset,
 )
-
-from apnet_pyg.data import ZSLDataset, load_xlsa17, packaged_root
-from apnet_pyg.data.xlsa17 import DATASETS
 
 
 def test_load_tiny_dataset(tmp_path):

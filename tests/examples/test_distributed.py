@@ -13,12 +13,12 @@ from collections import Counter
 import pytest
 import torch
 import torch.distributed as dist
-from planetoid_toy import write_raw_cora
-from test_examples import EXAMPLES, load_example
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import NodeSamplerInput
 
 from apnet_pyg.scripting import run_script
+from tests.helpers.examples import EXAMPLES, load_example
+from tests.helpers.planetoid_toy import write_raw_cora
 
 distributed = load_example('distributed')
 EXAMPLE = osp.join(EXAMPLES, 'distributed.py')

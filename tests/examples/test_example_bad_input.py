@@ -6,12 +6,12 @@ replaced by a function that fails the test if it is reached)."""
 import json
 
 import pytest
-from planetoid_toy import write_raw_cora
-from test_examples import load_example
 
 from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.baselines.benchmark import BASELINES
 from apnet_pyg.zsl.metrics import METRICS
+from tests.helpers.examples import load_example
+from tests.helpers.planetoid_toy import write_raw_cora
 
 
 def work_reached(*args, **kwargs):

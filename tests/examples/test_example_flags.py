@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from test_examples import EXAMPLES, load_example, tiny_planetoid
 
 import apnet_pyg
 from apnet_pyg.scripting import run_script
+from tests.helpers.examples import EXAMPLES, load_example, tiny_planetoid
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,3 @@
-import importlib.util
 import json
 import os.path as osp
 
@@ -6,17 +5,7 @@ import pytest
 import torch
 
 from apnet_pyg.data.xlsa17 import load_xlsa17
-
-EXAMPLES = osp.join(osp.dirname(__file__), '..', '..', 'examples')
-
-
-def load_example(name):
-    spec = importlib.util.spec_from_file_location(
-        name, osp.join(EXAMPLES, f'{name}.py')
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers.examples import load_example, tiny_planetoid
 
 
 def test_ablation_example(tiny_root, tmp_path, capsys):
@@ -377,30 +366,6 @@ def test_drop_in_example_runs(capsys):
     assert 'MLP + APNetConv: test accuracy' in capsys.readouterr().out
 
 
-def tiny_planetoid(num_nodes=60, seed=0):
-    r"""A small random citation-like graph with Planetoid's masks."""
-    import torch
-    from torch_geometric.data import Data
-
-    generator = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 3, (num_nodes,), generator=generator)
-    x = (torch.rand(num_nodes, 20, generator=generator) < 0.2).float()
-    x[torch.arange(num_nodes), y] = 1.0  # A feature that carries the class.
-    edge_index = torch.randint(
-        0, num_nodes, (2, 4 * num_nodes), generator=generator
-    )
-    masks = torch.zeros(3, num_nodes, dtype=torch.bool)
-    masks[0, :20], masks[1, 20:40], masks[2, 40:] = True, True, True
-    return Data(
-        x=x / x.sum(-1, keepdim=True),
-        y=y,
-        edge_index=edge_index,
-        train_mask=masks[0],
-        val_mask=masks[1],
-        test_mask=masks[2],
-    )
-
-
 def test_planetoid_example_table():
     planetoid = load_example('planetoid')
     table = planetoid.compare(
@@ -446,7 +411,6 @@ def test_planetoid_example_search_never_reads_the_test_nodes():
 
 
 def test_planetoid_example_reads_cora_offline(tmp_path):
-    import os.path as osp
 
     import pytest
 

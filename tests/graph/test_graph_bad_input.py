@@ -5,7 +5,6 @@ are in tests/bad_input.py."""
 import math
 
 import torch
-from bad_input import ZERO_ROW, Case, Ctx, Table, X, check_row, check_table
 from torch_geometric.data import Data
 
 from apnet_pyg.graph import (
@@ -18,6 +17,15 @@ from apnet_pyg.graph import (
     wordnet_graph,
 )
 from apnet_pyg.graph.wordnet_corpus import WordNetNotFoundError
+from tests.helpers.bad_input import (
+    ZERO_ROW,
+    Case,
+    Ctx,
+    Table,
+    X,
+    check_row,
+    check_table,
+)
 
 CASES = Table()
 case = CASES.case

@@ -5,7 +5,20 @@ the runner are in tests/bad_input.py."""
 import math
 
 import torch
-from bad_input import (
+from torch_geometric import EdgeIndex
+from torch_geometric.utils import to_torch_csr_tensor
+
+from apnet_pyg.nn import APNetConv, DenseAPNetConv
+from apnet_pyg.nn.functional import (
+    csr_arrays,
+    edge_cosine,
+    edge_index_arrays,
+    sddmm,
+    softmax_spmm,
+    spmm,
+)
+from apnet_pyg.nn.models import APNet, CentroidEncoder, RelationHead, kmeans
+from tests.helpers.bad_input import (
     ADJ,
     BIPARTITE,
     DX,
@@ -22,19 +35,6 @@ from bad_input import (
     check_row,
     check_table,
 )
-from torch_geometric import EdgeIndex
-from torch_geometric.utils import to_torch_csr_tensor
-
-from apnet_pyg.nn import APNetConv, DenseAPNetConv
-from apnet_pyg.nn.functional import (
-    csr_arrays,
-    edge_cosine,
-    edge_index_arrays,
-    sddmm,
-    softmax_spmm,
-    spmm,
-)
-from apnet_pyg.nn.models import APNet, CentroidEncoder, RelationHead, kmeans
 
 CASES = Table()
 case = CASES.case

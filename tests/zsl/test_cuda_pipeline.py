@@ -6,12 +6,10 @@ import math
 import pytest
 import torch
 
-# tests/zsl is on sys.path (rootdir import mode, no __init__.py).
-from test_train import TINY
-
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.zsl import evaluate, load_model, run, train_model
 from apnet_pyg.zsl.factory import build_model
+from tests.helpers.zsl import TINY
 
 pytestmark = pytest.mark.filterwarnings(
     'ignore::apnet_pyg.zsl.train.NotLearningWarning'

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from host_sync import HostSync, no_host_sync
 from torch._dynamo.testing import CompileCounter
 
 import apnet_pyg.zsl.step as step_module
@@ -24,19 +23,8 @@ from apnet_pyg.zsl.train import (
     select_epochs,
     select_on_validation,
 )
-
-TINY = TrainConfig(
-    class_channels=32,
-    hidden_channels=32,
-    proj_channels=16,
-    num_centroids=2,
-    n_way=4,
-    lr=1e-3,
-    epochs=3,
-    lr_decay_epoch=2,
-    iterations_per_epoch=15,
-    seen_val_fraction=0.25,
-)
+from tests.helpers.host_sync import HostSync, no_host_sync
+from tests.helpers.zsl import TINY, corrupt_test_labels
 
 
 @pytest.fixture(scope='module')
@@ -169,20 +157,6 @@ def test_select_on_validation_selects_from_its_history(tiny, tmp_path):
             'val_calibration'
         ]
     )
-
-
-def corrupt_test_labels(data):
-    r"""A copy of :obj:`data` whose test images carry wrong labels (each
-    shifted to another class of its own side): whatever reads them gets a
-    different answer."""
-    labels = data.labels.clone()
-    for images, classes in (
-        (data.test_seen_loc, data.seen_classes),
-        (data.test_unseen_loc, data.unseen_classes),
-    ):
-        position = torch.searchsorted(classes, labels[images])
-        labels[images] = classes[(position + 1) % classes.numel()]
-    return dataclasses.replace(data, labels=labels)
 
 
 def test_selection_never_reads_test_labels(tiny, tmp_path):

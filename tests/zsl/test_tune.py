@@ -3,9 +3,6 @@ import json
 
 import pytest
 
-# tests/zsl is on sys.path (rootdir import mode, no __init__.py).
-from test_train import TINY, corrupt_test_labels
-
 import apnet_pyg.zsl.train as train_module
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.environment import describe_environment
@@ -16,6 +13,7 @@ from apnet_pyg.zsl.metrics import ROWS
 from apnet_pyg.zsl.reporting.tables import format_tuning
 from apnet_pyg.zsl.rundir import load_dataset
 from apnet_pyg.zsl.tune import grid_settings, parse_grid, tune
+from tests.helpers.zsl import TINY, corrupt_test_labels
 
 # Two short settings: the tuning tests train four selection phases.
 BASE = TINY.replace(epochs=2, iterations_per_epoch=10)

@@ -10,20 +10,6 @@ from typing import Any, Callable
 
 import pytest
 import torch
-from bad_input import (
-    CORRUPT,
-    LABELS,
-    SMALL,
-    SMALL_FLAGS,
-    Case,
-    Ctx,
-    Table,
-    check_row,
-    check_table,
-    toy_load,
-    write,
-)
-from xlsa17_toy import write_dataset
 
 from apnet_pyg.data.splits import seen_validation_split
 from apnet_pyg.nn.models import APNet
@@ -55,6 +41,20 @@ from apnet_pyg.zsl.evaluate import (
 from apnet_pyg.zsl.factory import build_model
 from apnet_pyg.zsl.rundir import load_checkpoint
 from apnet_pyg.zsl.train import TrainingDiverged, check_config_fits
+from tests.helpers.bad_input import (
+    CORRUPT,
+    LABELS,
+    SMALL,
+    SMALL_FLAGS,
+    Case,
+    Ctx,
+    Table,
+    check_row,
+    check_table,
+    toy_load,
+    write,
+)
+from tests.helpers.xlsa17_toy import write_dataset
 
 CASES = Table()
 case, cli = CASES.case, CASES.cli

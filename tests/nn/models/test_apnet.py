@@ -1,6 +1,5 @@
 import pytest
 import torch
-from host_sync import no_host_sync
 from torch._dynamo.testing import CompileCounter
 from torch_geometric.utils import to_dense_adj
 
@@ -10,6 +9,7 @@ from apnet_pyg.nn.models.apnet import (
     DENSE_CLASS_GRAPH_MAX_CLASSES,
     use_dense_class_graph,
 )
+from tests.helpers.host_sync import no_host_sync
 
 # A prior over 6 dataset classes (row = target, column = source).
 PRIOR = torch.tensor(

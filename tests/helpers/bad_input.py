@@ -29,13 +29,11 @@ import pytest
 import torch
 import torch_geometric
 
-# tests/xlsa17_toy.py: tests/ is on sys.path, as conftest.py's folder.
-from xlsa17_toy import write_dataset
-
 from apnet_pyg.data import load_xlsa17
 from apnet_pyg.nn.functional import edge_index_arrays
 from apnet_pyg.zsl import TrainConfig
 from apnet_pyg.zsl.cli import main
+from tests.helpers.xlsa17_toy import write_dataset
 
 # A tiny run: small enough that building and training it takes a second.
 SMALL = TrainConfig(

@@ -31,7 +31,7 @@ from apnet_pyg.zsl.nodes.protocol import (
 from apnet_pyg.zsl.nodes.report import format_nodes, node_metrics
 from tests.data.test_zero_shot_nodes import write_layout
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A setting small enough for a test: a few short epochs.
 TINY = NodeSetting().replace(
