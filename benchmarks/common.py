@@ -360,7 +360,7 @@ def _malloc_trim() -> None:
         pass
 
 
-def _proc_status_kb(field: str) -> Optional[int]:
+def proc_status_kb(field: str) -> Optional[int]:
     try:
         with open('/proc/self/status') as f:
             for line in f:
@@ -386,7 +386,7 @@ def current_rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    hwm = _proc_status_kb('VmHWM')
+    hwm = proc_status_kb('VmHWM')
     if hwm is not None:
         return hwm * 1024
     # ru_maxrss is in kB on Linux, bytes on macOS.

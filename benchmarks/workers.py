@@ -15,7 +15,7 @@ from typing import Callable, Dict, Optional, Sequence
 import psutil
 import torch
 
-from benchmarks.common import GB, _proc_status_kb, log
+from benchmarks.common import GB, log, proc_status_kb
 from benchmarks.cuda_fork import cuda_initialisation_evidence
 
 # Workers are forked from a forkserver: a server process started by exec (a
@@ -93,7 +93,7 @@ def _limit_address_space(memory_cap: float) -> None:
     # A CPU worker that allocates past the cap gets a clean allocation error
     # instead of waking the kernel's OOM killer between two watchdog polls.
     try:
-        vm_size = (_proc_status_kb('VmSize') or 0) * 1024
+        vm_size = (proc_status_kb('VmSize') or 0) * 1024
         limit = int(vm_size + memory_cap + GB)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ValueError, OSError):

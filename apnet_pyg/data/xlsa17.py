@@ -38,14 +38,14 @@ from apnet_pyg.data.xlsa17_files import (
     FEATURES_FILE,
     SPLIT_KEYS,
     SPLITS_FILE,
-    _check_labels_match_splits,
-    _read_attributes,
-    _read_class_names,
-    _read_class_roles,
-    _read_features,
-    _read_mat,
-    _read_simulation_sidecar,
-    _read_split_indices,
+    check_labels_match_splits,
+    read_attributes,
+    read_class_names,
+    read_class_roles,
+    read_features,
+    read_mat,
+    read_simulation_sidecar,
+    read_split_indices,
 )
 
 DATASETS = ('AWA1', 'AWA2', 'CUB', 'SUN', 'APY')
@@ -293,22 +293,22 @@ def load_xlsa17(
         root = packaged_root()
     folder = dataset_dir(root, dataset)
     splits_path = folder / SPLITS_FILE
-    splits = _read_mat(splits_path)
+    splits = read_mat(splits_path)
 
-    class_names = _read_class_names(splits, splits_path)
-    att = _read_attributes(splits, attributes, len(class_names), splits_path)
+    class_names = read_class_names(splits, splits_path)
+    att = read_attributes(splits, attributes, len(class_names), splits_path)
     features = labels = None
     if load_features:
-        features, labels = _read_features(
+        features, labels = read_features(
             folder / FEATURES_FILE, len(class_names)
         )
-    locs = _read_split_indices(
+    locs = read_split_indices(
         splits, splits_path, None if labels is None else labels.shape[0]
     )
-    classes = _read_class_roles(folder, class_names, labels, locs)
+    classes = read_class_roles(folder, class_names, labels, locs)
     if labels is not None:
-        _check_labels_match_splits(folder, class_names, labels, locs, classes)
-    simulation = _read_simulation_sidecar(folder)
+        check_labels_match_splits(folder, class_names, labels, locs, classes)
+    simulation = read_simulation_sidecar(folder)
 
     def tensor(array: Optional[np.ndarray]) -> Optional[Tensor]:
         return (

@@ -25,7 +25,7 @@ CLASS_LIST_FILES = {
 }
 
 
-def _read_class_names(splits: Dict[str, Any], path: Path) -> List[str]:
+def read_class_names(splits: Dict[str, Any], path: Path) -> List[str]:
     class_names = _read_names(splits, 'allclasses_names', path)
     if len(set(class_names)) != len(class_names):
         raise ValueError(
@@ -34,7 +34,7 @@ def _read_class_names(splits: Dict[str, Any], path: Path) -> List[str]:
     return class_names
 
 
-def _read_attributes(
+def read_attributes(
     splits: Dict[str, Any], kind: str, num_classes: int, path: Path
 ) -> np.ndarray:
     r"""The :obj:`A x C` attribute matrix of :obj:`kind` (see
@@ -61,7 +61,7 @@ def _read_attributes(
     return att
 
 
-def _read_split_indices(
+def read_split_indices(
     splits: Dict[str, Any], path: Path, num_images: Optional[int]
 ) -> Dict[str, Optional[np.ndarray]]:
     r"""The 0-based image index lists :obj:`<split>_loc` of
@@ -84,7 +84,7 @@ def _read_split_indices(
     return locs
 
 
-def _read_class_roles(
+def read_class_roles(
     folder: Path,
     class_names: List[str],
     labels: Optional[np.ndarray],
@@ -169,7 +169,7 @@ def _read_class_roles(
     return {'seen': seen, 'unseen': unseen, 'train': train, 'val': val}
 
 
-def _check_labels_match_splits(
+def check_labels_match_splits(
     folder: Path,
     class_names: List[str],
     labels: np.ndarray,
@@ -195,7 +195,7 @@ def _check_labels_match_splits(
             )
 
 
-def _read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
+def read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
     r"""The simulator's sidecar (:obj:`None` for real features)."""
     sidecar = folder / SIMULATED_SIDECAR
     if not sidecar.exists():
@@ -220,7 +220,7 @@ def _read_simulation_sidecar(folder: Path) -> Optional[Dict[str, Any]]:
 # Reading ---------------------------------------------------------------------
 
 
-def _read_mat(
+def read_mat(
     path: Path, variable_names: Optional[Sequence[str]] = None
 ) -> Dict[str, Any]:
     from scipy.io import loadmat
@@ -458,8 +458,8 @@ def _read_class_list(
     return np.array([name_to_index[name] for name in names], dtype=np.int64)
 
 
-def _read_features(path: Path, num_classes: int):
-    mat = _read_mat(path, variable_names=['features', 'labels'])
+def read_features(path: Path, num_classes: int):
+    mat = read_mat(path, variable_names=['features', 'labels'])
     for key in ('features', 'labels'):
         if key not in mat:
             raise ValueError(

@@ -269,11 +269,11 @@ def read_zero_shot_nodes(root: PathLike, name: str) -> ZeroShotNodes:
         if not files[part].is_file():
             raise FileNotFoundError(f"'{files[part]}' is missing")
 
-    class_names = _read_class_names(files['class_names'])
+    class_names = read_class_names(files['class_names'])
     num_classes = len(class_names)
     node_ids, y = _read_groups(files['group'], num_classes)
     position = {node: i for i, node in enumerate(node_ids)}
-    x = _read_features(files['feature'], position)
+    x = read_features(files['feature'], position)
     edge_index = _read_edges(files['graph'], position)
     descriptions = {}
     for kind in DESCRIPTION_KINDS:
@@ -304,7 +304,7 @@ def _integer(token: str, path: Path, line: int, what: str) -> int:
         ) from None
 
 
-def _read_class_names(path: Path) -> List[str]:
+def read_class_names(path: Path) -> List[str]:
     try:
         names = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -344,7 +344,7 @@ def _read_groups(path: Path, num_classes: int):
     return node_ids, torch.tensor(labels, dtype=torch.long)
 
 
-def _read_features(path: Path, position: Dict[int, int]) -> Tensor:
+def read_features(path: Path, position: Dict[int, int]) -> Tensor:
     lines = _lines(path)
     if len(lines) != len(position):
         raise ValueError(

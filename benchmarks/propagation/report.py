@@ -320,7 +320,7 @@ def _floor_text(bandwidth: Optional[float]) -> str:
   achieved fraction of the bandwidth on those bytes."""
 
 
-def _machine_table(machine: Dict[str, str]) -> str:
+def machine_table(machine: Dict[str, str]) -> str:
     return markdown_table(
         ['', ''], [[key, value] for key, value in machine.items()]
     )
@@ -542,7 +542,7 @@ def write_report(
             else ''
         ),
         '## Headline\n\n' + '\n'.join(lines) + '\n\n' + load_text,
-        '## Machine\n\n' + _machine_table(machine),
+        '## Machine\n\n' + machine_table(machine),
         '## Method\n\n' + _method_text(settings) + _floor_text(bandwidth),
     ]
     for kind, title in [

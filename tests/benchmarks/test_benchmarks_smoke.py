@@ -921,7 +921,7 @@ def test_results_folder_check_reads_the_suites_machine_records(tmp_path):
         processor,
         recorded_machines,
     )
-    from benchmarks.propagation.report import _machine_table
+    from benchmarks.propagation.report import machine_table
 
     def machine(**changes):
         return {
@@ -940,7 +940,7 @@ def test_results_folder_check_reads_the_suites_machine_records(tmp_path):
         machine(gpu='NVIDIA H100 80GB HBM3', device='cuda'),
     ):
         (tmp_path / 'README.md').write_text(
-            f'# x\n\n## Machine\n\n{_machine_table(record)}\n\n## Plots\n'
+            f'# x\n\n## Machine\n\n{machine_table(record)}\n\n## Plots\n'
         )
         assert recorded_machines(str(tmp_path)) == [
             (str(tmp_path / 'README.md'), record)
