@@ -1,0 +1,628 @@
+"""APNetConv as a drop-in layer on real graphs, homophilic and
+heterophilic, next to PyG's AGNNConv, GATConv and an MLP.
+
+The model is PyG's AGNN example (``examples/agnn.py`` in PyG): dropout 0.5,
+Linear(F, 16), ReLU, two propagation layers, dropout 0.5, Linear(16, C);
+Adam (lr 0.01, weight decay 5e-4), 200 epochs, the test accuracy at the
+epoch of best validation accuracy. Only the two propagation layers change:
+
+- ``MLP``: none (the identity);
+- ``AGNNConv``: ``AGNNConv(requires_grad=False)`` then
+  ``AGNNConv(requires_grad=True)``, as in PyG's example;
+- ``GATConv``: ``GATConv(16, 16)`` twice (one head);
+- ``APNetConv``: ``APNetConv(16)`` twice, the constructor defaults;
+- ``APNetConv (paper)``: ``APNetConv(16, proj_channels=256,
+  temperature=10.0, num_steps=1)``, the APNet paper's configuration.
+
+Graphs are named as PyG names them and read offline from the raw files of
+PyG's datasets: the Planetoid graphs (Cora, CiteSeer, PubMed) from
+``--planetoid-root`` (``<root>/<Name>/raw/ind.<name>.*``), public split,
+features row-normalised as in PyG's AGNN example, one run per seed; the
+Geom-GCN graphs (Cornell, Texas, Wisconsin: PyG's ``WebKB``; Actor) from
+``--geom-gcn-root`` (``<root>/<name>/raw``, copied to a temporary folder,
+where PyG writes its processed copy), features as PyG reads them, one run
+per public split (60/20/20, seed = split). Every run is kept in a record
+(JSON lines), so an interrupted run resumes and the page is rendered from
+the record.
+
+    python experiments/node_classification.py            # the table
+    python experiments/node_classification.py --search   # choose the defaults
+    python experiments/node_classification.py --graphs CiteSeer Wisconsin \\
+        --out /tmp/held-out.md                            # other graphs
+
+``--search`` is how APNetConv's constructor defaults were chosen: every
+configuration of :data:`SEARCH_GRID` on every graph and split, ranked by
+the worst graph's gap between its mean validation accuracy and the better
+of AGNNConv's and GATConv's (the same runs); it never computes a test
+accuracy.
+"""
+
+import argparse
+import datetime
+import json
+import os.path as osp
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+import torch_geometric.transforms as T
+from torch_geometric.data import Data
+from torch_geometric.datasets import Actor, WebKB
+from torch_geometric.nn import AGNNConv, GATConv
+
+from apnet_pyg.data.planetoid import read_raw_planetoid
+from apnet_pyg.files import atomic_write_text, check_output_file
+from apnet_pyg.nn import APNetConv
+from apnet_pyg.scripting import run_script
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+SHARED = osp.join(ROOT, '..', 'shared', 'data')
+HERE = osp.join(ROOT, 'experiments')
+TABLE_OUT = osp.join(HERE, 'node-classification.md')
+SEARCH_OUT = osp.join(HERE, 'node-classification-search.md')
+HIDDEN = 16
+EPOCHS = 200
+
+PLANETOID = ('Cora', 'CiteSeer', 'PubMed')
+WEBKB = ('Cornell', 'Texas', 'Wisconsin')
+GEOM_GCN = WEBKB + ('Actor',)
+#: The graphs of the table and the search: one homophilic, three
+#: heterophilic.
+GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor')
+OTHER_GRAPHS = tuple(g for g in PLANETOID + GEOM_GCN if g not in GRAPHS)
+
+#: The layers of the table, by name: a function of the layer's index (0 or
+#: 1) that makes it.
+LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
+    'MLP': lambda i: torch.nn.Identity(),
+    'AGNNConv': lambda i: AGNNConv(requires_grad=i == 1),
+    'GATConv': lambda i: GATConv(HIDDEN, HIDDEN),
+    'APNetConv': lambda i: APNetConv(HIDDEN),
+    'APNetConv (paper)': lambda i: APNetConv(
+        HIDDEN, proj_channels=256, temperature=10.0, num_steps=1
+    ),
+}
+#: The layers a search configuration is measured against.
+REFERENCES = ('AGNNConv', 'GATConv')
+
+#: The configurations of the defaults' search, APNetConv(16, **config):
+#: the temperature fixed or learned (as exp of a parameter: a ratio a step),
+#: its initial value, the projection, the number of steps, the self-loops'
+#: weight fixed or learned.
+SEARCH_GRID: List[dict] = [
+    {'proj_channels': None, 'temperature': 1.0, 'learn_temperature': True},
+]
+
+
+class Graph(NamedTuple):
+    name: str
+    data: Data
+    #: (train, validation, test) masks, one triple a run.
+    splits: List[tuple]
+    #: What a run's seed is: the split's index, or a seed on one split.
+    runs: str
+
+
+def load_graph(
+    name: str, planetoid_root: str, geom_gcn_root: str, num_runs: int
+) -> Graph:
+    r"""The graph :obj:`name` with :obj:`num_runs` runs: a Planetoid graph
+    on its public split (a seed a run), a Geom-GCN graph on its first
+    :obj:`num_runs` splits."""
+    if name in PLANETOID:
+        try:
+            data = read_raw_planetoid(planetoid_root, name)
+        except (OSError, ValueError) as error:  # The message names the file.
+            raise type(error)(f'--planetoid-root: {error}') from None
+        data = T.NormalizeFeatures()(data)
+        split = (data.train_mask, data.val_mask, data.test_mask)
+        return Graph(name, data, [split] * num_runs, 'seeds, public split')
+    if name not in GEOM_GCN:
+        raise ValueError(
+            f"--graphs: unknown graph '{name}'; choose among "
+            f'{", ".join(PLANETOID + GEOM_GCN)}'
+        )
+    folder = osp.join(geom_gcn_root, name.lower(), 'raw')
+    if name == 'Actor':
+        folder = osp.join(geom_gcn_root, 'Actor', 'raw')
+    if not osp.isdir(folder):
+        raise FileNotFoundError(
+            f"--geom-gcn-root: no folder '{folder}' of {name}'s raw files"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        # PyG writes its processed copy beside raw/: a copy of raw/ there.
+        if name == 'Actor':
+            shutil.copytree(folder, osp.join(tmp, 'raw'))
+            dataset = Actor(tmp)
+        else:
+            shutil.copytree(folder, osp.join(tmp, name.lower(), 'raw'))
+            dataset = WebKB(tmp, name)
+        data = dataset[0]
+    masks = (data.train_mask, data.val_mask, data.test_mask)
+    if masks[0].dim() != 2 or masks[0].size(1) < num_runs:
+        raise ValueError(
+            f'{name} has {masks[0].size(-1)} splits, fewer than --runs '
+            f'{num_runs}'
+        )
+    splits = [tuple(mask[:, i] for mask in masks) for i in range(num_runs)]
+    return Graph(name, data, splits, 'public splits')
+
+
+class Net(torch.nn.Module):
+    r"""PyG's AGNN example network with :obj:`make_conv(i)` as propagation
+    layer :obj:`i` (0 or 1)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        make_conv: Callable[[int], torch.nn.Module],
+    ):
+        super().__init__()
+        self.lin1 = torch.nn.Linear(in_channels, HIDDEN)
+        self.prop1 = make_conv(0)
+        self.prop2 = make_conv(1)
+        self.lin2 = torch.nn.Linear(HIDDEN, out_channels)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor):
+        # Dropout on the stored entries of the sparse features: the same
+        # distribution as dense dropout (dropping a zero does nothing),
+        # many times faster on CPU.
+        x = torch.sparse_csr_tensor(
+            x.crow_indices(),
+            x.col_indices(),
+            F.dropout(x.values(), p=0.5, training=self.training),
+            x.shape,
+        )
+        x = F.relu(x @ self.lin1.weight.t() + self.lin1.bias)
+        x = self.propagate(self.prop1, x, edge_index)
+        x = self.propagate(self.prop2, x, edge_index)
+        x = F.dropout(x, p=0.5, training=self.training)
+        return F.log_softmax(self.lin2(x), dim=1)
+
+    @staticmethod
+    def propagate(conv, x, edge_index):
+        return (
+            conv(x)
+            if isinstance(conv, torch.nn.Identity)
+            else conv(x, edge_index)
+        )
+
+
+def train(
+    graph: Graph,
+    run: int,
+    make_conv: Callable[[int], torch.nn.Module],
+    epochs: int = EPOCHS,
+    test: bool = True,
+) -> Dict[str, Optional[float]]:
+    r"""Trains one model on run :obj:`run` (its split, and its seed);
+    returns the best validation accuracy and the test accuracy at its
+    epoch (:obj:`None` with :obj:`test=False`: then the test nodes are
+    never evaluated)."""
+    train_mask, val_mask, test_mask = graph.splits[run]
+    data = graph.data
+    torch.manual_seed(run)
+    model = Net(data.num_features, int(data.y.max()) + 1, make_conv)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=0.01, weight_decay=5e-4
+    )
+    x = data.x.to_sparse_csr()
+    best_val, test_acc = -1.0, None
+    for _ in range(epochs):
+        model.train()
+        optimizer.zero_grad()
+        out = model(x, data.edge_index)
+        F.nll_loss(out[train_mask], data.y[train_mask]).backward()
+        optimizer.step()
+
+        model.eval()
+        with torch.no_grad():
+            pred = model(x, data.edge_index).argmax(dim=-1)
+        val = float((pred[val_mask] == data.y[val_mask]).float().mean())
+        if val > best_val:
+            best_val = val
+            if test:
+                test_acc = float(
+                    (pred[test_mask] == data.y[test_mask]).float().mean()
+                )
+    return {'val': best_val, 'test': test_acc}
+
+
+# Records: one line a run, so that an interrupted job resumes #################
+
+
+def record_key(graph: str, layer: str, run: int, epochs: int) -> str:
+    return json.dumps([graph, layer, run, epochs])
+
+
+def read_records(path: Optional[str]) -> Dict[str, dict]:
+    records = {}
+    if path is None or not osp.exists(path):
+        return records
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                key = record_key(
+                    row['graph'], row['layer'], row['run'], row['epochs']
+                )
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(
+                    f'--record {path}: line {number} is not a record of '
+                    f'this script; pass another file'
+                ) from None
+            records[key] = row
+    return records
+
+
+def measure(
+    graphs: Sequence[Graph],
+    layers: Dict[str, Callable[[int], torch.nn.Module]],
+    num_runs: int,
+    epochs: int,
+    record: Optional[str],
+    test: bool,
+    stamp: Dict[str, str],
+    log=print,
+) -> Dict[str, Dict[str, List[dict]]]:
+    r"""Every layer on every graph and run (what :obj:`record` holds is
+    reused); the results by layer and graph."""
+    done = read_records(record)
+    results: Dict[str, Dict[str, List[dict]]] = {}
+    for name, make_conv in layers.items():
+        for graph in graphs:
+            rows, start = [], time.perf_counter()
+            for run in range(num_runs):
+                key = record_key(graph.name, name, run, epochs)
+                row = done.get(key)
+                if row is None or (test and row['test'] is None):
+                    started = time.perf_counter()
+                    row = train(graph, run, make_conv, epochs, test)
+                    row.update(
+                        graph=graph.name,
+                        layer=name,
+                        run=run,
+                        epochs=epochs,
+                        seconds=time.perf_counter() - started,
+                        **stamp,
+                    )
+                    if record is not None:
+                        with open(record, 'a') as f:
+                            f.write(json.dumps(row) + '\n')
+                rows.append(row)
+            results.setdefault(name, {})[graph.name] = rows
+            log(
+                f'{name} on {graph.name}: val '
+                f'{mean_std([r["val"] for r in rows])}'
+                + (
+                    f', test {mean_std([r["test"] for r in rows])}'
+                    if test
+                    else ''
+                )
+                + f' ({time.perf_counter() - start:.0f} s)'
+            )
+    return results
+
+
+def mean_std(values: Sequence[float]) -> str:
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f'{100 * statistics.mean(values):.1f} ± {100 * std:.1f}'
+
+
+def mean(rows: List[dict], key: str) -> float:
+    return 100 * statistics.mean(row[key] for row in rows)
+
+
+# The search ##################################################################
+
+
+def rank(
+    results: Dict[str, Dict[str, List[dict]]],
+    graphs: Sequence[str],
+    configs: Sequence[str],
+) -> List[dict]:
+    r"""The configurations ranked by the worst graph's gap between their
+    mean validation accuracy and the better of the references' (ties: the
+    mean gap); validation only."""
+    best_reference = {
+        graph: max(mean(results[ref][graph], 'val') for ref in REFERENCES)
+        for graph in graphs
+    }
+    ranked = []
+    for config in configs:
+        vals = {graph: mean(results[config][graph], 'val') for graph in graphs}
+        gaps = [vals[graph] - best_reference[graph] for graph in graphs]
+        ranked.append(
+            {
+                'config': config,
+                'val': vals,
+                'worst_gap': min(gaps),
+                'mean_gap': statistics.mean(gaps),
+            }
+        )
+    ranked.sort(key=lambda row: (-row['worst_gap'], -row['mean_gap']))
+    return ranked
+
+
+# Pages #######################################################################
+
+
+def describe_runs(rows: List[dict]) -> str:
+    machines = sorted({row['machine'] for row in rows})
+    dates = sorted({row['date'] for row in rows})
+    minutes = sum(row['seconds'] for row in rows) / 60
+    when = dates[0] if len(dates) == 1 else f'{dates[0]} to {dates[-1]}'
+    return (
+        f'{len(rows)} runs on {when}, {minutes:.0f} min of training in all '
+        f'({"; ".join(machines)})'
+    )
+
+
+def render_table(
+    results: Dict[str, Dict[str, List[dict]]],
+    graphs: Sequence[str],
+    command: str,
+) -> str:
+    rows = [
+        r
+        for by_graph in results.values()
+        for rs in by_graph.values()
+        for r in rs
+    ]
+    kinds = ', '.join(
+        f'{name}: {mean_std_count(results, name)}' for name in graphs
+    )
+    epochs = ', '.join(sorted({str(r['epochs']) for r in rows}))
+    lines = [
+        '# APNetConv as a drop-in layer on homophilic and heterophilic graphs',
+        '',
+        f'Produced by `{command}`: {describe_runs(rows)}.',
+        '',
+        "PyG's AGNN model (Linear-ReLU-conv-conv-Linear, hidden 16, "
+        f'dropout 0.5, Adam 0.01 with weight decay 5e-4, {epochs} epochs), '
+        'only '
+        'the two propagation layers changed; the test accuracy at the epoch '
+        'of best validation accuracy, mean ± standard deviation over the '
+        f'runs ({kinds}). See `experiments/node_classification.py` for '
+        'each layer and how the graphs are read.',
+        '',
+        '| layer | ' + ' | '.join(graphs) + ' |',
+        '|---' * (len(graphs) + 1) + '|',
+    ]
+    for name, by_graph in results.items():
+        cells = [mean_std([r['test'] for r in by_graph[g]]) for g in graphs]
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    lines += [
+        '',
+        'Validation accuracy (%), the same runs:',
+        '',
+        '| layer | ' + ' | '.join(graphs) + ' |',
+        '|---' * (len(graphs) + 1) + '|',
+    ]
+    for name, by_graph in results.items():
+        cells = [mean_std([r['val'] for r in by_graph[g]]) for g in graphs]
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def mean_std_count(results, graph: str) -> str:
+    rows = next(iter(results.values()))[graph]
+    return f'{len(rows)} {"seeds" if graph in PLANETOID else "splits"}'
+
+
+def render_search(
+    results: Dict[str, Dict[str, List[dict]]],
+    graphs: Sequence[str],
+    ranked: List[dict],
+    command: str,
+) -> str:
+    rows = [
+        r
+        for by_graph in results.values()
+        for rs in by_graph.values()
+        for r in rs
+    ]
+    lines = [
+        "# APNetConv's constructor defaults: the validation search",
+        '',
+        f'Produced by `{command}`: {describe_runs(rows)}.',
+        '',
+        'Every configuration is `APNetConv(16, **config)` as both '
+        "propagation layers of PyG's AGNN model (see "
+        '`experiments/node_classification.py`), trained on every graph '
+        'and run; the score of a graph is the mean best validation '
+        'accuracy over the runs. A configuration is ranked by its worst '
+        'graph: the smallest gap between its score and the better of '
+        "AGNNConv's and GATConv's on that graph (the same runs), ties by "
+        'the mean gap. Only the training and validation nodes are used: '
+        'the search never computes a test accuracy. The first row became '
+        'the constructor defaults.',
+        '',
+        '| layer | ' + ' | '.join(graphs) + ' | worst gap | mean gap |',
+        '|---' * (len(graphs) + 3) + '|',
+    ]
+    for name in REFERENCES:
+        cells = [f'{mean(results[name][g], "val"):.1f}' for g in graphs]
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' | | |')
+    for row in ranked:
+        cells = [f'{row["val"][g]:.1f}' for g in graphs]
+        lines.append(
+            f'| `{row["config"]}` | '
+            + ' | '.join(cells)
+            + f' | {row["worst_gap"]:+.1f} | {row["mean_gap"]:+.1f} |'
+        )
+    return '\n'.join(lines) + '\n'
+
+
+# Command line ################################################################
+
+
+def search_configs() -> Dict[str, Callable[[int], torch.nn.Module]]:
+    r"""The search's layers, named by their arguments."""
+
+    def make(config: dict) -> Callable[[int], torch.nn.Module]:
+        return lambda i: APNetConv(HIDDEN, **config)
+
+    return {
+        ', '.join(f'{k}={v!r}' for k, v in config.items()): make(config)
+        for config in SEARCH_GRID
+    }
+
+
+def machine() -> str:
+    processor = platform.processor() or platform.machine()
+    return (
+        f'{processor}, torch {torch.__version__}, '
+        f'{torch.get_num_threads()} thread(s)'
+    )
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    r"""Refuses bad flags with a one-line error before any graph is read."""
+    if args.runs < 1:
+        raise ValueError(
+            f'--runs must be a positive integer (got {args.runs})'
+        )
+    if args.epochs < 1:
+        raise ValueError(
+            f'--epochs must be a positive integer (got {args.epochs})'
+        )
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(
+            f'--threads must be a positive integer (got {args.threads})'
+        )
+    for flag in ('graphs', 'layers'):
+        values = getattr(args, flag) or []
+        if len(set(values)) < len(values):
+            raise ValueError(f'--{flag} names one twice ({" ".join(values)})')
+    if args.search and args.layers is not None:
+        raise ValueError(
+            '--layers goes with the table, not --search (the search trains '
+            'AGNNConv, GATConv and every configuration of its grid)'
+        )
+    for flag in ('out', 'record'):
+        if getattr(args, flag) is not None:
+            check_output_file(getattr(args, flag), f'--{flag}', 'a file name')
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument(
+        '--graphs',
+        nargs='+',
+        default=list(GRAPHS),
+        help=f'graphs, as PyG names them (default: {" ".join(GRAPHS)}; '
+        f'also {", ".join(OTHER_GRAPHS)})',
+    )
+    parser.add_argument(
+        '--planetoid-root',
+        default=osp.join(SHARED, 'planetoid'),
+        help='folder of <Name>/raw/ind.<name>.* (default: '
+        '../shared/data/planetoid)',
+    )
+    parser.add_argument(
+        '--geom-gcn-root',
+        default=osp.join(SHARED, 'geom_gcn'),
+        help='folder of <name>/raw (default: ../shared/data/geom_gcn)',
+    )
+    parser.add_argument(
+        '--runs', type=int, default=10, help='runs a graph (default: 10)'
+    )
+    parser.add_argument(
+        '--epochs', type=int, default=EPOCHS, help='epochs a run (default 200)'
+    )
+    parser.add_argument(
+        '--layers',
+        nargs='+',
+        choices=list(LAYERS),
+        default=None,
+        help='layers of the table (default: all)',
+    )
+    parser.add_argument(
+        '--search',
+        action='store_true',
+        help='choose the defaults: the validation search of APNetConv '
+        'configurations, instead of the table',
+    )
+    parser.add_argument(
+        '--out',
+        help=f'the page (default: {osp.relpath(TABLE_OUT, ROOT)}, with '
+        f'--search {osp.relpath(SEARCH_OUT, ROOT)})',
+    )
+    parser.add_argument(
+        '--record',
+        help='the runs, one JSON line each, reused when they are there '
+        '(default: the page with .jsonl for .md)',
+    )
+    parser.add_argument(
+        '--threads',
+        type=int,
+        default=None,
+        help="torch threads (default: torch's)",
+    )
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    check_arguments(args)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    # The sparse features: only the CSR products used here, which are stable.
+    warnings.filterwarnings('ignore', 'Sparse CSR tensor support is in beta')
+    warnings.filterwarnings('ignore', 'Sparse invariant checks')
+
+    out = args.out or (SEARCH_OUT if args.search else TABLE_OUT)
+    record = args.record or osp.splitext(out)[0] + '.jsonl'
+    graphs = [
+        load_graph(name, args.planetoid_root, args.geom_gcn_root, args.runs)
+        for name in args.graphs
+    ]
+    names = [graph.name for graph in graphs]
+    command = ' '.join(['python experiments/node_classification.py', *argv])
+    stamp = {'machine': machine(), 'date': str(datetime.date.today())}
+
+    def log(line):
+        print(line, flush=True)
+
+    if args.search:
+        configs = search_configs()
+        layers = {name: LAYERS[name] for name in REFERENCES}
+        layers.update(configs)
+        results = measure(
+            graphs,
+            layers,
+            args.runs,
+            args.epochs,
+            record,
+            test=False,
+            stamp=stamp,
+            log=log,
+        )
+        ranked = rank(results, names, list(configs))
+        page = render_search(results, names, ranked, command)
+        print(f'best: {ranked[0]["config"]}')
+    else:
+        layers = {name: LAYERS[name] for name in args.layers or LAYERS}
+        results = measure(
+            graphs,
+            layers,
+            args.runs,
+            args.epochs,
+            record,
+            test=True,
+            stamp=stamp,
+            log=log,
+        )
+        page = render_table(results, names, command)
+    atomic_write_text(page, out)
+    print(f'wrote {out} (runs in {record})')
+
+
+if __name__ == '__main__':
+    sys.exit(run_script(main))
