@@ -22,8 +22,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(*args, budget=None, timeout=120):
-    env = dict(os.environ, PYTHON=sys.executable)
+def run(*args, budget=None, timeout=120, **environment):
+    env = dict(os.environ, PYTHON=sys.executable, **environment)
     if budget is not None:
         env['DEVICE_CHECK_BUDGET'] = str(budget)
     return subprocess.run(
@@ -50,7 +50,8 @@ def test_the_script_parses():
         (
             ['--only', 'propagation,bogus', 'out'],
             "error: --only: unknown step 'bogus' (steps: env cuda-tests "
-            'propagation train-speed profile train-compile suite)',
+            'targets awa2-recipe suite propagation train-speed profile '
+            'train-compile)',
         ),
     ],
 )
@@ -122,3 +123,60 @@ def test_a_step_past_the_budget_is_recorded_and_fails_the_check(tmp_path):
     assert (
         out / 'train-speed.txt'
     ).read_text().strip() == 'not run: the budget of 1 s was spent'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is here')
+def test_the_default_steps_on_the_cpu(tmp_path):
+    # Every default step at its tiniest: the Triton tests that need no
+    # device, issue 54's targets (the kernels under Triton's interpreter),
+    # the AWA2 recipe's command (one epoch of two episodes, eager) and its
+    # record, and
+    # the suite (one small test file) in its shard; at most 8 files back.
+    out = tmp_path / 'out'
+    result = run(
+        '--allow-cpu',
+        out,
+        budget=400,
+        timeout=400,
+        DEVICE_CHECK_SUITE='tests/test_console.py',
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted(path.name for path in out.iterdir())
+    assert files == [
+        'awa2-recipe.txt',
+        'cuda-tests.txt',
+        'env.txt',
+        'results.tar',
+        'suite.txt',
+        'targets.md',
+    ]
+    assert len(files) <= 8
+    steps = (out / 'env.txt').read_text().split('## steps (')[1]
+    assert [line.split(':')[0] for line in steps.splitlines()[1:]] == [
+        'cuda-tests',
+        'targets',
+        'awa2-recipe',
+        'suite',
+    ]
+    assert all(': ok (' in line for line in steps.splitlines()[1:]), steps
+    with tarfile.open(out / 'results.tar') as archive:
+        names = set(archive.getnames())
+        recipe = archive.extractfile('results/awa2_recipe.md').read().decode()
+    assert {
+        'results/targets.csv',
+        'results/targets.md',
+        'results/targets.png',
+        'results/awa2_recipe.csv',
+        'results/awa2_recipe.md',
+    } <= names
+    targets = (out / 'targets.md').read_text()
+    assert targets.startswith('# Issue 54 targets: `')
+    assert '## Console log' in targets and 'ok      random' in targets
+    assert 'SIMULATED' in recipe and '- finished in ' in recipe
+    assert '(simulated)' in recipe
+    recipe_log = (out / 'awa2-recipe.txt').read_text()
+    assert 'final epoch 1/1' in recipe_log
+    suite = (out / 'suite.txt').read_text()
+    assert '## shard 0: tests/test_console.py' in suite
+    assert 'test_runs_the_command_line PASSED' in suite
+    assert 'passed' in (out / 'cuda-tests.txt').read_text()
