@@ -1087,7 +1087,12 @@ def test_launch_configuration():
     assert launch.fixed_config(64, 1) == dict(
         BLOCK_E=4, num_warps=1, num_stages=1
     )
-    assert launch.fixed_config(2048, 4)['num_warps'] == 8
+    # The zero-shot pipeline's 2048-wide x: 4 entries, 8 warps (32 a
+    # thread); 4096 features: 2.
+    assert launch.fixed_config(2048, 16) == dict(
+        BLOCK_E=4, num_warps=8, num_stages=1
+    )
+    assert launch.fixed_config(4096, 16)['BLOCK_E'] == 2
 
 
 @requires_triton
@@ -1125,8 +1130,10 @@ def test_autotune_candidates():
     }
     # WordNet (degree 4 with the self-loops), F = 64, H = 256.
     assert candidates(4, 64, 256) == {(4, 1), (4, 2), (8, 2), (8, 4)}
-    # The zero-shot pipeline's 2048-wide rows: the smallest tile.
+    # The zero-shot pipeline's 2048-wide rows: 4 entries a block; the
+    # widest rows, 4096 features: 2 (32 elements a thread either way).
     assert candidates(4, 2048, 256) == {(4, 8)}
+    assert candidates(4, 4096, 256) == {(2, 8)}
     assert kernels.KEY == ['num_x', 'num_h', 'degree']
     assert all(c.num_stages == 1 for c in kernels.CONFIGS)
 

@@ -75,12 +75,12 @@ def prune_configs(configs, named_args, **kwargs):
     ]
     if kept:
         return kept
-    # The widest rows: the smallest tile, the most warps.
+    # The widest rows (4,096 features): the smallest tile, the most warps.
     return [min(configs, key=lambda c: (c.kwargs['BLOCK_E'], -c.num_warps))]
 
 
 #: The candidates of every entry loop (before :func:`prune_configs`).
-CONFIGS = _configs((4, 8, 16, 32), (1, 2, 4, 8))
+CONFIGS = _configs((2, 4, 8, 16, 32), (1, 2, 4, 8))
 #: The keys: the widths and the mean degree's power of two (each tensor
 #: argument's dtype is part of the key too).
 KEY = ['num_x', 'num_h', 'degree']

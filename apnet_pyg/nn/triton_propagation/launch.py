@@ -69,17 +69,12 @@ def interpreter_enabled() -> bool:
 def _patch_interpreter_index() -> None:
     r"""Triton 3.6's interpreter turns a loop bound into an integer with
     :obj:`int(array)` of a one-element array, which numpy 2.4 refuses
-    (triton-lang/triton#9171, fixed upstream by #9172): the kernels'
-    :obj:`range()` over bounds read from memory needs the fix, applied
-    here to the interpreter's tensor patching when it lacks it."""
-    import numpy as np
+    (and numpy 1.25 to 2.3 warns of; triton-lang/triton#9171, fixed
+    upstream by #9172): the kernels' :obj:`range()` over bounds read from
+    memory needs that fix, applied here to the interpreter's tensor
+    patching (it reads the element explicitly, right on every numpy)."""
     from triton.runtime import interpreter
 
-    try:
-        int(np.ones(1, dtype=np.int32))
-        return  # numpy < 2.4: nothing to fix.
-    except TypeError:
-        pass
     original = interpreter._patch_lang_tensor
     if getattr(original, 'apnet_pyg_index_fix', False):
         return
@@ -192,9 +187,10 @@ def fixed_config(width: int, degree: int) -> Dict[str, int]:
     r"""The configuration of a launch that is not autotuned (few entries,
     deterministic algorithms, CUDA-graph capture of an untimed key, the
     interpreter): :obj:`BLOCK_E` the mean degree's power of two (4 to 16),
-    about 16 elements a thread of a gathered :obj:`[BLOCK_E, width]` tile
-    (:obj:`width` the wider tile)."""
-    block = min(max(degree, 4), 16)
+    fewer where the rows are wide (at most 8,192 elements a gathered
+    :obj:`[BLOCK_E, width]` tile, :obj:`width` the wider tile), and
+    about 16 to 32 elements a thread of it."""
+    block = min(max(degree, 4), 16, max(1, 8192 // width))
     warps = min(8, max(1, block * width // 512))
     return {'BLOCK_E': block, 'num_warps': warps, 'num_stages': 1}
 
