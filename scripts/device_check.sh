@@ -23,8 +23,9 @@
 #                results/<gpu>/awa2_recipe.md, awa2_recipe.csv
 #   suite        the whole test suite, pytest -v -rfE (one line per test,
 #                so a run cut short still names its failures): its CPU
-#                tests in parallel shards on the cores the recipe leaves
-#                (taskset), while the recipe runs, then its CUDA tier
+#                tests in parallel shards (2 threads each) on the half of
+#                the cores the recipe leaves (taskset), while the recipe
+#                runs, then its CUDA tier
 #                                                       -> suite.txt
 # and, named with --only, the older steps: propagation (the grid, in
 # float32, bfloat16 and float16), train-speed, profile, train-compile.
@@ -321,10 +322,26 @@ fi
 # ---------------------------------------------------------------------------
 # The suite's CPU tests in SHARDS parallel pytest processes (files dealt
 # by size), two threads each, on the cores the recipe does not use.
+# With taskset and 8 cores or more, the recipe runs on the first half of
+# the cores (its compilation uses them) and the shards on the other half,
+# at the same time; else the shards run after it, on every core.
+recipe_pin=()
+shard_pin=()
+shard_cores=""
+if command -v taskset >/dev/null && [ "$CORES" -ge 8 ] && wanted suite &&
+        wanted awa2-recipe; then
+    half=$(( CORES / 2 ))
+    shard_cores="$half-$(( CORES - 1 ))"
+    recipe_pin=(taskset -c "0-$(( half - 1 ))")
+    shard_pin=(taskset -c "$shard_cores")
+fi
 suite_log="$outdir/suite.txt"
 SHARDS=0
 if wanted suite; then
-    SHARDS=$(( CORES >= 12 ? 6 : (CORES >= 4 ? CORES / 2 : 1) ))
+    # Two threads a shard, on the cores they may use.
+    usable=$CORES
+    [ -z "$shard_cores" ] || usable=$(( CORES / 2 ))
+    SHARDS=$(( usable >= 4 ? usable / 2 : 1 ))
     "$PYTHON" - "$SHARDS" "$work" "${DEVICE_CHECK_SUITE:-tests}" <<'EOF'
 import glob, os, sys
 count, work, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -341,16 +358,6 @@ for i, names in enumerate(shards):
         f.write('\n'.join(names) + '\n')
 EOF
 fi
-# With taskset and 8 cores or more, the recipe runs on cores 0-3 and the
-# shards on the others, at the same time; else the shards run after it.
-recipe_pin=()
-shard_pin=()
-shard_cores=""
-if command -v taskset >/dev/null && [ "$CORES" -ge 8 ]; then
-    shard_cores="4-$(( CORES - 1 ))"
-    recipe_pin=(taskset -c 0-3)
-    shard_pin=(taskset -c "$shard_cores")
-fi
 start_cpu_suite() {
     # The CPU tests until the budget's end, less the CUDA tier's share.
     local reserve=5 cap i
@@ -359,6 +366,12 @@ start_cpu_suite() {
     [ "$SHARDS" -gt 0 ] && [ "$cap" -ge 20 ] || return 0
     date +%s >"$work/suite.begin"
     for i in $(seq 0 $(( SHARDS - 1 ))); do
+        if [ ! -s "$work/shard-$i.txt" ] || [ -z "$(tr -d '\n' \
+                <"$work/shard-$i.txt")" ]; then
+            echo 0 >"$work/suite-$i.rc"  # No file dealt to it.
+            : >"$work/suite-$i.txt"
+            continue
+        fi
         ( OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout -s INT -k 10 "$cap" \
               ${shard_pin[@]+"${shard_pin[@]}"} "$PYTHON" -m pytest -v \
               -rfE -p no:cacheprovider -m "not cuda" \
