@@ -413,7 +413,7 @@ def run_targets(
         spec, wordnet_missing = wordnet_spec()
         wordnet = spec is not None
     graphs = Graphs(device, quick)
-    bandwidth = common.copy_bandwidth(device, 1 << 28) if cuda else None
+    bandwidth = common.copy_bandwidth(device) if cuda else None
     if bandwidth:
         log(f'device-to-device copy bandwidth: {bandwidth / 1e9:.0f} GB/s')
     timing = dict(
