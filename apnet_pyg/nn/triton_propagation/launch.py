@@ -518,7 +518,11 @@ def _backward_impl(
     # where the weights or the row pass need it.
     store_z = need_weight or (need_h_dst and not symmetric)
     grad_z = lse.new_empty(col.numel() if store_z else 0)
-    grad_loop = lse.new_empty(num_dst if need_loop else 0)
+    # Written by the kernels for every row where self-loops are given
+    # (0 where one is not kept); zeros without them (unchecked input).
+    grad_loop = (lse.new_empty if loop_kept is not None else lse.new_zeros)(
+        num_dst if need_loop else 0
+    )
     # One partial sum of dL/dgamma a program (every one writes its own).
     gamma_parts = lse.new_empty(num_src if need_z else 0)
     module, interpret = _kernels_for(x.device)
