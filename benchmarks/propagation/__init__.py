@@ -45,6 +45,7 @@ from benchmarks.propagation.crossover import crossover_rows
 from benchmarks.propagation.grid import (
     CUDA_ONLY,
     DEGREES,
+    DTYPES,
     FEATURES,
     METHODS,
     NODE_COUNTS,
@@ -58,7 +59,7 @@ from benchmarks.propagation.grid import (
     grid_methods,
     random_graph_spec,
 )
-from benchmarks.propagation.runner import COLUMNS, run_grid
+from benchmarks.propagation.runner import COLUMNS, float32_rows, run_grid
 
 # The defaults of --quiet-wait and --min-time, which differ with --quick
 # (None when not given, so that a flag given wins over --quick).
@@ -196,6 +197,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'limit)',
     )
     parser.add_argument(
+        '--dtypes',
+        nargs='+',
+        choices=list(DTYPES),
+        help='dtypes of the features and the layers, each '
+        'configuration measured in each (default: float32)',
+    )
+    parser.add_argument(
+        '--targets',
+        action='store_true',
+        help="measure issue 54's targets instead of the grid, "
+        'in one process: the Triton kernel and layer at 1M nodes x '
+        'degree 10 (F = 64, 256; float32, bfloat16, float16), the '
+        'WordNet noun graph with the pattern cached and rebuilt '
+        'against AGNNConv, floor fractions, peak memory and the '
+        'autotuned configurations (targets.csv, targets.md, '
+        'targets.png); --budget, --no-wordnet, --quick apply',
+    )
+    parser.add_argument(
         '--min-time',
         type=float,
         default=None,
@@ -249,7 +268,13 @@ def check_arguments(args: argparse.Namespace) -> None:
     _refuse('--nodes', args.nodes or (), lambda n: n >= 2, 'integers >= 2')
     if args.random_graphs:
         check_random_graphs(args)
-    for flag in ('--nodes', '--degrees', '--features', '--methods'):
+    for flag in (
+        '--nodes',
+        '--degrees',
+        '--features',
+        '--methods',
+        '--dtypes',
+    ):
         values = getattr(args, flag[2:]) or ()
         repeated = [value for value in values if values.count(value) > 1]
         if repeated:
@@ -452,12 +477,18 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         random_graphs=tuple(args.random_graphs or ()),
         defaults_on_all_graphs=args.defaults_on_all_graphs,
         budget=args.budget,
+        dtypes=tuple(args.dtypes or ('float32',)),
     )
 
 
 def run(args: argparse.Namespace) -> str:
     r"""Runs the suite and writes CSV, summary and plots; returns the
-    output directory."""
+    output directory. With :obj:`--targets`, the targets' run instead
+    (:mod:`benchmarks.propagation.targets`)."""
+    if getattr(args, 'targets', False):
+        from benchmarks.propagation import targets
+
+        return targets.run(args)
     check_arguments(args)
     for note in grid_notes(args):
         common.log(note)
@@ -500,7 +531,7 @@ def run(args: argparse.Namespace) -> str:
     elapsed = datetime.datetime.now() - started
 
     common.write_csv(osp.join(out_dir, 'propagation.csv'), rows, COLUMNS)
-    crossovers = crossover_rows(rows, settings)
+    crossovers = crossover_rows(float32_rows(rows), settings)
     summary = report.write_report(
         out_dir,
         rows,

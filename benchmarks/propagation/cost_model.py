@@ -3,6 +3,8 @@ that will not fit before running it."""
 
 from typing import Optional, Sequence, Tuple
 
+import torch
+
 from benchmarks.common import GB
 from benchmarks.propagation.grid import (
     DENSE,
@@ -74,16 +76,22 @@ def work(method: str, graph: GraphSpec, F: int) -> float:
 
 
 def predict_seconds(
-    method: str, graph: GraphSpec, F: int, pass_: str, measured: Sequence[dict]
+    method: str,
+    graph: GraphSpec,
+    F: int,
+    pass_: str,
+    measured: Sequence[dict],
+    dtype: str = 'float32',
 ) -> Optional[Tuple[float, dict]]:
     r"""Scales the time of the largest measured configuration of the same
-    method, feature size and pass by :func:`work`."""
+    method, feature size, dtype and pass by :func:`work`."""
     same = [
         row
         for row in measured
         if row['method'] == method
         and row['F'] == F
         and row['pass'] == pass_
+        and row.get('dtype', 'float32') == dtype
         and row['status'] == 'ok'
     ]
     if not same:
@@ -96,32 +104,46 @@ def predict_seconds(
     return seconds, reference
 
 
-def floor_bytes(graph: GraphSpec, F: int, pass_: str) -> float:
+def element_size(dtype: str) -> int:
+    r"""Bytes an element of the dtype named :obj:`dtype` (e.g.
+    :obj:`'bfloat16'`)."""
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def floor_bytes(
+    graph: GraphSpec, F: int, pass_: str, element: int = 4
+) -> float:
     r"""A lower bound on the memory traffic of one pass of any of the
-    layers (float32 features): the forward pass reads the input features
-    and writes the output (:math:`2 \cdot 4 N F` bytes) and reads the graph
-    once (a 4-byte index and a 4-byte weight per edge, self-loops
-    included); the backward pass also reads the output gradient and the
-    input and writes the input gradient (:math:`3 \cdot 4 N F`), and reads
-    the graph again. Neighbour gathers, which dominate a real pass, are not
-    counted: this is a floor, not a model."""
+    layers (features of :obj:`element` bytes, float32 by default): the
+    forward pass reads the input features and writes the output
+    (:math:`2 b N F` bytes) and reads the graph once (a 4-byte index and a
+    4-byte weight per edge, self-loops included); the backward pass also
+    reads the output gradient and the input and writes the input gradient
+    (:math:`3 b N F`), and reads the graph again. Neighbour gathers, which
+    dominate a real pass, are not counted: this is a floor, not a
+    model."""
     N = graph.num_nodes
     E = graph.num_edges + N
     if pass_ == 'forward':
-        return 8.0 * N * F + 8.0 * E
-    return 20.0 * N * F + 16.0 * E
+        return 2.0 * element * N * F + 8.0 * E
+    return 5.0 * element * N * F + 16.0 * E
 
 
 def gather_floor_bytes(
-    graph: GraphSpec, F: int, pass_: str, proj_channels: int
+    graph: GraphSpec,
+    F: int,
+    pass_: str,
+    proj_channels: int,
+    element: int = 4,
 ) -> float:
     r""":func:`floor_bytes` plus each edge's source rows gathered once a
     pass (forward; forward and backward): :math:`\mathbf{x}_j` (:math:`F`)
     and the projection :math:`\mathbf{h}_j` (:obj:`proj_channels`, 0
-    without one), float32: the floor of a kernel that reads every
-    neighbour's rows from memory, not from a cache."""
+    without one), of :obj:`element` bytes (float32 by default): the floor
+    of a kernel that reads every neighbour's rows from memory, not from a
+    cache."""
     E = graph.num_edges + graph.num_nodes
     gathers = 1 if pass_ == 'forward' else 2
-    return floor_bytes(graph, F, pass_) + 4.0 * gathers * E * (
+    return floor_bytes(graph, F, pass_, element) + element * gathers * E * (
         F + proj_channels
     )

@@ -20,6 +20,9 @@ NODE_COUNTS = (100, 1_000, 10_000, 100_000)
 DEGREES = (4, 16, 64, 'complete')
 FEATURES = (256, 2048)
 PASSES = ('forward', 'forward+backward')
+#: The dtypes a run can measure (features, layer and gradients);
+#: float32 unless --dtypes names others.
+DTYPES = ('float32', 'bfloat16', 'float16')
 
 #: The small real graph: Planetoid Cora, raw files read offline.
 PLANETOID_ROOT = osp.join(
@@ -87,6 +90,30 @@ def _apnet_triton(channels: int) -> torch.nn.Module:
             num_steps=1,
             kernel='triton',
         )
+    )
+
+
+def _apnet_sparse_cached(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+
+    return APNetConv(
+        channels,
+        proj_channels=PROJ_CHANNELS,
+        temperature=10.0,
+        num_steps=1,
+        kernel='sparse',
+    )
+
+
+def _apnet_triton_cached(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+
+    return APNetConv(
+        channels,
+        proj_channels=PROJ_CHANNELS,
+        temperature=10.0,
+        num_steps=1,
+        kernel='triton',
     )
 
 
@@ -161,6 +188,22 @@ METHODS: Dict[str, Method] = {
             _apnet_triton,
             lambda F: PROJ_CHANNELS,
         ),
+        # The same layers called with the same edge_index every time: the
+        # CSR pattern built once and kept, as in full-batch training.
+        Method(
+            'apnet_sparse_cached',
+            'APNetConv (sparse, pattern cached)',
+            False,
+            _apnet_sparse_cached,
+            lambda F: PROJ_CHANNELS,
+        ),
+        Method(
+            'apnet_triton_cached',
+            'APNetConv (Triton kernel, pattern cached)',
+            False,
+            _apnet_triton_cached,
+            lambda F: PROJ_CHANNELS,
+        ),
         # The constructor defaults, as a PyG user drops the layer in, called
         # with the same edge_index (full-batch training) and with a new one
         # each call; on the small real graph only.
@@ -200,7 +243,10 @@ SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 #: Measured on the small real graph only.
 DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
 #: Measured on CUDA only (Triton's interpreter on CPU is for tests).
-CUDA_ONLY = ('apnet_triton',)
+CUDA_ONLY = ('apnet_triton', 'apnet_triton_cached')
+#: The layers that keep the pattern of the edge_index they were called
+#: with (the grid calls them with the same one every time).
+CACHED = ('apnet_sparse_cached', 'apnet_triton_cached')
 
 
 def default_methods(device: str) -> List[str]:
@@ -417,6 +463,8 @@ class RunSettings:
     defaults_on_all_graphs: bool = False
     #: Seconds after which no pass starts (None: no limit).
     budget: Optional[float] = None
+    #: The dtypes of the features and the layer, by name (DTYPES).
+    dtypes: Tuple[str, ...] = ('float32',)
 
     def random_graph_specs(self) -> List[GraphSpec]:
         r"""The random (and complete) graphs of the grid: the
@@ -440,10 +488,11 @@ class RunSettings:
 
 def grid(
     settings: RunSettings,
-) -> Tuple[List[Tuple[str, GraphSpec, int]], Dict[str, str]]:
-    r"""The configurations, smallest first so that time predictions can
-    scale from measured neighbours, and why a real graph is missing if it
-    is (by kind)."""
+) -> Tuple[List[Tuple[str, GraphSpec, int, str]], Dict[str, str]]:
+    r"""The configurations (method, graph, F, dtype), smallest first so
+    that time predictions can scale from measured neighbours, float32
+    before the half-precision dtypes of each, and why a real graph is
+    missing if it is (by kind)."""
     configurations = []
     missing = {}
     wordnet, missing['wordnet'] = (
@@ -455,8 +504,9 @@ def grid(
     methods = grid_methods(settings.methods, settings.defaults_on_all_graphs)
     if cora is not None:
         for F in sorted(set(CORA_FEATURES) | set(settings.features)):
-            for method in settings.methods:
-                configurations.append((method, cora, F))
+            for dtype in settings.dtypes:
+                for method in settings.methods:
+                    configurations.append((method, cora, F, dtype))
     graphs = settings.random_graph_specs()
     if wordnet is not None:
         graphs.append(wordnet)
@@ -465,6 +515,7 @@ def grid(
     graphs.sort(key=lambda graph: graph.num_nodes)
     for F in settings.features:
         for graph in graphs:
-            for method in methods:
-                configurations.append((method, graph, F))
+            for dtype in settings.dtypes:
+                for method in methods:
+                    configurations.append((method, graph, F, dtype))
     return configurations, missing

@@ -17,13 +17,14 @@ from benchmarks.common import (
 from benchmarks.propagation.cost_model import PREDICTION_SLACK
 from benchmarks.propagation.grid import (
     DEFAULTS,
+    DTYPES,
     METHODS,
     PROJ_CHANNELS,
     SPARSE,
     grid_methods,
 )
 from benchmarks.propagation.plots import degree_label, degree_rows, write_plots
-from benchmarks.propagation.runner import BUSY_CORES
+from benchmarks.propagation.runner import BUSY_CORES, float32_rows
 
 # The project's targets for the WordNet noun graph at 256-d (2 CPU cores).
 TARGET_RATIO_TO_AGNN = 0.5
@@ -31,6 +32,9 @@ TARGET_RATIO_TO_AGNN = 0.5
 TARGET_SMALL_RATIO_TO_AGNN = 1.0
 TARGET_SECONDS = 1.0
 TARGET_MB = 4096.0
+# Issue 54: the Triton layer on the WordNet noun graph, F = 64, pattern
+# cached, forward+backward, and below AGNNConv's time.
+TARGET_STATIC_MS = 1.0
 
 
 def _is_busy(row: dict) -> bool:
@@ -164,6 +168,8 @@ def headline(
             f'{ratio_text(defaults, agnn, TARGET_RATIO_TO_AGNN)}'
         )
 
+    lines.extend(_static_graph_lines(rows, ratio_text, verdict, busy))
+
     cora = [
         row
         for row in rows
@@ -199,6 +205,46 @@ def headline(
     return lines
 
 
+def _static_graph_lines(rows, ratio_text, verdict, busy) -> List[str]:
+    r"""The static graph (the pattern cached, as in full-batch training)
+    on the WordNet noun graph: the Triton and sparse layers against
+    AGNNConv, forward+backward, at each F measured."""
+    lines = []
+    fwd_bwd = {'pass': 'forward+backward'}
+    for F in sorted({row['F'] for row in rows if row['graph'] == 'wordnet'}):
+        agnn = _find(
+            rows, method='agnn', graph='wordnet', F=F, status='ok', **fwd_bwd
+        )
+        for method in ('apnet_triton_cached', 'apnet_sparse_cached'):
+            apnet = _find(
+                rows,
+                method=method,
+                graph='wordnet',
+                F=F,
+                status='ok',
+                **fwd_bwd,
+            )
+            if apnet is None:
+                continue
+            text = (
+                f'- {METHODS[method].label} on the WordNet noun graph, '
+                f'F = {F}, forward+backward: '
+                f'**{format_ms(apnet["median_ms"])}**'
+            )
+            if method == 'apnet_triton_cached' and F == 64:
+                met = apnet['median_ms'] <= TARGET_STATIC_MS and (
+                    agnn is None or apnet['median_ms'] < agnn['median_ms']
+                )
+                text += (
+                    f' (target <= {TARGET_STATIC_MS:g} ms and below '
+                    f'AGNNConv: {verdict(met)})'
+                )
+            if agnn is not None:
+                text += '; / AGNNConv: ' + ratio_text(apnet, agnn, 1.0)
+            lines.append(text + busy(apnet))
+    return lines
+
+
 def _crossover_text(crossover: dict) -> str:
     degree = crossover['degree']
     if crossover['bound'] == 'below':
@@ -224,7 +270,9 @@ def _method_text(settings) -> str:
   Every layer adds the self-loops itself. APNetConv keeps the CSR pattern of
   an `edge_index` tensor it has seen; the grid's APNet layers are called
   with a copy of `edge_index` every time, so that they rebuild it in every
-  call and that is timed (the cost on a new graph). On Cora the defaults
+  call and that is timed (the cost on a new graph); the `pattern cached`
+  methods are the same layers called with the same `edge_index` every time
+  (built once, as in full-batch training). On Cora the defaults
   are timed both ways: called with the same `edge_index` (as in full-batch
   training) and with a new one each call. The grid's layers use the paper's
   temperature 10 and one step.
@@ -238,7 +286,9 @@ def _method_text(settings) -> str:
   F = 16 (the hidden width of PyG's AGNN model on Cora) and the grid's F,
   where `APNetConv (defaults)` is `APNetConv(F)` with the constructor
   defaults, the drop-in configuration. Features: standard normal,
-  float32, seed {settings.seed}.
+  seed {settings.seed}, in {', '.join(settings.dtypes)} (the layer's
+  parameters in the same dtype; the tables above the half-precision
+  section are float32's).
 - **Passes**: `forward` runs under `torch.no_grad()`; `forward+backward`
   records the graph and back-propagates a fixed random output gradient into
   the parameters and the input features (`x.requires_grad_()`, as inside a
@@ -466,6 +516,57 @@ def _crossover_table(crossovers: Sequence[dict]) -> str:
     )
 
 
+def _dtype_table(rows: Sequence[dict]) -> Optional[str]:
+    r"""Each configuration measured in another dtype than float32: its
+    time and peak memory in every dtype, and float32's time over each."""
+    dtypes = [
+        d for d in DTYPES if any(r.get('dtype', 'float32') == d for r in rows)
+    ]
+    if dtypes == ['float32'] or not dtypes:
+        return None
+    keys = []
+    for row in rows:
+        key = (row['method'], row['graph'], row['N'], row['E'], row['F'])
+        key += (row['pass'],)
+        if key not in keys:
+            keys.append(key)
+    table = []
+    for method, graph, N, E, F, pass_ in keys:
+        same = dict(method=method, graph=graph, N=N, E=E, F=F)
+        cells = {
+            dtype: _find(rows, dtype=dtype, **same, **{'pass': pass_})
+            for dtype in dtypes
+        }
+        if all(
+            cell is None for dtype, cell in cells.items() if dtype != 'float32'
+        ):
+            continue
+        base = cells.get('float32')
+        texts = []
+        for dtype in dtypes:
+            cell = cells[dtype]
+            text = (
+                f'{_cell(cell, "median_ms", format_ms)} / '
+                f'{_cell(cell, "peak_mb", format_mb)}'
+                if cell is not None
+                else ''
+            )
+            if (
+                dtype != 'float32'
+                and cell is not None
+                and base is not None
+                and cell['status'] == base['status'] == 'ok'
+            ):
+                text += f' ({base["median_ms"] / cell["median_ms"]:.2f}x)'
+            texts.append(text)
+        table.append(
+            [METHODS[method].label, graph, f'{N:,}', F, pass_] + texts
+        )
+    return markdown_table(
+        ['method', 'graph', 'N', 'F', 'pass'] + dtypes, table
+    )
+
+
 def _skipped_table(rows: Sequence[dict]) -> str:
     table = [
         [
@@ -474,6 +575,7 @@ def _skipped_table(rows: Sequence[dict]) -> str:
             f'{row["N"]:,}',
             'N-1' if row['graph'] == 'complete' else f'{row["degree"]:.3g}',
             row['F'],
+            row.get('dtype', 'float32'),
             row['pass'],
             row['status'],
             row['note'],
@@ -482,7 +584,17 @@ def _skipped_table(rows: Sequence[dict]) -> str:
         if row['status'] != 'ok'
     ]
     return markdown_table(
-        ['method', 'graph', 'N', 'degree', 'F', 'pass', 'status', 'reason'],
+        [
+            'method',
+            'graph',
+            'N',
+            'degree',
+            'F',
+            'dtype',
+            'pass',
+            'status',
+            'reason',
+        ],
         table,
     )
 
@@ -502,7 +614,9 @@ def write_report(
 ) -> str:
     r"""Writes ``README.md`` and the plots; returns the headline text.
     :obj:`bandwidth` is the device's measured copy bandwidth (bytes/s),
-    where it was measured."""
+    where it was measured. The tables and plots are of the float32
+    passes; a section compares the dtypes where others were measured."""
+    every_dtype, rows = rows, float32_rows(rows)
     plots = write_plots(out_dir, rows, crossovers, settings)
     lines = headline(rows, crossovers, missing)
     if bandwidth:
@@ -566,6 +680,13 @@ def write_report(
             f'forward+backward\n\n'
             + _grid_table(rows, settings, F, 'peak_mb', format_mb)
         )
+    half = _dtype_table(every_dtype)
+    if half:
+        sections.append(
+            '## Half precision\n\nMedian time (and, after the slash, peak '
+            'memory) of each configuration in each dtype measured; in '
+            "brackets, float32 time / this dtype's time.\n\n" + half
+        )
     if crossovers:
         sections.append(
             '## Sparse / dense crossover\n\nThe average degree above which '
@@ -578,9 +699,9 @@ def write_report(
             '## Plots\n\n'
             + '\n\n'.join(f'![{name}]({name})' for name in plots)
         )
-    if any(row['status'] != 'ok' for row in rows):
+    if any(row['status'] != 'ok' for row in every_dtype):
         sections.append(
-            '## Skipped and failed passes\n\n' + _skipped_table(rows)
+            '## Skipped and failed passes\n\n' + _skipped_table(every_dtype)
         )
 
     atomic_write_text(

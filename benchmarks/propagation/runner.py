@@ -18,6 +18,7 @@ from benchmarks.propagation import worker
 from benchmarks.propagation.cost_model import (
     IMPORT_BYTES,
     PREDICTION_SLACK,
+    element_size,
     estimate_peak_bytes,
     floor_bytes,
     gather_floor_bytes,
@@ -48,6 +49,7 @@ COLUMNS = (
     'degree',
     'edge_fraction',
     'F',
+    'dtype',
     'proj_channels',
     'pass',
     'status',
@@ -133,6 +135,7 @@ class Runner:
         F: int,
         pass_: str,
         source: str,
+        dtype: str = 'float32',
         **values,
     ) -> dict:
         row = {
@@ -143,6 +146,7 @@ class Runner:
             'degree': graph.degree,
             'edge_fraction': graph.edge_fraction,
             'F': F,
+            'dtype': dtype,
             'proj_channels': method_proj_channels(method),
             'pass': pass_,
             'device': self.settings.device,
@@ -157,13 +161,14 @@ class Runner:
         }
         row.update(values)
         if self.bandwidth and row.get('status') == 'ok':
+            element = element_size(dtype)
             row['floor_ms'] = (
-                1e3 * floor_bytes(graph, F, pass_) / self.bandwidth
+                1e3 * floor_bytes(graph, F, pass_, element) / self.bandwidth
             )
             row['gather_floor_ms'] = (
                 1e3
                 * gather_floor_bytes(
-                    graph, F, pass_, row['proj_channels'] or 0
+                    graph, F, pass_, row['proj_channels'] or 0, element
                 )
                 / self.bandwidth
             )
@@ -180,7 +185,12 @@ class Runner:
         return cap, ''
 
     def skip_reason(
-        self, method: str, graph: GraphSpec, F: int, pass_: str
+        self,
+        method: str,
+        graph: GraphSpec,
+        F: int,
+        pass_: str,
+        dtype: str = 'float32',
     ) -> Tuple[Optional[str], float]:
         backward = pass_ == 'forward+backward'
         estimate = estimate_peak_bytes(method, graph, F, backward)
@@ -201,7 +211,7 @@ class Runner:
                 f'memory: needs ~{needed / GB:.1f} GB (estimate) > '
                 f'{cap / GB:.3g} GB cap{why}'
             ), estimate
-        prediction = predict_seconds(method, graph, F, pass_, self.rows)
+        prediction = predict_seconds(method, graph, F, pass_, self.rows, dtype)
         # The operation count is a rough model: only a clear excess skips
         # here; a borderline pass runs, and its warm-up enforces the cap.
         if (
@@ -217,14 +227,19 @@ class Runner:
         return None, estimate
 
     def run(
-        self, method: str, graph: GraphSpec, F: int, source: str = 'grid'
+        self,
+        method: str,
+        graph: GraphSpec,
+        F: int,
+        source: str = 'grid',
+        dtype: str = 'float32',
     ) -> List[dict]:
         r"""Measures both passes of one configuration (forward+backward is
         skipped when forward already was: it contains a forward)."""
         rows = []
         skipped_forward = None
         for pass_ in PASSES:
-            reason, estimate = self.skip_reason(method, graph, F, pass_)
+            reason, estimate = self.skip_reason(method, graph, F, pass_, dtype)
             reason = self.budget_reason() or reason
             if reason is None and skipped_forward is not None:
                 reason = f'forward skipped ({skipped_forward})'
@@ -236,6 +251,7 @@ class Runner:
                         F,
                         pass_,
                         source,
+                        dtype,
                         status='skipped',
                         note=reason,
                         est_peak_mb=estimate / MB,
@@ -245,10 +261,10 @@ class Runner:
                 self.log(
                     f'  skipped {method:12s} {graph.kind:8s} '
                     f'N={graph.num_nodes:<6d} d={graph.degree_label:8s} '
-                    f'F={F:<4d} {pass_:16s} {reason}'
+                    f'F={F:<4d} {dtype:8s} {pass_:16s} {reason}'
                 )
                 continue
-            result = self.measure(method, graph, F, pass_)
+            result = self.measure(method, graph, F, pass_, dtype)
             status = result.pop('status', 'failed')
             note = result.pop('note', result.pop('error', ''))
             row = self.row(
@@ -257,6 +273,7 @@ class Runner:
                 F,
                 pass_,
                 source,
+                dtype,
                 status=status,
                 note=note,
                 est_peak_mb=estimate / MB,
@@ -269,7 +286,12 @@ class Runner:
         return rows
 
     def measure(
-        self, method: str, graph: GraphSpec, F: int, pass_: str
+        self,
+        method: str,
+        graph: GraphSpec,
+        F: int,
+        pass_: str,
+        dtype: str = 'float32',
     ) -> dict:
         settings = self.settings
         cap, _ = self.memory_cap()
@@ -277,6 +299,7 @@ class Runner:
             'method': method,
             'graph': vars(graph),
             'F': F,
+            'dtype': dtype,
             'pass': pass_,
             'device': settings.device,
             'threads': settings.threads,
@@ -325,7 +348,8 @@ class Runner:
         text = (
             f'  {row["status"]:7s} {row["method"]:12s} '
             f'{row["graph"]:8s} N={row["N"]:<6d} '
-            f'd={row["degree"]:<8.4g} F={row["F"]:<4d} {row["pass"]:16s}'
+            f'd={row["degree"]:<8.4g} F={row["F"]:<4d} '
+            f'{row.get("dtype", "float32"):8s} {row["pass"]:16s}'
         )
         if row['status'] == 'ok':
             text += (
@@ -354,8 +378,8 @@ def run_grid(
         )
     log(f'{len(configurations)} configurations x {len(PASSES)} passes')
     try:
-        for method, graph, F in configurations:
-            runner.run(method, graph, F)
+        for method, graph, F, dtype in configurations:
+            runner.run(method, graph, F, dtype=dtype)
         if (
             settings.refine
             and SPARSE in settings.methods
@@ -367,6 +391,11 @@ def run_grid(
     return runner.rows, missing
 
 
+def float32_rows(rows: List[dict]) -> List[dict]:
+    r"""The rows of float32 passes (a row without a dtype is one)."""
+    return [row for row in rows if row.get('dtype', 'float32') == 'float32']
+
+
 def refine_crossovers(
     runner: Runner, settings: RunSettings, log=common.log, max_steps: int = 3
 ) -> None:
@@ -374,7 +403,8 @@ def refine_crossovers(
     for F in settings.features:
         for N in settings.nodes:
             for _ in range(max_steps):
-                degree = next_refinement(runner.rows, N, F)
+                # The crossover of the float32 layers.
+                degree = next_refinement(float32_rows(runner.rows), N, F)
                 if degree is None:
                     break
                 graph = random_graph_spec(N, degree)

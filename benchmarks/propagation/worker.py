@@ -22,6 +22,7 @@ def measure(spec: dict) -> dict:
     graph = GraphSpec(**spec['graph'])
     method = METHODS[spec['method']]
     F, seed = spec['F'], spec['seed']
+    dtype = getattr(torch, spec.get('dtype', 'float32'))
     backward = spec['pass'] == 'forward+backward'
 
     # A large graph comes from the driver's file: drawn once, not per pass.
@@ -41,13 +42,16 @@ def measure(spec: dict) -> dict:
     # to draw on the CPU, and their values do not change the cost.
     generator = torch.Generator(device).manual_seed(seed)
     x = torch.randn(graph.num_nodes, F, generator=generator, device=device)
+    x = x.to(dtype)
     torch.manual_seed(seed)
-    layer = method.build(F).to(device)
+    # The layer in the features' dtype too (parameters and buffers).
+    layer = method.build(F).to(device, dtype)
 
     if backward:
         x.requires_grad_(True)
         out_shape = (1, graph.num_nodes, F) if method.dense else x.shape
         grad = torch.randn(out_shape, generator=generator, device=device)
+        grad = grad.to(dtype)
 
         def run_pass():
             # Input gradients too: the layer sits inside a network.

@@ -298,6 +298,7 @@ def test_propagation_modules_import_one_way():
         'runner',
         'plots',
         'report',
+        'targets',
     ]
     folder = ROOT / 'benchmarks' / 'propagation'
     assert sorted(p.stem for p in folder.glob('*.py')) == sorted(
@@ -344,6 +345,8 @@ def test_propagation_help_lists_its_options(capsys):
         '--random-graphs',
         '--defaults-on-all-graphs',
         '--budget',
+        '--dtypes',
+        '--targets',
     ):
         assert flag in text
 
@@ -1097,15 +1100,151 @@ def test_gather_floor_adds_each_edges_source_rows_once_a_pass():
 
 
 def test_triton_method_runs_on_cuda_only():
-    assert 'apnet_triton' in grid.default_methods('cuda')
-    assert 'apnet_triton' in grid.default_methods('cuda:1')
-    assert 'apnet_triton' not in grid.default_methods('cpu')
-    assert set(grid.default_methods('cpu')) == set(grid.METHODS) - {
-        'apnet_triton'
-    }
+    triton = {'apnet_triton', 'apnet_triton_cached'}
+    assert triton <= set(grid.default_methods('cuda'))
+    assert triton <= set(grid.default_methods('cuda:1'))
+    assert set(grid.default_methods('cpu')) == set(grid.METHODS) - triton
     layer = grid.METHODS['apnet_triton'].build(8)
     assert layer.layer.kernel == 'triton'
     assert grid.METHODS['apnet_sparse'].build(8).layer.kernel == 'sparse'
+    # The cached methods: the same layers, called with the edge_index as
+    # it is (APNetConv keeps its pattern), not with a copy.
+    for method in grid.CACHED:
+        layer = grid.METHODS[method].build(8)
+        assert not isinstance(layer, grid.NewGraphEachCall)
+    assert grid.METHODS['apnet_triton_cached'].build(8).kernel == 'triton'
+
+
+def test_propagation_dtypes_and_the_cached_pattern(tmp_path):
+    # Each configuration in each dtype named, the layer's parameters in it
+    # too; the pattern cached beside the rebuild; the tables above are
+    # float32's and a section compares the dtypes.
+    main(
+        [
+            'propagation',
+            '--quick',
+            '--out',
+            str(tmp_path),
+            '--nodes',
+            '40',
+            '--degrees',
+            '4',
+            '--features',
+            '16',
+            '--methods',
+            'apnet_sparse',
+            'apnet_sparse_cached',
+            '--dtypes',
+            'float32',
+            'bfloat16',
+            '--min-runs',
+            '1',
+            '--min-time',
+            '0',
+        ]
+    )
+    columns, rows = read_rows(tmp_path / 'propagation.csv')
+    assert 'dtype' in columns
+    assert [(row['method'], row['dtype']) for row in rows[::2]] == [
+        ('apnet_sparse', 'float32'),
+        ('apnet_sparse_cached', 'float32'),
+        ('apnet_sparse', 'bfloat16'),
+        ('apnet_sparse_cached', 'bfloat16'),
+    ]
+    assert all(row['status'] == 'ok' for row in rows), rows
+    summary = (tmp_path / 'README.md').read_text()
+    assert '## Half precision' in summary
+    half = summary.split('## Half precision')[1]
+    assert '| method | graph | N | F | pass | float32 | bfloat16 |' in half
+    assert '| APNetConv (sparse, pattern cached) | random | 40 | 16 |' in half
+    # The float32 tables: one row per method and degree, not per dtype.
+    grid_table = summary.split('## Random graphs, F = 16: median time')[1]
+    assert grid_table.split('##')[0].count('APNetConv (sparse, fused)') == 1
+
+
+def test_floors_count_the_dtypes_element_size():
+    from benchmarks.propagation.cost_model import (
+        element_size,
+        floor_bytes,
+        gather_floor_bytes,
+    )
+
+    graph = grid.GraphSpec('random', 10, 40)  # 50 entries with self-loops
+    assert [element_size(d) for d in grid.DTYPES] == [4, 2, 2]
+    # The features in 2 bytes; the graph's indices and weights still 8.
+    assert floor_bytes(graph, 16, 'forward', 2) == 2 * 2 * 10 * 16 + 8 * 50
+    assert gather_floor_bytes(
+        graph, 16, 'forward+backward', 256, 2
+    ) == floor_bytes(graph, 16, 'forward+backward', 2) + 2 * 2 * 50 * (
+        16 + 256
+    )
+    run = runner.Runner(
+        grid.RunSettings(), log=lambda text: None, bandwidth=1e9
+    )
+    row = run.row(
+        'agnn', graph, 16, 'forward', 'grid', 'bfloat16', status='ok'
+    )
+    assert row['dtype'] == 'bfloat16'
+    assert row['floor_ms'] == pytest.approx(
+        1e3 * floor_bytes(graph, 16, 'forward', 2) / 1e9
+    )
+
+
+def test_targets_plan_and_verdicts():
+    from benchmarks.propagation import targets
+
+    # Most wanted first: 1M x 10 in float32 (kernel, layer), WordNet, the
+    # half-precision dtypes, then the rebuilt pattern and CUDA graphs.
+    steps = targets.plan(quick=False, wordnet=True, cuda=True)
+    first = [(m.graph, m.F, m.dtype, m.variant, m.pass_) for m in steps[:2]]
+    assert first == [
+        ('random', 64, 'float32', 'kernel', 'forward+backward'),
+        ('random', 64, 'float32', 'kernel', 'forward'),
+    ]
+    order = [m.graph + ':' + m.dtype for m in steps]
+    assert order.index('wordnet:float32') < order.index('random:bfloat16')
+    assert order.index('random:bfloat16') < order.index('random:float16')
+    wordnet = {m.variant for m in steps if m.graph == 'wordnet'}
+    assert {'layer', 'layer_rebuild', 'agnn', 'layer_graph'} <= wordnet
+    assert not any(
+        m.variant in targets.GRAPH_VARIANTS
+        for m in targets.plan(quick=True, wordnet=False, cuda=False)
+    )
+
+    def row(graph, F, dtype, variant, median, fraction=None):
+        return {
+            'graph': graph,
+            'N': 1_000_000 if graph == 'random' else 82_115,
+            'E': 10_000_000 if graph == 'random' else 168_854,
+            'F': F,
+            'dtype': dtype,
+            'variant': variant,
+            'pass': 'forward+backward',
+            'status': 'ok',
+            'median_ms': median,
+            'floor_fraction': fraction,
+        }
+
+    rows = [
+        row('random', 64, 'float32', 'layer', 12.0, 0.55),
+        row('random', 256, 'float32', 'layer', 30.0, 0.40),
+        row('random', 256, 'bfloat16', 'layer', 17.0, 0.35),
+        row('wordnet', 64, 'float32', 'layer', 0.9),
+        row('wordnet', 64, 'float32', 'agnn', 2.3),
+    ]
+    lines = targets.verdicts(rows)
+    assert lines[0].startswith(
+        '- 1,000,000 nodes x degree 10, F = 64, float32, APNetConv '
+        '(Triton), pattern cached, forward+backward: **12 ms**, floor / '
+        'median **0.55** (target >= 0.5: meets the target)'
+    )
+    assert 'F = 256' in lines[2] and 'MISSES the target' in lines[2]
+    assert 'Triton kernel alone' in lines[1] and 'not measured' in lines[1]
+    wordnet_line = next(line for line in lines if 'WordNet' in line)
+    assert '**0.90 ms**' in wordnet_line
+    assert wordnet_line.endswith('below AGNNConv: meets the target)')
+    half = next(line for line in lines if line.startswith('- bfloat16'))
+    assert '**1.76x**' in half and 'meets the target' in half
 
 
 def test_summary_of_a_gpu_run_shows_floor_and_why_wordnet_failed():

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(*args, budget=None, timeout=120):
-    env = dict(os.environ, PYTHON=sys.executable)
+def run(*args, budget=None, timeout=120, **environment):
+    env = dict(os.environ, PYTHON=sys.executable, **environment)
     if budget is not None:
         env['DEVICE_CHECK_BUDGET'] = str(budget)
     return subprocess.run(
@@ -50,7 +50,8 @@ def test_the_script_parses():
         (
             ['--only', 'propagation,bogus', 'out'],
             "error: --only: unknown step 'bogus' (steps: env cuda-tests "
-            'propagation train-speed profile train-compile suite)',
+            'targets awa2-recipe suite propagation train-speed profile '
+            'train-compile)',
         ),
     ],
 )
@@ -79,36 +80,32 @@ def test_a_machine_without_a_gpu_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is here')
-def test_one_step_on_the_cpu(tmp_path):
-    # The propagation step at its tiniest: the benchmark's files come back
-    # under the names the script gives them, and env.txt ends with the
-    # status of each step.
+def test_the_targets_step_on_the_cpu(tmp_path):
+    # Issue 54's targets at their tiniest, the kernels under Triton's
+    # interpreter: the benchmark's files come back under the names the
+    # script gives them, and env.txt ends with the status of each step.
     out = tmp_path / 'out'
-    result = run('--allow-cpu', '--only', 'propagation', out, budget=200)
+    result = run('--allow-cpu', '--only', 'targets', out, budget=200)
     assert result.returncode == 0, result.stdout + result.stderr
     files = sorted(path.name for path in out.iterdir())
-    assert files == [
-        'env.txt',
-        'propagation.csv',
-        'propagation.md',
-        'results.tar',
-    ]
+    assert files == ['env.txt', 'results.tar', 'targets.md']
     with tarfile.open(out / 'results.tar') as archive:
         names = set(archive.getnames())
     assert {
-        'results/README.md',
-        'results/propagation.csv',
-        'results/time_F16.png',
+        'results/targets.csv',
+        'results/targets.md',
+        'results/targets.png',
     } <= names
     env = (out / 'env.txt').read_text()
     assert 'device cpu' in env.splitlines()[0]
-    assert env.splitlines()[-1].startswith('propagation: ok (')
+    assert env.splitlines()[-1].startswith('targets: ok (')
     assert '## steps (' in env
-    markdown = (out / 'propagation.md').read_text()
-    assert markdown.startswith('# Propagation benchmark: `')
-    assert '## Console log' in markdown and '--budget' in markdown
-    assert (out / 'propagation.csv').read_text().count('\nagnn,') == 2
-    assert result.stdout.splitlines()[0].startswith('propagation: ok (')
+    targets = (out / 'targets.md').read_text()
+    assert targets.startswith('# Issue 54 targets: `')
+    assert '## Console log' in targets and '--budget' in targets
+    # Every variant of the tiny plan ran, the kernel's interpreted.
+    assert targets.count('ok      random') == 4
+    assert result.stdout.splitlines()[0].startswith('targets: ok (')
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is here')
@@ -122,3 +119,42 @@ def test_a_step_past_the_budget_is_recorded_and_fails_the_check(tmp_path):
     assert (
         out / 'train-speed.txt'
     ).read_text().strip() == 'not run: the budget of 1 s was spent'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is here')
+def test_the_recipe_and_the_suite_on_the_cpu(tmp_path):
+    # The AWA2 recipe's command (one epoch of two episodes, eager) and its
+    # record, then the suite (one small test file) in its shard.
+    out = tmp_path / 'out'
+    result = run(
+        '--allow-cpu',
+        '--only',
+        'awa2-recipe,suite',
+        out,
+        budget=300,
+        timeout=300,
+        DEVICE_CHECK_SUITE='tests/test_console.py',
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted(path.name for path in out.iterdir())
+    assert files == ['awa2-recipe.txt', 'env.txt', 'results.tar', 'suite.txt']
+    steps = (out / 'env.txt').read_text().split('## steps (')[1]
+    assert [line.split(': ')[0] for line in steps.splitlines()[1:]] == [
+        'awa2-recipe',
+        'suite',
+    ]
+    assert all(': ok (' in line for line in steps.splitlines()[1:]), steps
+    with tarfile.open(out / 'results.tar') as archive:
+        assert {
+            'results/awa2_recipe.csv',
+            'results/awa2_recipe.md',
+        } <= set(archive.getnames())
+        recipe = archive.extractfile('results/awa2_recipe.md').read().decode()
+        record = archive.extractfile('results/awa2_recipe.csv').read().decode()
+    assert 'SIMULATED' in recipe and '- finished in ' in recipe
+    assert '(simulated)' in recipe and '- final: 1 of 1 epochs by ' in recipe
+    assert record.splitlines()[0].startswith('device,finished,wall_s,')
+    assert 'final epoch 1/1' in (out / 'awa2-recipe.txt').read_text()
+    suite = (out / 'suite.txt').read_text()
+    assert '## shard 0: tests/test_console.py' in suite
+    assert 'test_runs_the_command_line PASSED' in suite

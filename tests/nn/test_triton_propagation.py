@@ -1,13 +1,19 @@
-r"""The fused Triton kernel of attention propagation
+r"""The fused Triton kernels of attention propagation
 (:mod:`apnet_pyg.nn.triton_propagation`) against a dense float64
 reference and the composed sparse kernels: forward, every gradient,
-gradcheck, empty rows, isolated nodes, repeated edges, bipartite sizes,
-weights, self-loops on and off, half precision. On CPU through Triton's
-interpreter (TRITON_INTERPRET=1, set per test); the same tests run natively
-on a CUDA device when there is one."""
+gradcheck, empty rows, isolated nodes, repeated edges, bipartite sizes, a
+symmetric pattern (the one-pass backward), weights, self-loops and their
+log weights, half precision.
 
+On CPU the kernels run under Triton's interpreter, which must be chosen
+before Triton is imported: the CPU cases run in one subprocess started
+with TRITON_INTERPRET=1 (:func:`test_cpu_cases_under_the_interpreter`);
+the same tests run natively on a CUDA device when there is one."""
+
+import os
+import subprocess
 import sys
-from pathlib import Path
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 import torch
@@ -24,9 +30,14 @@ from apnet_pyg.nn.functional import (
 from apnet_pyg.nn.triton_propagation import (
     MAX_FEATURES,
     composed_attention_propagate,
+    is_symmetric_pattern,
     propagation_floor_bytes,
+    propagation_kernel_bytes,
     triton_attention_propagate,
 )
+
+#: Set in the subprocess that runs the CPU cases under the interpreter.
+CHILD = 'APNET_PYG_TRITON_INTERPRETED_CASES'
 
 requires_triton = pytest.mark.skipif(
     not tp.is_triton_available(),
@@ -49,18 +60,74 @@ DEVICES = [
 
 
 @pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
+def device(request):
     if not tp.is_triton_available():
         pytest.skip('Triton is not installed (pip install triton==3.6.0)')
-    if request.param == 'cpu':
-        # Read at each call: CPU tensors run the kernels interpreted.
-        monkeypatch.setenv('TRITON_INTERPRET', '1')
-    elif tp.interpreting():
+    if request.param == 'cpu' and not tp.interpreting():
+        pytest.skip(
+            'CPU tensors run the kernels under the interpreter, in the '
+            'subprocess of test_cpu_cases_under_the_interpreter'
+        )
+    if request.param == 'cuda' and tp.interpreting():
         pytest.skip(
             'Triton was imported with TRITON_INTERPRET=1: it runs '
             'interpreted in this process, also on CUDA tensors'
         )
     return torch.device(request.param)
+
+
+@requires_triton
+@pytest.mark.skipif(
+    os.environ.get(CHILD) == '1', reason='this is the subprocess'
+)
+def test_cpu_cases_under_the_interpreter(tmp_path):
+    # Every test of this module on CPU tensors, in a process where Triton
+    # is imported with TRITON_INTERPRET=1 (its library functions, tl.sum
+    # and the like, are then interpreted ones): one line each on failure.
+    report = tmp_path / 'report.xml'
+    env = dict(os.environ, TRITON_INTERPRET='1', **{CHILD: '1'})
+    result = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pytest',
+            __file__,
+            '-q',
+            '-p',
+            'no:cacheprovider',
+            '-k',
+            'cpu and not test_cpu_cases_under_the_interpreter',
+            f'--junitxml={report}',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    cases = ElementTree.parse(report).getroot().iter('testcase')
+    outcomes = {}
+    for case in cases:
+        failure = case.find('failure')
+        if failure is None:
+            failure = case.find('error')
+        skipped = case.find('skipped')
+        outcomes[case.get('name')] = (
+            'failed: ' + (failure.get('message') or '').splitlines()[0]
+            if failure is not None
+            else 'skipped: ' + (skipped.get('message') or '')
+            if skipped is not None
+            else 'passed'
+        )
+    failed = {k: v for k, v in outcomes.items() if v.startswith('failed')}
+    assert result.returncode == 0 and not failed, (
+        '\n'.join(f'{name}: {why}' for name, why in failed.items())
+        + '\n'
+        + result.stdout[-4000:]
+        + result.stderr[-2000:]
+    )
+    # Every test with a device ran on the CPU, none skipped there.
+    assert len(outcomes) >= 25, result.stdout[-2000:]
+    assert all(why == 'passed' for why in outcomes.values()), outcomes
 
 
 # (destination, source) entries of small graphs, chosen for their
@@ -69,6 +136,7 @@ def device(request, monkeypatch):
 # repeated entry, node 4 an empty row without a self-loop, node 6
 # isolated (only its self-loop). 'bipartite': 4 destinations, 6 sources,
 # row 3 empty. 'wide': more destinations than sources (no self-loops).
+# 'symmetric': the pattern of an undirected graph.
 CASES = {
     'square': dict(
         size=(7, 7),
@@ -109,6 +177,30 @@ CASES = {
         entries=[(0, 0), (0, 1), (0, 2), (1, 1), (2, 0), (2, 2), (3, 2)],
         loop_kept=None,
     ),
+    # An undirected graph (its pattern equals its transpose's): node 0 a
+    # hub, a repeated edge (1, 2), a self-loop entry (3, 3), node 5
+    # isolated.
+    'symmetric': dict(
+        size=(6, 6),
+        entries=[
+            (0, 1),
+            (1, 0),
+            (0, 2),
+            (2, 0),
+            (0, 3),
+            (3, 0),
+            (0, 4),
+            (4, 0),
+            (1, 2),
+            (2, 1),
+            (1, 2),
+            (2, 1),
+            (3, 3),
+            (2, 4),
+            (4, 2),
+        ],
+        loop_kept=[True, True, False, True, True, True],
+    ),
 }
 
 
@@ -123,10 +215,12 @@ def make_case(
     h_channels=3,
     zero_row=None,
     seed=0,
+    loop_weights=True,
 ):
-    r"""A graph of :data:`CASES` with random features: the pattern, the
-    inputs of :func:`triton_attention_propagate` (as a dict) and the
-    entries in pattern order."""
+    r"""A graph of :data:`CASES` with random features: the pattern and the
+    inputs of :func:`triton_attention_propagate` (as a dict; the log
+    weights one per entry in pattern order, and one per row for the
+    self-loops where :obj:`loops` and :obj:`loop_weights`)."""
     spec = CASES[name]
     num_dst, num_src = spec['size']
     generator = torch.Generator().manual_seed(seed)
@@ -134,7 +228,7 @@ def make_case(
     pattern, perm = edge_index_arrays(
         entries.t().to(device), (num_dst, num_src)
     )
-    bipartite = name != 'square'
+    bipartite = name not in ('square', 'symmetric')
 
     def randn(*shape):
         return torch.randn(
@@ -147,9 +241,11 @@ def make_case(
     if zero_row is not None:  # A norm below NORM_EPS: clamped.
         (h_dst if h_src is None else h_src)[zero_row] = 0.0
     log_weight = randn(entries.size(0)) if weights else None
-    loop_kept = None
+    loop_kept = loop_log_weight = None
     if loops and spec['loop_kept'] is not None:
         loop_kept = torch.tensor(spec['loop_kept'], device=device)
+        if loop_weights:
+            loop_log_weight = randn(num_dst)
     inputs = dict(
         x=x,
         h_dst=h_dst,
@@ -157,20 +253,28 @@ def make_case(
         temperature=torch.tensor(temperature, dtype=dtype, device=device),
         log_weight=log_weight,
         loop_kept=loop_kept,
+        loop_log_weight=loop_log_weight,
     )
     return pattern, inputs
 
 
 def dense_reference(
-    pattern, x, h_dst, h_src, temperature, log_weight=None, loop_kept=None
+    pattern,
+    x,
+    h_dst,
+    h_src,
+    temperature,
+    log_weight=None,
+    loop_kept=None,
+    loop_log_weight=None,
 ):
     r"""The propagation from its equation, with dense :math:`M \times N`
     matrices: :math:`\alpha_{ij} \propto W_{ij} \exp(\gamma \cos_{ij})`,
     :math:`W_{ij}` the summed weights of the entries :math:`(i, j)`, and a
     self-loop as one more column (logit :math:`\gamma` times the
-    self-cosine of :math:`\mathbf{h}^{dst}_i`, value :math:`\mathbf{x}_i`);
-    rows without any term mapped to zero. Independent of the package's
-    kernels."""
+    self-cosine of :math:`\mathbf{h}^{dst}_i` plus its log weight, value
+    :math:`\mathbf{x}_i`); rows without any term mapped to zero.
+    Independent of the package's kernels."""
     num_dst, num_src = pattern.size
     h_src = h_dst if h_src is None else h_src
 
@@ -194,9 +298,10 @@ def dense_reference(
     values = x
     if loop_kept is not None:
         self_cos = (h_dst.detach().norm(dim=-1) > NORM_EPS).to(x.dtype)
-        loop_logit = torch.where(
-            loop_kept, temperature * self_cos, float('-inf')
-        )
+        loop_logit = temperature * self_cos
+        if loop_log_weight is not None:
+            loop_logit = loop_logit + loop_log_weight
+        loop_logit = torch.where(loop_kept, loop_logit, float('-inf'))
         logits = torch.cat([logits, loop_logit.unsqueeze(-1)], dim=-1)
         values = torch.cat([x, x[:num_dst]], dim=0)
     row_max = logits.max(dim=-1, keepdim=True).values.detach()
@@ -209,7 +314,14 @@ def dense_reference(
     return alpha[:, :num_src] @ x + alpha[:, num_src:] * x[:num_dst]
 
 
-NAMES = ('x', 'h_dst', 'h_src', 'temperature', 'log_weight')
+NAMES = (
+    'x',
+    'h_dst',
+    'h_src',
+    'temperature',
+    'log_weight',
+    'loop_log_weight',
+)
 
 
 def outputs_and_grads(function, pattern, inputs, grad_out=None, seed=1):
@@ -230,10 +342,10 @@ def outputs_and_grads(function, pattern, inputs, grad_out=None, seed=1):
         grad_out = torch.randn(
             out.shape, generator=generator, dtype=torch.float64
         ).to(out.device, out.dtype)
-    wanted = [leaves[name] for name in NAMES if leaves[name] is not None]
+    wanted = [leaves[name] for name in NAMES if leaves.get(name) is not None]
     grads = iter(torch.autograd.grad(out, wanted, grad_out))
     return out, {
-        name: next(grads) if leaves[name] is not None else None
+        name: next(grads) if leaves.get(name) is not None else None
         for name in NAMES
     }
 
@@ -258,18 +370,29 @@ def assert_close_all(actual, expected, **tolerance):
 # Against the dense float64 reference
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    'name,loops,weights',
+    'name,loops,weights,channels',
     [
-        ('square', True, True),
-        ('square', False, False),
-        ('square', True, False),
-        ('bipartite', True, True),
-        ('bipartite', False, True),
-        ('wide', False, True),
+        ('square', True, True, (5, 3)),
+        ('square', False, False, (5, 3)),
+        ('square', True, False, (3, 5)),
+        ('bipartite', True, True, (5, 3)),
+        ('bipartite', False, True, (5, 3)),
+        ('wide', False, True, (5, 3)),
+        # F <= H: the one-pass symmetric backward; F > H: columns and rows.
+        ('symmetric', True, True, (3, 5)),
+        ('symmetric', False, False, (3, 5)),
+        ('symmetric', True, True, (5, 3)),
     ],
 )
-def test_matches_dense_reference(device, name, loops, weights):
-    pattern, inputs = make_case(name, device, loops=loops, weights=weights)
+def test_matches_dense_reference(device, name, loops, weights, channels):
+    pattern, inputs = make_case(
+        name,
+        device,
+        loops=loops,
+        weights=weights,
+        x_channels=channels[0],
+        h_channels=channels[1],
+    )
     actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
     expected = outputs_and_grads(dense_reference, pattern, inputs)
     assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
@@ -281,6 +404,35 @@ def test_matches_dense_reference(device, name, loops, weights):
         assert torch.allclose(
             out[6], inputs['x'][6] if loops else torch.zeros_like(out[6])
         )
+
+
+@pytest.mark.parametrize(
+    'channels,one_pass', [((3, 5), True), ((5, 3), False)]
+)
+def test_symmetric_pattern_backward(device, channels, one_pass, monkeypatch):
+    # An undirected graph's pattern is its transpose's: with h_src = h_dst
+    # and F <= H the backward pass takes the one-pass kernel (entry and
+    # mirror in one program), otherwise the column and row passes; both
+    # against the reference, every gradient.
+    from apnet_pyg.nn.triton_propagation import launch
+
+    taken = []
+    choose = launch.uses_symmetric_backward
+
+    def record(*args):
+        taken.append(choose(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(launch, 'uses_symmetric_backward', record)
+    pattern, inputs = make_case(
+        'symmetric', device, x_channels=channels[0], h_channels=channels[1]
+    )
+    assert is_symmetric_pattern(pattern)
+    assert not is_symmetric_pattern(make_case('square', device)[0])
+    actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    expected = outputs_and_grads(dense_reference, pattern, inputs)
+    assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
+    assert taken == [one_pass]
 
 
 def test_zero_rows_and_large_temperature(device):
@@ -370,17 +522,27 @@ def test_empty_pattern(device):
 # ---------------------------------------------------------------------------
 # Against the composed sparse kernels (APNetConv's fused path today)
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['square', 'bipartite'])
+@pytest.mark.parametrize('name', ['square', 'bipartite', 'symmetric'])
 def test_matches_composed_kernels(device, name):
-    pattern, inputs = make_case(name, device, dtype=torch.float32)
+    pattern, inputs = make_case(
+        name, device, dtype=torch.float32, x_channels=4, h_channels=6
+    )
     actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
     expected = outputs_and_grads(composed_attention_propagate, pattern, inputs)
     assert_close_all(actual, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_gradcheck(device):
-    for name in ('square', 'bipartite'):
-        pattern, inputs = make_case(name, device, x_channels=3, h_channels=2)
+    # Every input, the self-loops' log weights too; the symmetric case
+    # through the one-pass backward (F <= H).
+    for name, channels in (
+        ('square', (3, 2)),
+        ('bipartite', (3, 2)),
+        ('symmetric', (2, 3)),
+    ):
+        pattern, inputs = make_case(
+            name, device, x_channels=channels[0], h_channels=channels[1]
+        )
         names = [n for n in NAMES if inputs[n] is not None]
         values = [inputs[n].detach().requires_grad_() for n in names]
 
@@ -491,6 +653,10 @@ def test_non_contiguous_inputs(device):
     inputs['log_weight'] = inputs['log_weight'].repeat_interleave(2)[::2]
     assert not inputs['x'].is_contiguous()
     assert not inputs['log_weight'].is_contiguous()
+    # The self-loops' log weight strided, then a scalar expanded (stride 0,
+    # as APNetConv passes a learned one): its gradient sums the rows'.
+    inputs['loop_log_weight'] = inputs['loop_log_weight'].repeat(2)[::2]
+    assert inputs['loop_log_weight'].stride() == (2,)
     grad_out = torch.ones(1, 1, dtype=torch.float64, device=device).expand(
         4, 5
     )
@@ -502,10 +668,25 @@ def test_non_contiguous_inputs(device):
     )
     assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
 
+    scalar = torch.tensor(0.3, dtype=torch.float64, device=device)
+    grads = []
+    for function in (triton_attention_propagate, dense_reference):
+        bias = scalar.clone().requires_grad_()
+        loop_log_weight = bias.expand(4)
+        assert loop_log_weight.stride() == (0,)
+        out = function(
+            pattern, **dict(inputs, loop_log_weight=loop_log_weight)
+        )
+        grads.append(torch.autograd.grad(out, bias, grad_out)[0])
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-9, atol=1e-11)
 
-def test_deterministic(device):
+
+@pytest.mark.parametrize('name', ['square', 'symmetric'])
+def test_deterministic(device, name):
     # No atomics: the same inputs give bitwise the same gradients.
-    pattern, inputs = make_case('square', device, dtype=torch.float32)
+    pattern, inputs = make_case(
+        name, device, dtype=torch.float32, x_channels=3, h_channels=5
+    )
     first = outputs_and_grads(triton_attention_propagate, pattern, inputs)
     second = outputs_and_grads(triton_attention_propagate, pattern, inputs)
     assert torch.equal(first[0], second[0])
@@ -541,35 +722,43 @@ def test_double_backward(device):
 def test_custom_operators(device):
     pattern, inputs = make_case('square', device, dtype=torch.float32)
     x, h = inputs['x'], inputs['h_dst']
-    gamma, lw, kept = (
+    gamma, lw, kept, loop_lw = (
         inputs['temperature'],
         inputs['log_weight'],
         inputs['loop_kept'],
+        inputs['loop_log_weight'],
     )
-    out, lse = torch.ops.apnet_pyg.triton_propagate(
-        x, h, None, gamma, lw, kept, pattern.rowptr, pattern.col
+    forward_args = (x, h, None, gamma, lw, kept, loop_lw)
+    out, lse, out_acc = torch.ops.apnet_pyg.triton_propagate(
+        *forward_args, pattern.rowptr, pattern.col
     )
     assert lse.dtype == torch.float32 and lse.shape == (7,)
+    assert out_acc.shape == (0,)  # float32 x: the output is in float32
     torch.library.opcheck(
         torch.ops.apnet_pyg.triton_propagate,
-        (x, h, None, gamma, lw, kept, pattern.rowptr, pattern.col),
+        (*forward_args, pattern.rowptr, pattern.col),
     )
+    half = torch.ops.apnet_pyg.triton_propagate(
+        x.bfloat16(), *forward_args[1:], pattern.rowptr, pattern.col
+    )
+    assert half[0].dtype == torch.bfloat16
+    assert half[2].dtype == torch.float32 and half[2].shape == out.shape
     backward_args = (
         torch.randn_like(out),
+        out,
         lse,
-        x,
-        h,
-        None,
-        gamma,
-        lw,
-        kept,
+        *forward_args,
         pattern.rowptr,
         pattern.col,
         pattern.rowptr_t,
         pattern.col_t,
         pattern.perm_t,
     )
-    for needs_grad in ([True] * 5, [False, True, False, False, True]):
+    for needs_grad in (
+        [True] * 6,
+        [False, True, False, False, True, False],
+        [True, False, False, False, False, True],
+    ):
         torch.library.opcheck(
             torch.ops.apnet_pyg.triton_propagate_backward,
             (*backward_args, needs_grad),
@@ -625,6 +814,73 @@ _TRITON_TYPES = {
     torch.float32: 'fp32',
     torch.float64: 'fp64',
 }
+KERNELS = [
+    'forward_kernel',
+    'output_dot_kernel',
+    'column_backward_kernel',
+    'row_backward_kernel',
+    'symmetric_backward_kernel',
+]
+
+
+def compile_for_sm90(name, dtype, flags, num_warps=4, block_e=16):
+    r"""Kernel :obj:`name` compiled for sm_90 (Triton's own LLVM and
+    ptxas, no GPU) as a launch on row-major tensors specialises it: every
+    pointer and the widths (64 and 256) divisible by 16."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from apnet_pyg.nn.triton_propagation import launch
+
+    kernel = getattr(launch.kernels, name)
+    # An autotuned kernel's JIT function is inside its autotuner.
+    function = kernel.fn if hasattr(kernel, 'configs') else kernel
+    data = '*' + _TRITON_TYPES[dtype]
+    acc = '*fp64' if dtype == torch.float64 else '*fp32'
+    index = ('rowptr_ptr', 'col_ptr', 'rowptr_t_ptr', 'col_t_ptr')
+    accumulated = (
+        'gamma_ptr',
+        'lse_ptr',
+        'delta_ptr',
+        'grad_z_ptr',
+        'grad_loop_ptr',
+        'gamma_part_ptr',
+        'out_acc_ptr',
+        'partial_ptr',
+    )
+    signature, constants, attrs = {}, {}, {}
+    for position, arg in enumerate(function.arg_names):
+        if arg.endswith('_ptr'):
+            if arg in index or arg == 'perm_t_ptr':
+                signature[arg] = '*i32'
+            elif arg == 'loop_ptr':
+                signature[arg] = '*u8'
+            else:
+                signature[arg] = acc if arg in accumulated else data
+            attrs[(position,)] = [['tt.divisibility', 16]]
+        elif arg.startswith('num_') or arg in ('degree', 'loop_weight_stride'):
+            signature[arg] = 'i32'
+            if arg in ('num_x', 'num_h'):
+                attrs[(position,)] = [['tt.divisibility', 16]]
+        else:
+            signature[arg] = 'constexpr'
+            constants[arg] = flags
+    constants.update(
+        BLOCK_E=block_e,
+        BLOCK_R=16,
+        BLOCK_X=64,
+        BLOCK_H=256,
+        EPS=NORM_EPS,
+        ACC=tl.float64 if dtype == torch.float64 else tl.float32,
+    )
+    constants = {k: v for k, v in constants.items() if k in signature}
+    return triton.compile(
+        ASTSource(function, signature, constexprs=constants, attrs=attrs),
+        target=GPUTarget('cuda', 90, 32),
+        options=dict(num_warps=num_warps, num_stages=1),
+    )
 
 
 @requires_triton
@@ -633,64 +889,23 @@ _TRITON_TYPES = {
     reason='Triton was imported with TRITON_INTERPRET=1: '
     'it cannot compile in this process',
 )
+@pytest.mark.parametrize('kernel', KERNELS)
 @pytest.mark.parametrize(
-    'kernel',
-    ['_forward_kernel', '_backward_row_kernel', '_backward_col_kernel'],
+    'dtype,flags',
+    [(torch.bfloat16, True), (torch.float32, True), (torch.float64, False)],
 )
-@pytest.mark.parametrize(
-    'dtype,flags,same_h',
-    [
-        (torch.bfloat16, True, True),
-        (torch.float16, True, False),
-        (torch.float64, False, False),
-    ],
-)
-def test_kernels_compile_for_sm90(kernel, dtype, flags, same_h):
+def test_kernels_compile_for_sm90(kernel, dtype, flags):
     # The interpreter runs Python and forgives what the compiler does not
-    # (types changing in a loop, scalars of the wrong dtype): compile each
-    # kernel to a cubin for sm_90 (Triton's own LLVM and ptxas, no GPU).
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError as error:  # pragma: no cover
-        pytest.skip(f'Triton cannot compile here: {error}')
-    import triton.language as tl
-
-    function = tp._kernels(False)[kernel]
-    data = '*' + _TRITON_TYPES[dtype]
-    acc = '*fp64' if dtype == torch.float64 else '*fp32'
-    pointers = {
-        'gamma_ptr': '*fp32',
-        'loop_ptr': '*u8',
-        'lse_ptr': acc,
-        'delta_ptr': acc,
-        'grad_gamma_ptr': acc,
-        'grad_h_partial_ptr': acc,
-    }
-    signature, constants = {}, {}
-    for arg in function.arg_names:
-        if arg.endswith('_ptr'):
-            index = 'ptr_t' in arg or arg in ('rowptr_ptr', 'col_ptr')
-            signature[arg] = '*i32' if index else pointers.get(arg, data)
-        elif arg.startswith('num_'):
-            signature[arg] = 'i32'
-        else:
-            signature[arg] = 'constexpr'
-            constants[arg] = same_h if arg == 'SAME_H' else flags
-    constants.update(
-        BLOCK_E=4,
-        BLOCK_X=64,
-        BLOCK_H=32,
-        EPS=NORM_EPS,
-        ACC=tl.float64 if dtype == torch.float64 else tl.float32,
-    )
-    compiled = triton.compile(
-        ASTSource(function, signature=signature, constexprs=constants),
-        target=GPUTarget('cuda', 90, 32),
-        options=dict(num_warps=2),
-    )
+    # (types changing in a loop, scalars of the wrong dtype): every kernel
+    # compiled to a cubin for sm_90. Its gathers of whole rows are 16-byte
+    # loads (ld.global.v4: 4 floats, 8 bfloat16): a scalar load a thread
+    # would issue four to eight times the instructions for the same bytes.
+    compiled = compile_for_sm90(kernel, dtype, flags)
     assert compiled.asm['cubin']
+    if flags and dtype != torch.float64:
+        assert 'ld.global.v4' in compiled.asm['ptx'] or (
+            'ld.global.nc.v4' in compiled.asm['ptx']
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -744,6 +959,29 @@ def test_bad_input(monkeypatch):
             r"'x' has 4097 features, "
             r"more than the Triton kernel's 4096",
         ),
+        (
+            dict(loop_log_weight=torch.zeros(3)),
+            r"'loop_log_weight' must have one entry per destination row, "
+            r'\[4\] \(got shape \(3,\)\): expand a scalar with '
+            r'\.expand\(4\)',
+        ),
+        (
+            dict(loop_log_weight=torch.zeros(4, 1)),
+            r"'loop_log_weight' must have 1 dimensions",
+        ),
+        (
+            dict(loop_log_weight=torch.zeros(4, dtype=torch.long)),
+            r"'loop_log_weight' must be a floating-point tensor",
+        ),
+        (
+            dict(loop_log_weight=torch.zeros(4, device='meta')),
+            r"'loop_log_weight' is on meta but 'x' on cpu",
+        ),
+        (
+            dict(loop_kept=None),
+            r"'loop_log_weight' is the log weight of the self-loops, which "
+            r"'loop_kept' names: pass 'loop_kept' too",
+        ),
     ]:
         with pytest.raises(ValueError, match=message):
             call(**changes)
@@ -781,44 +1019,123 @@ def test_bad_input(monkeypatch):
         call()
 
 
-def test_without_triton(monkeypatch):
-    # Triton is optional: the module never imports it at import time, and
-    # without it the kernel says what is missing.
-    for path in Path(tp.__file__).parent.glob('*.py'):  # The package.
-        source = path.read_text()
-        assert '\nimport triton' not in source, path.name
-        assert '\nfrom triton' not in source, path.name
-    monkeypatch.setitem(sys.modules, 'triton', None)  # Blocks the import.
-    tp.is_triton_available.cache_clear()
-    try:
-        assert not tp.is_triton_available()
-        pattern, inputs = make_case('square', 'cpu', dtype=torch.float32)
-        with pytest.raises(
-            RuntimeError,
-            match=r'triton_attention_propagate '
-            r'needs Triton, which is not installed',
-        ):
-            triton_attention_propagate(pattern, **inputs)
-    finally:
-        tp.is_triton_available.cache_clear()
+def test_without_triton():
+    # Triton is optional: without it the package imports, says so, and the
+    # kernel names what is missing (a subprocess: Triton blocked before
+    # anything imports it).
+    script = (
+        'import sys; sys.modules["triton"] = None\n'
+        'import torch\n'
+        'from apnet_pyg.nn import APNetConv\n'
+        'from apnet_pyg.nn import triton_propagation as tp\n'
+        'assert not tp.is_triton_available()\n'
+        'assert not tp.interpreting()\n'
+        'from apnet_pyg.nn.functional import edge_index_arrays\n'
+        'pattern, _ = edge_index_arrays(torch.tensor([[0], [1]]), (2, 2))\n'
+        'try:\n'
+        '    tp.triton_attention_propagate(\n'
+        '        pattern, torch.ones(2, 3), torch.ones(2, 3), None, 1.0)\n'
+        'except RuntimeError as error:\n'
+        '    print(error)\n'
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        'triton_attention_propagate needs Triton, which is not installed'
+    )
+
+
+@requires_triton
+def test_interpreter_chosen_after_import(monkeypatch):
+    # A process whose Triton compiles (imported without TRITON_INTERPRET)
+    # still runs CPU tensors under the interpreter once TRITON_INTERPRET=1
+    # is set (as APNetConv's tests do): interpreted twins of the kernels.
+    monkeypatch.setenv('TRITON_INTERPRET', '1')
+    pattern, inputs = make_case('symmetric', 'cpu', x_channels=2)
+    actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    expected = outputs_and_grads(dense_reference, pattern, inputs)
+    assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
 
 
 @requires_triton
 def test_launch_configuration():
-    # Tiles within budget, at least two entries a block, the mean degree.
-    wordnet = tp._Config(82115, 168854, 64, 64)  # mean degree 2.06
-    assert (wordnet.block_e, wordnet.block_x, wordnet.num_warps) == (4, 64, 1)
-    random = tp._Config(10**6, 10**7, 64, 64)
-    assert (random.block_e, random.num_warps) == (8, 2)
-    zsl = tp._Config(50, 400, 2048, 256)
-    assert (zsl.block_e, zsl.block_x, zsl.block_h, zsl.num_warps) == (
-        2,
-        2048,
-        256,
-        8,
+    from apnet_pyg.nn.triton_propagation import launch
+
+    # Feature tiles: the next power of two, at least 16.
+    assert [launch.feature_block(n) for n in (1, 16, 17, 64, 300)] == [
+        16,
+        16,
+        32,
+        64,
+        512,
+    ]
+    # The mean degree's power of two, 1 to 64 (WordNet: 250,969 entries
+    # with the self-loops over 82,115 rows; 1M nodes of degree 10 + 1).
+    assert launch.degree_bucket(250_969, 82_115) == 4
+    assert launch.degree_bucket(11_000_000, 1_000_000) == 16
+    assert launch.degree_bucket(0, 0) == 1
+    assert launch.degree_bucket(10**9, 10) == 64
+    # Fixed configurations: 4 to 16 entries a block, ~16 elements a thread.
+    assert launch.fixed_config(256, 16) == dict(
+        BLOCK_E=16, num_warps=8, num_stages=1
     )
-    tiny = tp._Config(3, 0, 3, 1)
-    assert (tiny.block_e, tiny.block_x, tiny.block_h) == (2, 16, 16)
+    assert launch.fixed_config(64, 1) == dict(
+        BLOCK_E=4, num_warps=1, num_stages=1
+    )
+    # The zero-shot pipeline's 2048-wide x: 4 entries, 8 warps (32 a
+    # thread); 4096 features: 2.
+    assert launch.fixed_config(2048, 16) == dict(
+        BLOCK_E=4, num_warps=8, num_stages=1
+    )
+    assert launch.fixed_config(4096, 16)['BLOCK_E'] == 2
+
+
+@requires_triton
+@pytest.mark.skipif(
+    tp.is_triton_available() and tp.interpreting(),
+    reason='the interpreter has one configuration',
+)
+def test_autotune_candidates():
+    # Per key, the candidates left after pruning: BLOCK_E the mean degree's
+    # power of two, half or twice it (4 to 32), and 16 to 32 elements a
+    # thread of the widest tile; a handful, so that tuning stays cheap.
+    from apnet_pyg.nn.triton_propagation import launch
+
+    kernels = launch.kernels
+    prune = kernels.PRUNE['early_config_prune']
+
+    def candidates(degree, block_x, block_h):
+        return {
+            (c.kwargs['BLOCK_E'], c.num_warps)
+            for c in prune(
+                kernels.CONFIGS,
+                {'degree': degree},
+                BLOCK_X=block_x,
+                BLOCK_H=block_h,
+            )
+        }
+
+    # 1M x 10, F = 64 or 256 with H = 256: tiles of 8 to 32 entries.
+    assert candidates(16, 64, 256) == {
+        (8, 2),
+        (8, 4),
+        (16, 4),
+        (16, 8),
+        (32, 8),
+    }
+    # WordNet (degree 4 with the self-loops), F = 64, H = 256.
+    assert candidates(4, 64, 256) == {(4, 1), (4, 2), (8, 2), (8, 4)}
+    # The zero-shot pipeline's 2048-wide rows: 4 entries a block; the
+    # widest rows, 4096 features: 2 (32 elements a thread either way).
+    assert candidates(4, 2048, 256) == {(4, 8)}
+    assert candidates(4, 4096, 256) == {(2, 8)}
+    assert kernels.KEY == ['num_x', 'num_h', 'degree']
+    assert all(c.num_stages == 1 for c in kernels.CONFIGS)
 
 
 def test_floor_bytes():
@@ -856,4 +1173,250 @@ def test_floor_bytes():
         )
         == 2 * (7 * (8 + 2 + 12 * 2) + 4 * 8 + 3 * (1 + 8 * 2))
         + (3 * 12 + 3 * 12 + 5 * 12 + 3 * 4 + 7) * 2
+    )
+
+
+def test_kernel_bytes():
+    # Per entry (the difference of two entry counts), float32, int32
+    # indices: the forward pass gathers F + H floats and one index; the
+    # backward pass's column pass H + F floats, two indices (col_t,
+    # perm_t), lse_i, D_i and dL/dz_ij; the row pass H floats, an index and
+    # dL/dz_ij; the symmetric pass H + 2F floats, two indices, lse_i, D_i.
+    F, H = 64, 256
+
+    def per_entry(**kwargs):
+        one, two = (
+            propagation_kernel_bytes(10, 10, E, F, H, backward=True, **kwargs)
+            for E in (1000, 2000)
+        )
+        return {name: (two[name] - one[name]) // 1000 for name in one}
+
+    general = per_entry()
+    assert general == {
+        'forward': 4 + (F + H) * 4,
+        'output_dot': 0,
+        'columns': 2 * 4 + (H + F) * 4 + 3 * 4,
+        'rows': 4 + 4 + H * 4,
+    }
+    assert per_entry(symmetric=True) == {
+        'forward': 4 + (F + H) * 4,
+        'output_dot': 0,
+        'symmetric': 2 * 4 + (H + 2 * F) * 4 + 2 * 4,
+    }
+    # The backward pass gathers 2H + F floats an entry (the old row and
+    # column passes: 2H + 2F), or H + 2F on a symmetric pattern.
+    assert sum(general.values()) < 3 * (F + H) * 4
+    # F > H: the symmetric pass would gather more; the general one runs.
+    assert 'symmetric' not in propagation_kernel_bytes(
+        10, 10, 10, 512, 256, backward=True, symmetric=True
+    )
+    # Forward alone; bfloat16 stores the output in float32 too.
+    forward = propagation_kernel_bytes(10, 10, 0, F, H)
+    assert list(forward) == ['forward']
+    half = propagation_kernel_bytes(10, 10, 0, F, H, dtype=torch.bfloat16)
+    assert half['forward'] == 11 * 4 + 10 * (H + F) * 2 + 10 * F * 4 + 40
+
+
+# ---------------------------------------------------------------------------
+# CUDA only: autotuning, CUDA graphs, torch.compile's reduce-overhead
+# ---------------------------------------------------------------------------
+def cuda_only(function):
+    r"""The CUDA tier's marks: skipped without CUDA, or where Triton runs
+    interpreted."""
+    for mark in (
+        pytest.mark.cuda,
+        pytest.mark.skipif(
+            not torch.cuda.is_available(), reason='CUDA not available'
+        ),
+        pytest.mark.skipif(
+            not tp.is_triton_available() or tp.interpreting(),
+            reason='needs Triton compiling (not interpreting)',
+        ),
+    ):
+        function = mark(function)
+    return function
+
+
+def random_symmetric_pattern(num_nodes, degree, device, seed=0):
+    r"""The CSR arrays of a random undirected graph (both directions)."""
+    generator = torch.Generator().manual_seed(seed)
+    pairs = num_nodes * degree // 2
+    source = torch.randint(num_nodes, (pairs,), generator=generator)
+    target = torch.randint(num_nodes, (pairs,), generator=generator)
+    keep = source != target
+    source, target = source[keep], target[keep]
+    edges = torch.stack(
+        [torch.cat([source, target]), torch.cat([target, source])]
+    )
+    return edge_index_arrays(edges.to(device), (num_nodes, num_nodes))[0]
+
+
+def static_inputs(pattern, x_channels, h_channels, device, seed=0):
+    generator = torch.Generator(device).manual_seed(seed)
+    num_nodes = pattern.size[0]
+    return dict(
+        x=torch.randn(
+            num_nodes, x_channels, device=device, generator=generator
+        ),
+        h_dst=torch.randn(
+            num_nodes, h_channels, device=device, generator=generator
+        ),
+        h_src=None,
+        temperature=torch.tensor(3.0, device=device),
+        log_weight=None,
+        loop_kept=torch.rand(num_nodes, device=device, generator=generator)
+        > 0.5,
+        loop_log_weight=torch.tensor(0.5, device=device).expand(num_nodes),
+    )
+
+
+@cuda_only
+@pytest.mark.parametrize('symmetric', [True, False])
+def test_autotuned_launches_on_cuda(symmetric):
+    from apnet_pyg.nn.triton_propagation import launch
+
+    device = torch.device('cuda', torch.cuda.current_device())
+    pattern = random_symmetric_pattern(20_000, 8, device)
+    assert pattern.nnz >= launch.TUNE_MIN_ENTRIES
+    inputs = static_inputs(pattern, 32, 64, device)
+    if not symmetric:  # The same graph, bipartite: columns and rows.
+        inputs['h_src'] = inputs['h_dst'].clone()
+    actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    expected = outputs_and_grads(composed_attention_propagate, pattern, inputs)
+    assert_close_all(actual, expected, rtol=1e-4, atol=1e-5)
+    kernels = {row['kernel'] for row in tp.tuned_configs()}
+    assert 'forward_kernel' in kernels
+    assert (
+        'symmetric_backward_kernel' in kernels
+        if symmetric
+        else {'column_backward_kernel', 'row_backward_kernel'} <= kernels
+    )
+    # Deterministic algorithms: the fixed configuration, bitwise repeatable.
+    torch.use_deterministic_algorithms(True)
+    try:
+        first = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+        second = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert_close_all(first, second, rtol=0.0, atol=0.0)
+    assert_close_all(first, expected, rtol=1e-4, atol=1e-5)
+
+
+def _cuda_graph_step(pattern, inputs, grad_out):
+    x = inputs['x']
+    h = inputs['h_dst']
+    out = triton_attention_propagate(
+        pattern,
+        x,
+        h,
+        None,
+        inputs['temperature'],
+        loop_kept=inputs['loop_kept'],
+        loop_log_weight=inputs['loop_log_weight'],
+    )
+    return (out, *torch.autograd.grad(out, (x, h), grad_out))
+
+
+@cuda_only
+def test_cuda_graph_capture_of_a_static_graph():
+    # A static graph: the pattern built once and reused; forward and
+    # backward captured in one CUDA graph after eager warm-up steps (which
+    # autotune and compare the pattern with its transpose), then replayed
+    # on new features copied into the captured inputs.
+    device = torch.device('cuda', torch.cuda.current_device())
+    pattern = random_symmetric_pattern(20_000, 8, device)
+    inputs = static_inputs(pattern, 32, 64, device)
+    inputs['x'].requires_grad_()
+    inputs['h_dst'].requires_grad_()
+    grad_out = torch.randn_like(inputs['x'])
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            _cuda_graph_step(pattern, inputs, grad_out)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_results = _cuda_graph_step(pattern, inputs, grad_out)
+    for seed in (1, 2):
+        generator = torch.Generator(device).manual_seed(seed)
+        with torch.no_grad():
+            for name in ('x', 'h_dst'):
+                inputs[name].copy_(
+                    torch.randn(
+                        inputs[name].shape, device=device, generator=generator
+                    )
+                )
+        graph.replay()
+        expected = _cuda_graph_step(pattern, inputs, grad_out)
+        for actual, wanted in zip(static_results, expected):
+            torch.testing.assert_close(actual, wanted, rtol=0.0, atol=0.0)
+
+
+class _Layer(torch.nn.Module):
+    r"""A projection and the propagation over a fixed pattern."""
+
+    def __init__(self, pattern, channels):
+        super().__init__()
+        self.pattern = pattern
+        self.lin = torch.nn.Linear(channels, 2 * channels)
+
+    def forward(self, x, loop_kept):
+        return triton_attention_propagate(
+            self.pattern, x, self.lin(x), None, 3.0, loop_kept=loop_kept
+        )
+
+
+@cuda_only
+def test_compile_reduce_overhead():
+    # torch.compile's CUDA graphs (mode='reduce-overhead') over the custom
+    # operators, no graph break: the same values and gradients as eager.
+    device = torch.device('cuda', torch.cuda.current_device())
+    pattern = random_symmetric_pattern(5_000, 8, device)
+    layer = _Layer(pattern, 16).to(device)
+    x = torch.randn(5_000, 16, device=device)
+    loop_kept = torch.ones(5_000, dtype=torch.bool, device=device)
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, mode='reduce-overhead', fullgraph=True)
+    for _ in range(4):  # Warm-up, recording, replays.
+        leaf = x.clone().requires_grad_()
+        out = compiled(leaf, loop_kept)
+        (grad,) = torch.autograd.grad(out.square().sum(), leaf)
+        out, grad = out.clone(), grad.clone()
+    leaf = x.clone().requires_grad_()
+    expected = layer(leaf, loop_kept)
+    (expected_grad,) = torch.autograd.grad(expected.square().sum(), leaf)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+
+
+@cuda_only
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason='needs two CUDA devices'
+)
+def test_tensors_on_a_second_gpu():
+    # Triton launches on the current device: tensors on cuda:1 under a
+    # current cuda:0 still run there, and give the values of cuda:0.
+    results = []
+    for index in (0, 1):
+        device = torch.device('cuda', index)
+        pattern, inputs = make_case('symmetric', device, dtype=torch.float32)
+        with torch.cuda.device(0):
+            results.append(
+                outputs_and_grads(triton_attention_propagate, pattern, inputs)
+            )
+    out, grads = results[1]
+    assert out.device == torch.device('cuda', 1)
+    assert_close_all(
+        (
+            out.cpu(),
+            {k: v if v is None else v.cpu() for k, v in grads.items()},
+        ),
+        (
+            results[0][0].cpu(),
+            {k: v if v is None else v.cpu() for k, v in results[0][1].items()},
+        ),
+        rtol=0.0,
+        atol=0.0,
     )

@@ -2,7 +2,7 @@ r"""The public functions of the fused propagation: the autograd function
 over the custom operators, its argument checks, the composed reference,
 and the bandwidth floor."""
 
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 from torch import Tensor
@@ -16,14 +16,13 @@ from apnet_pyg.nn.functional import (
     softmax_spmm,
 )
 from apnet_pyg.nn.functional.csr import as_csr_arrays
-from apnet_pyg.nn.triton_propagation.kernels import (
-    interpreter_enabled,
-    is_triton_available,
-)
 from apnet_pyg.nn.triton_propagation.launch import (
     MAX_FEATURES,
-    _backward_op,
-    _forward_op,
+    backward_op,
+    forward_op,
+    interpreter_enabled,
+    is_triton_available,
+    pattern_is_symmetric,
 )
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -43,70 +42,99 @@ class _TritonPropagate(torch.autograd.Function):
         gamma: Tensor,
         log_weight: Optional[Tensor],
         loop_kept: Optional[Tensor],
+        loop_log_weight: Optional[Tensor],
     ) -> Tensor:
-        out, lse = _forward_op(
+        out, lse, out_acc = forward_op(
             x,
             h_dst,
             h_src,
             gamma,
             log_weight,
             loop_kept,
+            loop_log_weight,
             pattern.rowptr,
             pattern.col,
         )
         # Index tensors autograd never differentiates: an attribute.
         ctx.pattern = pattern
+        # D_i reads the output in the accumulation dtype (out_acc, where
+        # x's dtype is narrower).
+        ctx.out_is_acc = out_acc.dim() == 2
         ctx.save_for_backward(
-            x, h_dst, h_src, gamma, log_weight, loop_kept, lse
+            x,
+            h_dst,
+            h_src,
+            gamma,
+            log_weight,
+            loop_kept,
+            loop_log_weight,
+            lse,
+            out_acc if ctx.out_is_acc else out,
         )
         return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         pattern = ctx.pattern
-        x, h_dst, h_src, gamma, log_weight, loop_kept, lse = ctx.saved_tensors
-        needs_grad = tuple(ctx.needs_input_grad[1:6])
-        if torch.is_grad_enabled():
-            # A second derivative is asked for: differentiate the composed
-            # sparse kernels (which have double backward) instead.
-            inputs = (x, h_dst, h_src, gamma, log_weight)
-            out = composed_attention_propagate(pattern, *inputs, loop_kept)
-            wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
-            grads = iter(
-                torch.autograd.grad(
-                    out, wanted, grad_out, create_graph=True, allow_unused=True
-                )
-            )
-            return (
-                None,
-                *[next(grads) if needed else None for needed in needs_grad],
-                None,
-            )
-
-        grads = _backward_op(
-            grad_out,
-            lse,
+        (
             x,
             h_dst,
             h_src,
             gamma,
             log_weight,
             loop_kept,
-            pattern.rowptr,
-            pattern.col,
-            pattern.rowptr_t,
-            pattern.col_t,
-            pattern.perm_t,
-            list(needs_grad),
-        )
-        return (
-            None,
-            *[
+            loop_log_weight,
+            lse,
+            out,
+        ) = ctx.saved_tensors
+        inputs = (x, h_dst, h_src, gamma, log_weight, loop_log_weight)
+        needs_grad = (*ctx.needs_input_grad[1:6], ctx.needs_input_grad[7])
+        if torch.is_grad_enabled():
+            # A second derivative is asked for: differentiate the composed
+            # sparse kernels (which have double backward) instead.
+            out = composed_attention_propagate(
+                pattern,
+                x,
+                h_dst,
+                h_src,
+                gamma,
+                log_weight,
+                loop_kept,
+                loop_log_weight,
+            )
+            wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
+            grads = iter(
+                torch.autograd.grad(
+                    out, wanted, grad_out, create_graph=True, allow_unused=True
+                )
+            )
+            grads = [next(grads) if needed else None for needed in needs_grad]
+        else:
+            grads = backward_op(
+                grad_out,
+                out,
+                lse,
+                x,
+                h_dst,
+                h_src,
+                gamma,
+                log_weight,
+                loop_kept,
+                loop_log_weight,
+                pattern.rowptr,
+                pattern.col,
+                pattern.rowptr_t,
+                pattern.col_t,
+                pattern.perm_t,
+                list(needs_grad),
+            )
+            grads = [
                 grad if needed else None
                 for grad, needed in zip(grads, needs_grad)
-            ],
-            None,
-        )
+            ]
+        # (pattern, x, h_dst, h_src, gamma, log_weight, loop_kept,
+        # loop_log_weight)
+        return (None, *grads[:5], None, grads[5])
 
 
 # ---------------------------------------------------------------------------
@@ -120,6 +148,7 @@ def triton_attention_propagate(
     temperature: Union[Tensor, float],
     log_weight: Optional[Tensor] = None,
     loop_kept: Optional[Tensor] = None,
+    loop_log_weight: Optional[Tensor] = None,
 ) -> Tensor:
     r"""APNet's attention propagation in one fused kernel per pass:
 
@@ -131,21 +160,26 @@ def triton_attention_propagate(
 
     over the entries :math:`(i, j)` of :obj:`edge_index` and, where
     :obj:`loop_kept` is set, a self-loop :math:`(i, i)` with logit
-    :math:`\gamma` (:math:`0` for a row :math:`\mathbf{h}^{dst}_i` of
-    norm at most :data:`~apnet_pyg.nn.functional.NORM_EPS`) that
-    aggregates :math:`\mathbf{x}_i`. Norms are bounded below by
+    :math:`\gamma \cos_{ii} + \log w_{ii}` (:math:`\cos_{ii} = 1`, or
+    :math:`0` for a row :math:`\mathbf{h}^{dst}_i` of norm at most
+    :data:`~apnet_pyg.nn.functional.NORM_EPS`; :math:`\log w_{ii}` from
+    :obj:`loop_log_weight`, else :math:`0`) that aggregates
+    :math:`\mathbf{x}_i`. Norms are bounded below by
     :data:`~apnet_pyg.nn.functional.NORM_EPS`. A row with nothing to
     aggregate gives :math:`\mathbf{0}`. Equal to
     :func:`composed_attention_propagate` (the
     :func:`~apnet_pyg.nn.functional.edge_cosine` and
     :func:`~apnet_pyg.nn.functional.softmax_spmm` path of
     :class:`~apnet_pyg.nn.APNetConv`), differentiable in :obj:`x`,
-    :obj:`h_dst`, :obj:`h_src`, :obj:`temperature` and :obj:`log_weight`.
+    :obj:`h_dst`, :obj:`h_src`, :obj:`temperature`, :obj:`log_weight`
+    and :obj:`loop_log_weight`.
 
     Runs on CUDA tensors, and on CPU tensors under Triton's interpreter
     (:obj:`TRITON_INTERPRET=1`, for tests). Inputs may be float16,
     bfloat16, float32 or float64 (accumulated in float32, float64 for
     float64); the output has :obj:`x`'s dtype, each gradient its input's.
+    Deterministic: no atomics (``docs/triton-kernel.md`` says how the
+    launch configurations, autotuned on large inputs, keep it so).
 
     Args:
         edge_index (torch_geometric.EdgeIndex or CSRArrays): the matrix
@@ -155,7 +189,8 @@ def triton_attention_propagate(
             :obj:`edge_index.flip(0)` for PyG's source-to-target
             convention), or
             :func:`~apnet_pyg.nn.functional.csr_arrays` of one, not their
-            :meth:`~apnet_pyg.nn.functional.CSRArrays.t`.
+            :meth:`~apnet_pyg.nn.functional.CSRArrays.t`. Reuse one
+            across calls on a static graph (it is read, never rebuilt).
         x (torch.Tensor): source features, :obj:`[N, F]`.
         h_dst (torch.Tensor): destination projections, :obj:`[M, H]`.
         h_src (torch.Tensor, optional): source projections, :obj:`[N, H]`;
@@ -166,6 +201,10 @@ def triton_attention_propagate(
         loop_kept (torch.Tensor, optional): boolean :obj:`[M]` (:math:`M
             \leq N`), which rows get the self-loop term.
             (default: :obj:`None`)
+        loop_log_weight (torch.Tensor, optional): :math:`\log w_{ii}` of
+            each row's self-loop, :obj:`[M]` (any strides, e.g. a learned
+            scalar's :obj:`expand(M)`), ignored where :obj:`loop_kept` is
+            not set; needs :obj:`loop_kept`. (default: :obj:`None`)
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
     """
@@ -181,12 +220,26 @@ def triton_attention_propagate(
     pattern = as_csr_arrays(edge_index)
     if not is_compiling():
         _check_inputs(
-            pattern, x, h_dst, h_src, temperature, log_weight, loop_kept
+            pattern,
+            x,
+            h_dst,
+            h_src,
+            temperature,
+            log_weight,
+            loop_kept,
+            loop_log_weight,
         )
     if h_src is h_dst:  # One tensor given twice to autograd: one gradient.
         h_src = None
     return _TritonPropagate.apply(
-        pattern, x, h_dst, h_src, temperature, log_weight, loop_kept
+        pattern,
+        x,
+        h_dst,
+        h_src,
+        temperature,
+        log_weight,
+        loop_kept,
+        loop_log_weight,
     )
 
 
@@ -198,6 +251,7 @@ def composed_attention_propagate(
     temperature: Union[Tensor, float],
     log_weight: Optional[Tensor] = None,
     loop_kept: Optional[Tensor] = None,
+    loop_log_weight: Optional[Tensor] = None,
 ) -> Tensor:
     r""":func:`triton_attention_propagate` from the sparse kernels
     :func:`~apnet_pyg.nn.functional.edge_cosine` and
@@ -215,15 +269,32 @@ def composed_attention_propagate(
     # logit, which softmax_spmm turns into NaN: it gets a constant finite
     # one, and its output is masked to 0.
     empty = (pattern.rowptr[1:] == pattern.rowptr[:-1]) & ~loop_kept
+    loop_logit = temperature * self_cos
+    if loop_log_weight is not None:
+        loop_logit = loop_logit + loop_log_weight
     loop_logits = torch.where(
         loop_kept,
-        temperature * self_cos,
-        torch.where(empty, 0.0, float('-inf')).to(self_cos.dtype),
+        loop_logit,
+        torch.where(empty, 0.0, float('-inf')).to(loop_logit.dtype),
     )
     out = softmax_spmm(
         pattern, logits.to(x.dtype), x, loop_logits.to(x.dtype)
     )[0]
     return torch.where(empty.unsqueeze(-1), 0.0, out)
+
+
+def is_symmetric_pattern(edge_index: Adjacency) -> bool:
+    r"""Whether the pattern's CSR arrays equal its transpose's (an
+    undirected graph's, as :func:`~apnet_pyg.nn.functional.
+    edge_index_arrays` builds them): then, for :obj:`h_src = h_dst` and
+    :math:`F \leq H`, the backward pass of
+    :func:`triton_attention_propagate` runs one pass over the entries
+    instead of two. Compared once per pattern (one host synchronisation),
+    remembered while its arrays live."""
+    pattern = as_csr_arrays(edge_index)
+    return pattern_is_symmetric(
+        pattern.rowptr, pattern.col, pattern.rowptr_t, pattern.col_t
+    )
 
 
 def _check_triton() -> None:
@@ -244,6 +315,7 @@ def _check_inputs(
     temperature: Tensor,
     log_weight: Optional[Tensor],
     loop_kept: Optional[Tensor],
+    loop_log_weight: Optional[Tensor],
 ) -> None:
     if pattern.transposed:
         raise ValueError(
@@ -321,6 +393,28 @@ def _check_inputs(
                 f"i's self-loop aggregates x[i]"
             )
         check_same_device(loop_kept, 'loop_kept', x)
+    if loop_log_weight is not None:
+        if loop_kept is None:
+            raise ValueError(
+                "'loop_log_weight' is the log weight of the "
+                "self-loops, which 'loop_kept' names: pass "
+                "'loop_kept' too"
+            )
+        check_features(loop_log_weight, 'loop_log_weight', dim=1)
+        if loop_log_weight.dtype not in _FLOAT_DTYPES:
+            raise ValueError(
+                f"'loop_log_weight' has dtype {loop_log_weight.dtype}; "
+                f'the Triton kernel takes float16, bfloat16, float32 or '
+                f'float64'
+            )
+        if loop_log_weight.numel() != num_dst:
+            raise ValueError(
+                f"'loop_log_weight' must have one entry per "
+                f'destination row, [{num_dst}] (got shape '
+                f'{tuple(loop_log_weight.shape)}): expand a scalar '
+                f'with .expand({num_dst})'
+            )
+        check_same_device(loop_log_weight, 'loop_log_weight', x)
     device = x.device
     if device.type not in ('cpu', 'cuda', 'meta'):
         raise ValueError(
@@ -366,9 +460,8 @@ def propagation_floor_bytes(
     entries gathered once more (and the weights' gradient written),
     :math:`\partial L / \partial \mathbf{o}` and :math:`\mathbf{h}^{dst}`
     read, :math:`\partial L / \partial \mathbf{x}` and :math:`\partial L
-    / \partial \mathbf{h}` written. The kernels here gather each entry
-    three times in all (forward, the row pass and the column pass of the
-    backward pass), so their own traffic is above this floor.
+    / \partial \mathbf{h}` written. The kernels' own traffic is above
+    this floor: :func:`propagation_kernel_bytes` counts it.
 
     Args:
         num_dst (int): :math:`M`, the destination rows.
@@ -413,3 +506,91 @@ def propagation_floor_bytes(
         + loop_bytes
         + (num_dst * (x_channels + h_channels) + written) * element
     )
+
+
+def propagation_kernel_bytes(
+    num_dst: int,
+    num_src: int,
+    num_entries: int,
+    x_channels: int,
+    h_channels: int,
+    dtype: torch.dtype = torch.float32,
+    index_dtype: torch.dtype = torch.int32,
+    same_h: bool = True,
+    weights: bool = False,
+    loops: bool = False,
+    backward: bool = False,
+    symmetric: bool = False,
+) -> Dict[str, int]:
+    r"""The bytes each pass of :func:`triton_attention_propagate`'s kernels
+    asks of memory, by pass (:obj:`'forward'`, and with
+    :obj:`backward=True` :obj:`'output_dot'` then :obj:`'symmetric'`, or
+    :obj:`'columns'` and :obj:`'rows'`), every gradient wanted: a model of
+    the kernels' traffic to set beside :func:`propagation_floor_bytes`.
+    Rows gathered count their width; a gathered scalar (an index, a
+    log-sum-exp) its own size, though memory serves it as a 32-byte
+    sector; each node row read or written once a pass.
+
+    Per entry, the forward pass gathers :math:`F + H` features (the source
+    rows of :math:`\mathbf{x}` and :math:`\mathbf{h}`); the backward pass
+    :math:`H + F` in the column pass (:math:`\mathbf{h}^{dst}_i`,
+    :math:`\partial L / \partial \mathbf{o}_i`) and :math:`H` in the row
+    pass (:math:`\mathbf{h}^{src}_j`), or, for a symmetric pattern with
+    :math:`\mathbf{h}^{src} = \mathbf{h}^{dst}` and :math:`F \leq H`
+    (:obj:`symmetric=True`), :math:`H + 2F` in its one pass.
+
+    Args: as :func:`propagation_floor_bytes`'s, and
+        symmetric (bool): the backward pass of a symmetric pattern
+            (:func:`is_symmetric_pattern`), taken when :obj:`same_h` and
+            :math:`F \leq H`.
+    """
+    b = torch.empty((), dtype=dtype).element_size()
+    b_i = torch.empty((), dtype=index_dtype).element_size()
+    b_a = 8 if dtype == torch.float64 else 4  # The accumulation dtype.
+    E, M, N, F, H = num_entries, num_dst, num_src, x_channels, h_channels
+    w = b if weights else 0
+    half = b < b_a  # The output also stored in the accumulation dtype.
+    pointers = (M + 1) * b_i
+    # The self-loops: the mask and x_i (forward), dL/do_i too (backward).
+    loops_forward = M * (1 + F * b) if loops else 0
+    passes = {
+        'forward': E * (b_i + w + (F + H) * b)
+        + pointers
+        + loops_forward
+        + M * (H + F) * b
+        + (M * F * b_a if half else 0)
+        + M * b_a,
+    }
+    if not backward:
+        return passes
+    passes['output_dot'] = M * F * (b + (b_a if half else b)) + M * b_a
+    loops_backward = M * (1 + 2 * F * b + 2 * b_a) if loops else 0
+    if symmetric and same_h and F <= H:
+        passes['symmetric'] = (
+            E * (2 * b_i + 2 * w + (H + 2 * F) * b + 2 * b_a)
+            + (E * b_a if weights else 0)
+            + pointers
+            + M * (H + 2 * F) * b
+            + 2 * M * b_a
+            + M * (F + H) * b
+            + M * b_a
+            + (loops_backward - M * F * b if loops else 0)
+        )
+        return passes
+    passes['columns'] = (
+        E * (2 * b_i + w + (H + F) * b + 2 * b_a + b_a)
+        + (N + 1) * b_i
+        + N * (H + F) * b
+        + N * F * b
+        + N * H * (b_a if same_h else b)
+        + N * b_a
+        + loops_backward
+    )
+    passes['rows'] = (
+        E * (b_i + b_a + H * b)
+        + pointers
+        + M * H * b
+        + (M * H * b_a if same_h else 0)
+        + M * H * b
+    )
+    return passes
