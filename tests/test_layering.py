@@ -87,14 +87,8 @@ def private_imports(path: Path):
                     yield f'{module}.{alias.name}'
 
 
-# The Triton kernel's package is being rewritten (issue 54) on its own branch.
-PENDING = ROOT / 'apnet_pyg' / 'nn' / 'triton_propagation'
-
-
 @pytest.mark.parametrize(
-    'path',
-    [p for p in EVERY_MODULE if PENDING not in p.parents],
-    ids=lambda path: str(path.relative_to(ROOT)),
+    'path', EVERY_MODULE, ids=lambda path: str(path.relative_to(ROOT))
 )
 def test_no_private_name_crosses_a_module_boundary(path):
     crossing = list(private_imports(path))

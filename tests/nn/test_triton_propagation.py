@@ -10,10 +10,8 @@ before Triton is imported: the CPU cases run in one subprocess started
 with TRITON_INTERPRET=1 (:func:`test_cpu_cases_under_the_interpreter`);
 the same tests run natively on a CUDA device when there is one."""
 
-import os
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
 
 import pytest
 import torch
@@ -35,9 +33,10 @@ from apnet_pyg.nn.triton_propagation import (
     propagation_kernel_bytes,
     triton_attention_propagate,
 )
-
-#: Set in the subprocess that runs the CPU cases under the interpreter.
-CHILD = 'APNET_PYG_TRITON_INTERPRETED_CASES'
+from tests.helpers.interpreter import (
+    run_under_interpreter,
+    starts_interpreter,
+)
 
 requires_triton = pytest.mark.skipif(
     not tp.is_triton_available(),
@@ -76,58 +75,17 @@ def device(request):
     return torch.device(request.param)
 
 
-@requires_triton
-@pytest.mark.skipif(
-    os.environ.get(CHILD) == '1', reason='this is the subprocess'
-)
+@starts_interpreter
 def test_cpu_cases_under_the_interpreter(tmp_path):
     # Every test of this module on CPU tensors, in a process where Triton
     # is imported with TRITON_INTERPRET=1 (its library functions, tl.sum
-    # and the like, are then interpreted ones): one line each on failure.
-    report = tmp_path / 'report.xml'
-    env = dict(os.environ, TRITON_INTERPRET='1', **{CHILD: '1'})
-    result = subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'pytest',
-            __file__,
-            '-q',
-            '-p',
-            'no:cacheprovider',
-            '-k',
-            'cpu and not test_cpu_cases_under_the_interpreter',
-            f'--junitxml={report}',
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
+    # and the like, are then interpreted ones).
+    run_under_interpreter(
+        __file__,
+        'cpu and not test_cpu_cases_under_the_interpreter',
+        tmp_path,
+        minimum=25,
     )
-    cases = ElementTree.parse(report).getroot().iter('testcase')
-    outcomes = {}
-    for case in cases:
-        failure = case.find('failure')
-        if failure is None:
-            failure = case.find('error')
-        skipped = case.find('skipped')
-        outcomes[case.get('name')] = (
-            'failed: ' + (failure.get('message') or '').splitlines()[0]
-            if failure is not None
-            else 'skipped: ' + (skipped.get('message') or '')
-            if skipped is not None
-            else 'passed'
-        )
-    failed = {k: v for k, v in outcomes.items() if v.startswith('failed')}
-    assert result.returncode == 0 and not failed, (
-        '\n'.join(f'{name}: {why}' for name, why in failed.items())
-        + '\n'
-        + result.stdout[-4000:]
-        + result.stderr[-2000:]
-    )
-    # Every test with a device ran on the CPU, none skipped there.
-    assert len(outcomes) >= 25, result.stdout[-2000:]
-    assert all(why == 'passed' for why in outcomes.values()), outcomes
 
 
 # (destination, source) entries of small graphs, chosen for their
@@ -912,8 +870,7 @@ def test_kernels_compile_for_sm90(kernel, dtype, flags):
 # Bad input, availability, launch configuration, the bandwidth floor
 # ---------------------------------------------------------------------------
 @requires_triton
-def test_bad_input(monkeypatch):
-    monkeypatch.setenv('TRITON_INTERPRET', '1')
+def test_bad_input():
     pattern, inputs = make_case('bipartite', 'cpu', dtype=torch.float32)
 
     def call(**changes):
@@ -1008,7 +965,6 @@ def test_bad_input(monkeypatch):
             **dict(wide, loop_kept=torch.ones(5, dtype=torch.bool)),
         )
 
-    monkeypatch.delenv('TRITON_INTERPRET')
     if tp.interpreting():  # Set when Triton was imported: CPU runs.
         return
     with pytest.raises(
@@ -1048,18 +1004,6 @@ def test_without_triton():
     assert result.stdout.startswith(
         'triton_attention_propagate needs Triton, which is not installed'
     )
-
-
-@requires_triton
-def test_interpreter_chosen_after_import(monkeypatch):
-    # A process whose Triton compiles (imported without TRITON_INTERPRET)
-    # still runs CPU tensors under the interpreter once TRITON_INTERPRET=1
-    # is set (as APNetConv's tests do): interpreted twins of the kernels.
-    monkeypatch.setenv('TRITON_INTERPRET', '1')
-    pattern, inputs = make_case('symmetric', 'cpu', x_channels=2)
-    actual = outputs_and_grads(triton_attention_propagate, pattern, inputs)
-    expected = outputs_and_grads(dense_reference, pattern, inputs)
-    assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
 
 
 @requires_triton

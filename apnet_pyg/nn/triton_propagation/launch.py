@@ -2,12 +2,9 @@ r"""Launching the Triton kernels: Triton's import guard, the kernels'
 launch configuration (autotuned or fixed), and the forward and backward
 passes registered as custom operators."""
 
-import contextlib
 import functools
 import importlib
 import importlib.util
-import os
-import threading
 import weakref
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -61,9 +58,11 @@ def interpreting() -> bool:
 
 def interpreter_enabled() -> bool:
     r"""Whether CPU tensors may run the kernels under Triton's interpreter
-    (slow; for tests): :obj:`TRITON_INTERPRET=1` is set now, or was when
-    Triton was imported."""
-    return os.environ.get('TRITON_INTERPRET', '0') == '1' or interpreting()
+    (slow; for tests): Triton runs interpreted in this process
+    (:obj:`TRITON_INTERPRET=1` was set before it was first imported; set
+    later, it changes nothing: Triton's own library is compiled or
+    interpreted for the whole process)."""
+    return interpreting()
 
 
 def _patch_interpreter_index() -> None:
@@ -91,76 +90,22 @@ def _patch_interpreter_index() -> None:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
-def _load_kernels(interpret: bool, name: str):
-    r"""The kernels module jitted for Triton's interpreter or for
-    compilation: :func:`triton.jit` reads :obj:`TRITON_INTERPRET` when it
-    decorates, so the knob is set for the import alone."""
+def _load_kernels(interpret: bool):
+    r"""The kernels module, jitted in the mode of Triton's own library
+    (:obj:`tl.sum`, :obj:`tl.max`): :func:`triton.jit` reads
+    :obj:`TRITON_INTERPRET` when it decorates, so the knob is set to that
+    mode for the import alone, whatever the environment says now."""
     with triton.knobs.runtime.scope():
         triton.knobs.runtime.interpret = interpret
         if interpret:
             _patch_interpreter_index()
-        if name == __package__ + '.kernels':
-            return importlib.import_module(name)
-        # A second copy of the module (the interpreted twins below).
-        spec = importlib.util.spec_from_file_location(
-            name, os.path.join(os.path.dirname(__file__), 'kernels.py')
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return importlib.import_module(__package__ + '.kernels')
 
 
 if triton is not None:
-    # In the mode of Triton's own library (tl.sum, tl.max), whatever
-    # TRITON_INTERPRET says now.
-    kernels = _load_kernels(interpreting(), __package__ + '.kernels')
+    kernels = _load_kernels(interpreting())
 else:  # pragma: no cover - exercised in a subprocess
     kernels = None
-
-
-@functools.lru_cache(maxsize=None)
-def _interpreted_twins():
-    r"""The kernels jitted for the interpreter in a process whose Triton
-    compiles: for CPU tensors when :obj:`TRITON_INTERPRET=1` is set after
-    Triton was imported (a test that cannot run in a subprocess)."""
-    return _load_kernels(True, __package__ + '.interpreted_kernels')
-
-
-_LIBRARY_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _interpreted_library():
-    r"""Triton's library functions (:obj:`tl.sum`, :obj:`tl.max`, ...)
-    interpreted while an interpreted twin runs: in a compiling process
-    they are compiled functions, which the interpreter cannot call. The
-    interpreter itself swaps Triton's builtins the same way, for the call
-    only."""
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    with _LIBRARY_LOCK:
-        compiled = {
-            name: value
-            for name, value in vars(tl).items()
-            if isinstance(value, JITFunction)
-        }
-        try:
-            for name, value in compiled.items():
-                setattr(tl, name, InterpretedFunction(value.fn))
-            yield
-        finally:
-            for name, value in compiled.items():
-                setattr(tl, name, value)
-
-
-def _kernels_for(device: torch.device):
-    r"""The kernels module for tensors on :obj:`device`, and whether its
-    launches need :func:`_interpreted_library`."""
-    if device.type == 'cuda' or kernels.INTERPRETED:
-        return kernels, False
-    return _interpreted_twins(), True
 
 
 # ---------------------------------------------------------------------------
@@ -228,8 +173,6 @@ def tuned_configs() -> List[Dict[str, object]]:
 
 
 def _launch(
-    module,
-    interpret_library: bool,
     name: str,
     grid: Tuple[int],
     args: Tuple,
@@ -237,11 +180,11 @@ def _launch(
     num_entries: int,
     device: torch.device,
 ) -> None:
-    r"""Launches kernel :obj:`name` of :obj:`module`: autotuned where
+    r"""Launches kernel :obj:`name`: autotuned where
     that pays (:data:`TUNE_MIN_ENTRIES`) and is allowed, else with the
     configuration autotuning chose earlier for the same key, else with
     :func:`fixed_config`."""
-    kernel = getattr(module, name)
+    kernel = getattr(kernels, name)
     num_x, num_h, degree = args[-3:]
     dtypes = tuple(
         str(arg.dtype).replace('torch.', '')
@@ -251,8 +194,7 @@ def _launch(
     key = (name, num_x, num_h, degree, dtypes)
     deterministic = _deterministic_configs()
     if (
-        not interpret_library
-        and not module.INTERPRETED
+        not kernels.INTERPRETED
         and num_entries >= TUNE_MIN_ENTRIES
         and not deterministic
         and not _capturing(device)  # Timing cannot be captured.
@@ -268,13 +210,7 @@ def _launch(
     if config is None:
         width = max(constants.get('BLOCK_X', 16), constants['BLOCK_H'])
         config = fixed_config(width, degree)
-    with _interpreted_library() if interpret_library else _nothing():
-        kernel.fn[grid](*args, **constants, **config)
-
-
-@contextlib.contextmanager
-def _nothing():
-    yield
+    kernel.fn[grid](*args, **constants, **config)
 
 
 # ---------------------------------------------------------------------------
@@ -386,11 +322,8 @@ def _forward_impl(
     h_src = h_dst if h_src is None else h_src.contiguous()
     if log_weight is not None:
         log_weight = log_weight.contiguous()
-    module, interpret = _kernels_for(x.device)
     block_x, block_h = feature_block(num_x), feature_block(num_h)
     _launch(
-        module,
-        interpret,
         'forward_kernel',
         (num_dst,),
         (
@@ -525,7 +458,6 @@ def _backward_impl(
     )
     # One partial sum of dL/dgamma a program (every one writes its own).
     gamma_parts = lse.new_empty(num_src if need_z else 0)
-    module, interpret = _kernels_for(x.device)
     common = dict(
         HAS_WEIGHT=log_weight is not None,
         HAS_LOOPS=loop_kept is not None,
@@ -541,23 +473,20 @@ def _backward_impl(
     if need_z and num_dst > 0:
         # D_i = <dL/do_i, o_i>, from the output in the accumulation dtype.
         rows = max(1, 4096 // block_x)
-        with _interpreted_library() if interpret else _nothing():
-            module.output_dot_kernel[(triton.cdiv(num_dst, rows),)](
-                grad_out,
-                out,
-                delta,
-                num_dst,
-                num_x,
-                BLOCK_R=rows,
-                BLOCK_X=block_x,
-                ACC=common['ACC'],
-                num_warps=4,
-            )
+        kernels.output_dot_kernel[(triton.cdiv(num_dst, rows),)](
+            grad_out,
+            out,
+            delta,
+            num_dst,
+            num_x,
+            BLOCK_R=rows,
+            BLOCK_X=block_x,
+            ACC=common['ACC'],
+            num_warps=4,
+        )
 
     if symmetric:
         _launch(
-            module,
-            interpret,
             'symmetric_backward_kernel',
             (num_dst,),
             (
@@ -609,8 +538,6 @@ def _backward_impl(
         need_columns = need_x or need_z
         if need_columns and num_src > 0:
             _launch(
-                module,
-                interpret,
                 'column_backward_kernel',
                 (num_src,),
                 (
@@ -655,8 +582,6 @@ def _backward_impl(
         if need_h_dst and num_dst > 0:
             # Rows: dL/dh_dst from the stored dL/dz (plus the column part).
             _launch(
-                module,
-                interpret,
                 'row_backward_kernel',
                 (num_dst,),
                 (

@@ -426,9 +426,9 @@ def _check_inputs(
         raise ValueError(
             'The Triton kernel runs on CUDA tensors (got CPU '
             'tensors): move them to a GPU, use the sparse '
-            "kernels on CPU (kernel='sparse'), or set "
-            "TRITON_INTERPRET=1 to run it under Triton's "
-            'interpreter (slow; for tests)'
+            "kernels on CPU (kernel='sparse'), or run it under Triton's "
+            'interpreter (slow; for tests): set TRITON_INTERPRET=1 before '
+            'Triton is first imported'
         )
 
 

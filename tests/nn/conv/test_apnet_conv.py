@@ -18,8 +18,13 @@ from torch_geometric.utils import (
     to_torch_csr_tensor,
 )
 
-from apnet_pyg.nn import APNetConv, DenseAPNetConv, triton_propagation
+from apnet_pyg.nn import APNetConv, DenseAPNetConv
 from apnet_pyg.nn.conv import apnet_conv
+from tests.helpers.interpreter import (
+    needs_interpreter,
+    run_under_interpreter,
+    starts_interpreter,
+)
 
 
 def graph(
@@ -1716,13 +1721,8 @@ def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
 
 # The kernel choice (kernel='auto' | 'sparse' | 'triton' | 'message_passing')
 
-requires_triton = pytest.mark.skipif(
-    not triton_propagation.is_triton_available(),
-    reason='Triton is not installed (pip install triton==3.6.0)',
-)
 
-
-@requires_triton
+@needs_interpreter
 @pytest.mark.parametrize(
     'settings',
     [
@@ -1732,12 +1732,9 @@ requires_triton = pytest.mark.skipif(
         {'learn_temperature': True, 'add_self_loops': False},
     ],
 )
-def test_triton_kernel_equals_sparse_kernels(
-    settings, make_random_graph, monkeypatch
-):
-    # On CPU tensors through Triton's interpreter; natively on CUDA in the
-    # CUDA tier (kernel='auto' picks Triton there).
-    monkeypatch.setenv('TRITON_INTERPRET', '1')
+def test_triton_kernel_equals_sparse_kernels(settings, make_random_graph):
+    # On CPU tensors through Triton's interpreter (in its subprocess);
+    # natively on CUDA in the CUDA tier (kernel='auto' picks Triton there).
     x, edge_index, edge_weight = graph(
         num_nodes=12, num_edges=40, make_random_graph=make_random_graph
     )
@@ -1757,9 +1754,8 @@ def test_triton_kernel_equals_sparse_kernels(
         assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10, atol=1e-12)
 
 
-@requires_triton
-def test_triton_kernel_equals_sparse_kernels_bipartite(monkeypatch):
-    monkeypatch.setenv('TRITON_INTERPRET', '1')
+@needs_interpreter
+def test_triton_kernel_equals_sparse_kernels_bipartite():
     generator = torch.Generator().manual_seed(0)
     x_src = torch.randn(7, 6, dtype=torch.float64, generator=generator)
     x_dst = torch.randn(5, 6, dtype=torch.float64, generator=generator)
@@ -1777,6 +1773,13 @@ def test_triton_kernel_equals_sparse_kernels_bipartite(monkeypatch):
         sparse((x_src, x_dst), edge_index),
         rtol=1e-12,
         atol=1e-12,
+    )
+
+
+@starts_interpreter
+def test_triton_kernel_cases_under_the_interpreter(tmp_path):
+    run_under_interpreter(
+        __file__, 'test_triton_kernel_equals', tmp_path, minimum=5
     )
 
 
