@@ -309,7 +309,8 @@ def _step(
 def _captured(call: Callable[[], object], device: torch.device):
     r""":obj:`call` captured in a CUDA graph after three eager calls on a
     side stream (which autotune and fill the pattern caches): the replay
-    of the graph, its outputs kept by the graph."""
+    of the graph, and what it needs kept alive (the graph, its outputs,
+    and the call, whose closure holds the inputs it reads)."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -319,7 +320,9 @@ def _captured(call: Callable[[], object], device: torch.device):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         kept = call()
-    return (lambda: graph.replay()), (graph, kept)
+    # The replay reads the tensors the call's closure holds (its inputs,
+    # the layer): kept alive with the graph, or their memory is reused.
+    return (lambda: graph.replay()), (graph, kept, call)
 
 
 def measure(
