@@ -19,7 +19,7 @@ part is what makes closed-form baselines seen-biased in generalised ZSL,
 as they are on the real features. The model, the mechanism, every
 option, the per-dataset defaults and the calibration against published
 ESZSL and SAE accuracy are documented in :obj:`docs/simulator.md`
-(reproduced by :obj:`examples/calibrate_simulator.py`).
+(reproduced by :obj:`experiments/calibrate_simulator.py`).
 
 Everything is drawn from :class:`numpy.random.Generator` streams spawned
 from :obj:`seed`, one per component: the same seed gives the same bytes,

@@ -17,10 +17,10 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import NodeSamplerInput
 
 from apnet_pyg.scripting import run_script
-from tests.helpers.examples import EXAMPLES, load_example
 from tests.helpers.planetoid_toy import write_raw_cora
+from tests.helpers.scripts import EXAMPLES, load_script
 
-distributed = load_example('distributed')
+distributed = load_script('distributed')
 EXAMPLE = osp.join(EXAMPLES, 'distributed.py')
 
 

@@ -461,7 +461,11 @@ def test_example_scripts_print_one_line_errors():
     result = subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).parents[2] / 'examples' / 'eszsl_per_class.py'),
+            str(
+                Path(__file__).parents[2]
+                / 'experiments'
+                / 'eszsl_per_class.py'
+            ),
             '--dataset',
             'NOPE',
         ],

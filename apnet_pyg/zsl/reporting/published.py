@@ -1,7 +1,7 @@
 r"""Published accuracies on the real xlsa17 benchmark (ResNet-101 features,
 the proposed split), the figures that runs are compared with
 (:mod:`apnet_pyg.zsl.reporting.compare`, :obj:`apnet-zsl compare`) and that the
-simulator is calibrated against (:obj:`examples/calibrate_simulator.py`).
+simulator is calibrated against (:obj:`experiments/calibrate_simulator.py`).
 
 Each figure is a per-class mean accuracy in %, in the order of
 :data:`apnet_pyg.zsl.metrics.METRICS`: ZSL (unseen test images among the

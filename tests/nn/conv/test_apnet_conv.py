@@ -105,7 +105,7 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     )
     conv = APNetConv(32).double()
     # The drop-in defaults (chosen on Cora's validation split,
-    # examples/results/planetoid_search.md):
+    # experiments/results/planetoid_search.md):
     assert str(conv) == (
         'APNetConv(32, proj_channels=16, temperature=0.5, num_steps=2)'
     )

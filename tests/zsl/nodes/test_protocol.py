@@ -731,9 +731,9 @@ def test_dgpn_ablation_page_is_the_script_output():
 
 
 def test_results_page_quotes_the_measured_tables():
-    # docs/results.md summarises the node tables by hand: every figure it
-    # quotes there must be on the generated page (or the ablation's).
-    results = (REPO / 'docs' / 'results.md').read_text()
+    # experiments/results.md summarises the node tables by hand: every figure
+    # it quotes there must be on the generated page (or the ablation's).
+    results = (REPO / 'experiments' / 'results.md').read_text()
     section = results.split('## Zero-shot node classification on real data')[
         1
     ].split('\n## ')[0]

@@ -1,0 +1,98 @@
+"""The docs check: every generated page, and every figure a summary page
+quotes from a record, still matches its record.
+
+    python experiments/check_pages.py
+
+Exits 1 with one line per stale page or figure (and the command that
+regenerates it); CI runs it through ``tests/experiments/test_pages.py``.
+The pages and their generators: ``experiments/README.md``.
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import List
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / 'experiments'
+
+
+def load(name: str):
+    r"""The generator :obj:`experiments/<name>.py` as a module."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def demo_block() -> List[str]:
+    r"""The demo's block of results.md against its recorded run, and the
+    record's configuration against what :obj:`make demo` runs today."""
+    return [f'results.md: {p}' for p in load('results_output').check()]
+
+
+def demo_table() -> List[str]:
+    r"""The AWA2 rows of results.md's summary table: the demo's run on the
+    Intel Xeon of the table's other rows (its record)."""
+    results_output = load('results_output')
+    record = json.loads(
+        (
+            results_output.RECORD_JSON.parent / 'pipeline-AWA2-intel-xeon.json'
+        ).read_text()
+    )
+    rows = {}
+    for line in results_output.PAGE.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip('|').split('|')]
+        if len(cells) == 9 and cells[0] == 'AWA2':
+            rows[cells[1]] = cells[2:]
+    keys = ('zsl_acc', 'gzsl_seen', 'gzsl_unseen', 'gzsl_h')
+    expected = {
+        "APNet (paper's reading)": [
+            f'{record[key]:.1f}'
+            for key in keys
+            + ('gzsl_cal_seen', 'gzsl_cal_unseen', 'gzsl_cal_h')
+        ]
+    }
+    for name in ('ESZSL', 'SAE'):
+        expected[name] = [
+            f'{record["baselines"][name][key]:.1f}' for key in keys
+        ]
+    problems = []
+    for name, figures in expected.items():
+        shown = rows.get(name, [])[: len(figures)]
+        if shown != figures:
+            problems.append(
+                f"results.md: the AWA2 row '{name}' shows {shown}, its "
+                f'record {figures}'
+            )
+    return problems
+
+
+def node_classification() -> List[str]:
+    r"""The operator's node-classification pages against their records."""
+    module = load('node_classification')
+    return [
+        problem
+        for page in (module.TABLE_OUT, module.SEARCH_OUT)
+        for problem in module.check(page)
+    ]
+
+
+CHECKS = (demo_block, demo_table)
+
+
+def problems() -> List[str]:
+    return [problem for check in CHECKS for problem in check()]
+
+
+def main() -> int:
+    found = problems()
+    for problem in found:
+        print(problem)
+    print(f'{len(found)} stale' if found else 'every page matches its record')
+    return 1 if found else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
