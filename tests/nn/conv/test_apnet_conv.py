@@ -1719,6 +1719,51 @@ def test_apnet_conv_cuda_graph(make_random_graph, cuda_device):
             )
 
 
+def test_apnet_conv_cached_under_reduce_overhead(
+    make_random_graph, cuda_device, monkeypatch
+):
+    # A static graph in training (forward and backward): cached=True keeps
+    # the structure of the eager first call, and torch.compile's CUDA
+    # graphs (mode='reduce-overhead') replay the steps without sorting the
+    # edges again; the same outputs and gradients as eager calls.
+    x, edge_index, edge_weight = graph(
+        200,
+        1000,
+        channels=16,
+        dtype=torch.float32,
+        make_random_graph=make_random_graph,
+        device=cuda_device,
+    )
+    torch.manual_seed(0)
+    conv = APNetConv(16, learn_temperature=True, cached=True).to(cuda_device)
+    eager = APNetConv(16, learn_temperature=True).to(cuda_device)
+    eager.load_state_dict(conv.state_dict())
+    conv(x, edge_index, edge_weight)  # eager: fills the cache
+    calls = []
+    real = apnet_conv.edge_index_arrays
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(apnet_conv, 'edge_index_arrays', counted)
+    compiled = torch.compile(conv, mode='reduce-overhead', fullgraph=True)
+    for seed in range(4):
+        new_x = torch.randn(
+            x.shape, generator=torch.Generator().manual_seed(seed)
+        ).to(cuda_device)
+        out = compiled(new_x, edge_index, edge_weight)
+        (grad,) = torch.autograd.grad(out.square().sum(), conv.log_temperature)
+        expected = eager(new_x, edge_index, edge_weight)
+        (expected_grad,) = torch.autograd.grad(
+            expected.square().sum(), eager.log_temperature
+        )
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-4)
+    assert not calls
+    torch._dynamo.reset()
+
+
 # The kernel choice (kernel='auto' | 'sparse' | 'triton' | 'message_passing')
 
 
