@@ -26,6 +26,7 @@ from apnet_pyg.data.xlsa17_files import (
 )
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig
+from apnet_pyg.zsl.reporting.expected import expected_line
 from apnet_pyg.zsl.reporting.tables import (
     SIMULATED_LABEL,
     format_baselines,
@@ -272,10 +273,14 @@ def pipeline_command(args: argparse.Namespace) -> Dict:
         simulate_command(
             argparse.Namespace(**{**vars(args), 'out': str(out / 'data')})
         )
-    return train_command(
+    metrics = train_command(
         argparse.Namespace(**{**vars(args), 'out': str(out / 'run')}),
         str(out / 'data'),
     )
+    line = expected_line(metrics)
+    if line is not None:
+        print(line)
+    return metrics
 
 
 def compare_command(args: argparse.Namespace) -> str:

@@ -1,0 +1,59 @@
+r"""What a run of :obj:`make demo`'s configuration is expected to print: its
+figures over several seeds of the whole pipeline, measured by
+:obj:`experiments/demo_seeds.py` and kept in :obj:`demo_expected.json`
+beside this module. Training amplifies the last bits in which processors'
+matrix products differ, so one processor's digits do not tell a newcomer
+whether their run is right; a range measured over seeds does. The
+pipeline prints it beside its own figures when it runs that configuration
+(same dataset, training options but the seed, and simulator options)."""
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+#: The measured range, written by experiments/demo_seeds.py.
+EXPECTED_FILE = Path(__file__).with_name('demo_expected.json')
+
+#: The figures of the range, by metrics.json key, with their names.
+FIGURES = {
+    'zsl_acc': 'ZSL acc',
+    'gzsl_h': 'H',
+    'gzsl_cal_h': 'calibrated H',
+}
+
+
+def setup_of(metrics: Dict[str, Any]) -> Dict[str, Any]:
+    r"""What makes two runs the same configuration: the dataset, the
+    training options but the seed, and the simulator's version and
+    options."""
+    config = {k: v for k, v in metrics['config'].items() if k != 'seed'}
+    simulation = metrics.get('simulation') or {}
+    return {
+        'dataset': metrics['dataset'],
+        'config': config,
+        'simulator': [simulation.get('version'), simulation.get('options')],
+    }
+
+
+def expected_line(metrics: Dict[str, Any]) -> Optional[str]:
+    r"""The line that puts :obj:`metrics` beside the measured range, or
+    :obj:`None` where the run is not of the measured configuration (or no
+    range was measured)."""
+    if not EXPECTED_FILE.exists():
+        return None
+    expected = json.loads(EXPECTED_FILE.read_text())
+    if setup_of(metrics) != expected['setup']:
+        return None
+    parts = []
+    for key, name in FIGURES.items():
+        figure = expected['figures'][key]
+        parts.append(
+            f'{name} {metrics[key]:.1f} (expected {figure["min"]:.1f} to '
+            f'{figure["max"]:.1f}, mean {figure["mean"]:.1f} ± '
+            f'{figure["std"]:.1f})'
+        )
+    return (
+        f'this run beside the range of seeds {expected["seeds"]} of this '
+        f'configuration ({expected["machine"]}; SIMULATED features): '
+        + ', '.join(parts)
+    )
