@@ -154,26 +154,6 @@ def check_projection_dtype(
     )
 
 
-def check_learned_temperature(learn: Any, temperature: float) -> bool:
-    r"""Checks :obj:`learn_temperature`: a learned temperature is
-    :math:`\exp` of a parameter, which cannot start at :math:`\gamma =
-    0`."""
-    learn = check_bool(learn, 'learn_temperature')
-    if learn and temperature == 0:
-        raise ValueError(
-            "learn_temperature=True needs 'temperature' > 0 (the learned "
-            'temperature is exp of a parameter, log 0 is -inf): start it '
-            'above 0, or keep temperature=0 fixed'
-        )
-    return learn
-
-
-def log_of(value: float) -> float:
-    r""":math:`\log` of a non-negative :obj:`value`, :math:`-\infty` for
-    :math:`0`."""
-    return math.log(value) if value > 0 else -math.inf
-
-
 @torch.compiler.assume_constant_result
 def _triton_installed() -> bool:
     # A constant to TorchDynamo, which skips importlib's spec lookup: a
@@ -301,15 +281,13 @@ class APNetConv(MessagePassing):
             in_channels, proj_channels, proj_init
         )
         self.initial_temperature = check_temperature(temperature)
-        self.learn_temperature = check_learned_temperature(
-            learn_temperature, self.initial_temperature
+        self.learn_temperature = check_bool(
+            learn_temperature, 'learn_temperature'
         )
-        # log(gamma): a parameter if learned (a step of the optimiser then
-        # scales gamma by a ratio, whatever its size), else a buffer.
         if learn_temperature:
-            self.log_temperature = Parameter(torch.empty(()))
+            self.temperature = Parameter(torch.empty(()))
         else:
-            self.register_buffer('log_temperature', torch.empty(()))
+            self.register_buffer('temperature', torch.empty(()))
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         self.kernel = kernel
@@ -323,12 +301,7 @@ class APNetConv(MessagePassing):
             if hasattr(lin, 'reset_parameters'):
                 lin.reset_parameters()
         with torch.no_grad():
-            self.log_temperature.fill_(log_of(self.initial_temperature))
-
-    @property
-    def temperature(self) -> Tensor:
-        r""":math:`\gamma`, the exponential of :obj:`log_temperature`."""
-        return self.log_temperature.exp()
+            self.temperature.fill_(self.initial_temperature)
 
     def forward(
         self,
@@ -726,14 +699,13 @@ class APNetConv(MessagePassing):
         :obj:`attention`, one attention per entry (a column a step for
         several), the self-loops' appended, in the order of the edges."""
         pattern = structure.arrays
-        temperature = self.log_temperature.to(dtype).exp()
         alphas, loop_alphas = [], []
         for step in range(self.num_steps):
             h_dst, h_src = self._projections(
                 x_src, x_dst, bipartite, step, dtype
             )
             cos, self_cos = edge_cosine(pattern, h_dst, h_src)
-            logits = temperature * cos
+            logits = self.temperature * cos
             if log_weight is not None:
                 logits = logits + log_weight
             loop_logits = None
@@ -742,7 +714,7 @@ class APNetConv(MessagePassing):
                 # 1, cosine 1), rather than as entries of the pattern; a node
                 # with a self-loop of its own gets none (-inf).
                 loop_logits = torch.where(
-                    loop_kept, temperature * self_cos, -math.inf
+                    loop_kept, self.temperature * self_cos, -math.inf
                 )
             # Logits in the attention's dtype, x_src in its own: the
             # output comes back in x_src's.
@@ -775,12 +747,8 @@ class APNetConv(MessagePassing):
         loop_kept: OptTensor,
         bipartite: bool,
     ) -> Tensor:
-        # The kernel accumulates in float32 (float64 for float64 inputs)
-        # whatever h's dtype; the temperature is read in that dtype.
-        temperature = self.log_temperature.to(
-            compute_dtype(x_src.dtype, torch.float32)
-        ).exp()
         for step in range(self.num_steps):
+            # The kernel accumulates in float32 whatever h's dtype.
             h_dst, h_src = self._projections(
                 x_src, x_dst, bipartite, step, x_src.dtype
             )
@@ -789,7 +757,7 @@ class APNetConv(MessagePassing):
                 x_src,
                 h_dst,
                 h_src,
-                temperature,
+                self.temperature,
                 log_weight,
                 loop_kept,
             )
@@ -811,7 +779,6 @@ class APNetConv(MessagePassing):
         column a step."""
         # PyG's scatter and softmax take int64 indices.
         edge_index = edge_index.long()
-        temperature = self.log_temperature.to(dtype).exp()
         alphas = []
         out_dtype = x_src.dtype
         for step in range(self.num_steps):
@@ -822,14 +789,9 @@ class APNetConv(MessagePassing):
             h_src = (
                 h_dst if h_src is None else F.normalize(h_src, p=2.0, dim=-1)
             )
-            # edge_updater_type: (h: PairTensor, log_weight: OptTensor,
-            #                     temperature: Tensor)
+            # edge_updater_type: (h: PairTensor, log_weight: OptTensor)
             alpha = self.edge_updater(
-                edge_index,
-                h=(h_src, h_dst),
-                log_weight=log_weight,
-                temperature=temperature,
-                size=size,
+                edge_index, h=(h_src, h_dst), log_weight=log_weight, size=size
             )
             # propagate_type: (x: PairTensor, alpha: Tensor)
             out = self.propagate(
@@ -847,12 +809,11 @@ class APNetConv(MessagePassing):
         h_i: Tensor,
         h_j: Tensor,
         log_weight: OptTensor,
-        temperature: Tensor,
         index: Tensor,
         ptr: OptTensor,
         dim_size: Optional[int],
     ) -> Tensor:
-        logits = temperature * (h_i * h_j).sum(dim=-1)
+        logits = self.temperature * (h_i * h_j).sum(dim=-1)
         if log_weight is not None:
             logits = logits + log_weight
         return softmax(logits, index, ptr, dim_size)

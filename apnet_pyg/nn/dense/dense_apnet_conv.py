@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from apnet_pyg.checks import (
+    check_bool,
     check_features,
     check_finite,
     check_int,
@@ -17,9 +18,7 @@ from apnet_pyg.checks import (
     value_checks_enabled,
 )
 from apnet_pyg.nn.conv.apnet_conv import (
-    check_learned_temperature,
     check_projection_dtype,
-    log_of,
     projection_input_size,
     projections,
 )
@@ -123,13 +122,13 @@ class DenseAPNetConv(torch.nn.Module):
         self.proj_init = proj_init
         self.lin, _, _ = projections(in_channels, proj_channels, proj_init)
         self.initial_temperature = check_temperature(temperature)
-        self.learn_temperature = check_learned_temperature(
-            learn_temperature, self.initial_temperature
+        self.learn_temperature = check_bool(
+            learn_temperature, 'learn_temperature'
         )
         if learn_temperature:
-            self.log_temperature = Parameter(torch.empty(()))
+            self.temperature = Parameter(torch.empty(()))
         else:
-            self.register_buffer('log_temperature', torch.empty(()))
+            self.register_buffer('temperature', torch.empty(()))
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         self.reset_parameters()
 
@@ -138,12 +137,7 @@ class DenseAPNetConv(torch.nn.Module):
         if hasattr(self.lin, 'reset_parameters'):
             self.lin.reset_parameters()
         with torch.no_grad():
-            self.log_temperature.fill_(log_of(self.initial_temperature))
-
-    @property
-    def temperature(self) -> Tensor:
-        r""":math:`\gamma`, the exponential of :obj:`log_temperature`."""
-        return self.log_temperature.exp()
+            self.temperature.fill_(self.initial_temperature)
 
     def forward(
         self,
@@ -273,7 +267,6 @@ class DenseAPNetConv(torch.nn.Module):
         # A row without any edge (padding, or an isolated node without
         # self-loops) gets zero attention instead of a 0/0 softmax.
         has_edge = edges.any(dim=-1, keepdim=True)
-        temperature = self.log_temperature.to(dtype).exp()
         alphas = []
         for _ in range(self.num_steps):
             # (No copy where the projection is in the attention's dtype.)
@@ -281,7 +274,7 @@ class DenseAPNetConv(torch.nn.Module):
             with _autocast_disabled(h.device.type):
                 # Autocast would round the cosines to half precision.
                 cos = h @ h.transpose(-1, -2)
-            logits = temperature * cos
+            logits = self.temperature * cos
             if log_weight is not None:
                 logits = logits + log_weight
             logits = logits.masked_fill(~edges & has_edge, float('-inf'))

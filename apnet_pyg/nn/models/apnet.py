@@ -210,8 +210,8 @@ class APNet(torch.nn.Module):
             return
         if dense.lin is not self.conv.lin:
             dense.lin = self.conv.lin
-        if dense.log_temperature is not self.conv.log_temperature:
-            dense.log_temperature = self.conv.log_temperature
+        if dense.temperature is not self.conv.temperature:
+            dense.temperature = self.conv.temperature
 
     def _apply(self, fn: Any, recurse: bool = True) -> 'APNet':
         module = super()._apply(fn, recurse)

@@ -110,8 +110,8 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
         'APNetConv(32, proj_channels=16, temperature=0.5, num_steps=2)'
     )
     assert conv.lin.weight.size() == (16, 32)
-    assert conv.temperature.item() == pytest.approx(0.5)
-    assert not conv.log_temperature.requires_grad
+    assert conv.temperature.item() == 0.5
+    assert not conv.temperature.requires_grad
     assert (
         conv.proj_init == 'glorot'
         and conv.add_self_loops
@@ -163,9 +163,9 @@ def test_apnet_conv(make_random_graph):
     assert torch.allclose(row_sum, torch.ones(8), atol=1e-6)
 
     with torch.no_grad():
-        conv.log_temperature.fill_(3.0)
+        conv.temperature.fill_(3.0)
     conv.reset_parameters()
-    assert conv.temperature.item() == pytest.approx(10.0)
+    assert conv.temperature.item() == 10.0
 
 
 @pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
@@ -209,7 +209,7 @@ def test_apnet_conv_equals_reference(
     assert torch.allclose(out, expected, atol=1e-10)
 
     # Gradients with respect to every input and parameter:
-    inputs = [x, conv.lin.weight, conv.log_temperature]
+    inputs = [x, conv.lin.weight, conv.temperature]
     inputs += [edge_weight] if weighted else []
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(out, inputs, grad_out)
@@ -270,11 +270,11 @@ def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
         make_random_graph=make_random_graph, device=device
     )
     agnn = AGNNConv(requires_grad=True).double().to(device)
+    with torch.no_grad():
+        agnn.beta.fill_(7.5)
     conv = conv64(
         6, None, temperature=7.5, learn_temperature=True, device=device
     )
-    with torch.no_grad():
-        agnn.beta.fill_(float(conv.temperature))
     assert isinstance(conv.lin, torch.nn.Identity)
 
     x1 = x.clone().requires_grad_()
@@ -286,13 +286,10 @@ def test_apnet_conv_equals_agnn_conv(make_random_graph, device):
     grad_out = torch.randn_like(out1)
     grad_x1, grad_beta = torch.autograd.grad(out1, [x1, agnn.beta], grad_out)
     grad_x2, grad_temperature = torch.autograd.grad(
-        out2, [x2, conv.log_temperature], grad_out
+        out2, [x2, conv.temperature], grad_out
     )
     assert torch.allclose(grad_x1, grad_x2, atol=1e-10)
-    # d/d log(gamma) = gamma d/d gamma.
-    assert torch.allclose(
-        grad_beta.view(()) * conv.temperature, grad_temperature, atol=1e-10
-    )
+    assert torch.allclose(grad_beta.view(()), grad_temperature, atol=1e-10)
 
 
 @pytest.mark.parametrize('layout', ['coo', 'csr', 'csc'])
@@ -599,10 +596,10 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph, device):
 
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(
-        out, [x, conv.lin.weight, conv.log_temperature], grad_out
+        out, [x, conv.lin.weight, conv.temperature], grad_out
     )
     dense_grads = torch.autograd.grad(
-        dense_out, [x, dense.lin.weight, dense.log_temperature], grad_out
+        dense_out, [x, dense.lin.weight, dense.temperature], grad_out
     )
     for grad, dense_grad in zip(grads, dense_grads):
         assert torch.allclose(grad, dense_grad, atol=1e-10)
@@ -799,7 +796,7 @@ def test_apnet_conv_bipartite_equals_reference(
     )
     assert torch.allclose(out, expected, atol=1e-12)
 
-    inputs = [x_src, x_dst, conv.log_temperature, *{weight_src, weight_dst}]
+    inputs = [x_src, x_dst, conv.temperature, *{weight_src, weight_dst}]
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(out, inputs, grad_out)
     expected_grads = torch.autograd.grad(expected, inputs, grad_out)
@@ -1389,7 +1386,7 @@ def test_apnet_conv_inference_mode(kernel, make_random_graph):
     with torch.inference_mode():
         learned(x, edge_index)
     learned(x, edge_index).sum().backward()
-    assert learned.log_temperature.grad is not None
+    assert learned.temperature.grad is not None
 
 
 def test_apnet_conv_return_attention_weights_false(make_random_graph):
@@ -1558,14 +1555,14 @@ def test_apnet_conv_half_precision_equals_reference(
         x, edge_index, edge_weight, return_attention_weights=True
     )
     assert alpha.dtype == dtype
-    parameters = [conv.lin.weight, conv.log_temperature]
+    parameters = [conv.lin.weight, conv.temperature]
     parameters64 = [p.detach().double().requires_grad_() for p in parameters]
     expected = apnet_reference(
         x64,
         edge_index,
         *parameters64[:1],
         edge_weight64,
-        parameters64[1].exp(),
+        parameters64[1],
         conv.num_steps,
     )
     assert_close_in(out, expected, dtype)
@@ -1634,7 +1631,7 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
     x.requires_grad_()
     results = []
     for conv in [sparse, message_passing, sparse]:
-        inputs = [x, conv.lin.weight, conv.log_temperature]
+        inputs = [x, conv.lin.weight, conv.temperature]
         with torch.autocast(
             device.type, dtype=dtype, enabled=len(results) < 2
         ):

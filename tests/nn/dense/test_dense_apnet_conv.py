@@ -118,7 +118,7 @@ def test_dense_apnet_conv_equals_reference(
         )
         assert torch.allclose(out[b], expected, atol=1e-12)
         grad_out = torch.randn_like(expected)
-        inputs = [x, weight, conv.lin.weight, conv.log_temperature]
+        inputs = [x, weight, conv.lin.weight, conv.temperature]
         grads = torch.autograd.grad(
             out[b], inputs, grad_out, retain_graph=True, allow_unused=True
         )
@@ -277,8 +277,7 @@ def test_dense_apnet_conv_compile(dtype, device):
             (
                 out,
                 *torch.autograd.grad(
-                    out.square().sum(),
-                    [x, conv.lin.weight, conv.log_temperature],
+                    out.square().sum(), [x, conv.lin.weight, conv.temperature]
                 ),
             )
         )
@@ -352,7 +351,7 @@ def test_dense_apnet_conv_mask_equals_reference(add_loop, num_steps, device):
     torch.testing.assert_close(
         out[0, 0], x[0, 0] if add_loop else x.new_zeros(6)
     )
-    inputs = [x, weight, conv.lin.weight, conv.log_temperature]
+    inputs = [x, weight, conv.lin.weight, conv.temperature]
     grad_out = torch.randn(
         out.shape, generator=generator, dtype=torch.float64
     ).to(device)
@@ -401,17 +400,12 @@ def test_dense_apnet_conv_half_precision_equals_reference(
     out, alpha = conv(x, weight, mask, return_attention_weights=True)
     assert alpha.dtype == dtype
 
-    parameters = [conv.lin.weight, conv.log_temperature]
+    parameters = [conv.lin.weight, conv.temperature]
     inputs64 = [
         t.detach().double().requires_grad_() for t in [x, weight, *parameters]
     ]
     expected = masked_dense_reference(
-        *inputs64[:2],
-        mask,
-        inputs64[2],
-        inputs64[3].exp(),
-        num_steps,
-        add_loop=True,
+        *inputs64[:2], mask, *inputs64[2:], num_steps, add_loop=True
     )
     assert_close_in(out, expected, dtype)
     grad_out = torch.randn(

@@ -1,5 +1,3 @@
-import math
-
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
@@ -183,8 +181,7 @@ def reference_logits(model, images, attributes, classes=None):
         for _ in range(model.conv.num_steps):
             # alpha_yz = w_yz exp(g1 cos(f x_y, f x_z)) / sum over z.
             scores = prior * torch.exp(
-                state['conv.log_temperature'].exp()
-                * reference_cosines(state, x)
+                state['conv.temperature'] * reference_cosines(state, x)
             )
             x = scores / scores.sum(dim=-1, keepdim=True) @ x
     # h = sigma(w^T ReLU(W1 x_y + W2 v + b1) + b), logits = g2 h.
@@ -365,7 +362,7 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     # Not a submodule: the state_dict is as before.
     assert sorted(model.state_dict()) == [
         'conv.lin.weight',
-        'conv.log_temperature',
+        'conv.temperature',
         'encoder.bias',
         'encoder.centroids',
         'encoder.weight',
@@ -378,10 +375,10 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     assert len(list(model.parameters())) == 8
     dense = model._dense_conv
     assert dense.lin is model.conv.lin
-    assert dense.log_temperature is model.conv.log_temperature
+    assert dense.temperature is model.conv.temperature
     # Still shared after a conversion, which replaces the buffer:
     model.double()
-    assert dense.log_temperature is model.conv.log_temperature
+    assert dense.temperature is model.conv.temperature
     assert dense.temperature.dtype == torch.float64
     logits = model(
         torch.rand(3, 10, dtype=torch.float64),
@@ -391,10 +388,10 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     assert logits.dtype == torch.float64
     # and after a load that assigns new tensors:
     state = {key: value.clone() for key, value in model.state_dict().items()}
-    state['conv.log_temperature'].fill_(math.log(3.0))
+    state['conv.temperature'].fill_(3.0)
     model.load_state_dict(state, assign=True)
-    assert dense.log_temperature is model.conv.log_temperature
-    assert float(dense.temperature) == pytest.approx(3.0)
+    assert dense.temperature is model.conv.temperature
+    assert float(dense.temperature) == 3.0
     # Building it draws nothing from the global RNG, which initialises the
     # model's parts as before the dense layer existed:
     torch.manual_seed(0)
