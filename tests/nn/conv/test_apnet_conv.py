@@ -1750,10 +1750,10 @@ def test_apnet_conv_cached_under_reduce_overhead(
             x.shape, generator=torch.Generator().manual_seed(seed)
         ).to(cuda_device)
         out = compiled(new_x, edge_index, edge_weight)
-        (grad,) = torch.autograd.grad(out.square().sum(), conv.log_temperature)
+        (grad,) = torch.autograd.grad(out.square().sum(), conv.temperature)
         expected = eager(new_x, edge_index, edge_weight)
         (expected_grad,) = torch.autograd.grad(
-            expected.square().sum(), eager.log_temperature
+            expected.square().sum(), eager.temperature
         )
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-4)
