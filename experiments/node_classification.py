@@ -93,11 +93,56 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
 REFERENCES = ('AGNNConv', 'GATConv')
 
 #: The configurations of the defaults' search, APNetConv(16, **config):
-#: the temperature fixed or learned (as exp of a parameter: a ratio a step),
-#: its initial value, the projection, the number of steps, the self-loops'
-#: weight fixed or learned.
+#: the projection (none: the attention compares the features themselves,
+#: as AGNNConv's), the temperature (fixed or learned, and where it starts)
+#: and the number of steps, every argument given (a configuration's name
+#: does not change with the defaults). The finalists of a wider screening
+#: (a learned self-loop weight, a learned mix with the input, the
+#: temperature learned as exp of a parameter, 1 or 2 steps; the closing
+#: notes of issue 51).
 SEARCH_GRID: List[dict] = [
-    {'proj_channels': None, 'temperature': 1.0, 'learn_temperature': True},
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 1,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 2,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 2.0,
+        'learn_temperature': True,
+        'num_steps': 1,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': False,
+        'num_steps': 1,
+    },
+    {
+        'proj_channels': 16,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 1,
+    },
+    {
+        'proj_channels': 16,
+        'temperature': 0.5,
+        'learn_temperature': True,
+        'num_steps': 2,
+    },
+    {
+        'proj_channels': 16,
+        'temperature': 0.5,
+        'learn_temperature': False,
+        'num_steps': 2,
+    },
 ]
 
 
