@@ -210,14 +210,49 @@ def test_docs_page_shows_the_current_command():
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     page = (REPO / 'docs' / 'zero-shot-nodes.md').read_text()
-    # A block per selection, each the output of its command as it stands.
+    # The split's block, and the folds' where the page has one, each the
+    # output of its command as it stands (with generalized zero-shot).
     for selection, (_, begin, end) in script.BLOCKS.items():
         block = script._block(page, selection)
+        if selection == 'folds' and not block:
+            assert 'nodes-folds-output' not in page
+            continue
         assert block.startswith(begin) and block.endswith(end)
         assert f'`{script.command_line(selection)}`' in block
+        assert '--gzsl' in script.command_line(selection)
+        assert 'Generalized zero-shot (--gzsl)' in block
+        assert "test-selected (oracle, as DGPN's public code selects)" in (
+            block
+        )
+        assert block.count('k-NN class graph chosen: ') == 2
     # The page's prose is the script's, as it stands.
     assert page.startswith(script.INTRO + '\n' + script.BEGIN)
-    assert script.FOLDS_INTRO + '\n' + script.BLOCKS['folds'][1] in page
+    if script._block(page, 'folds'):
+        assert script.FOLDS_INTRO + '\n' + script.BLOCKS['folds'][1] in page
+
+
+def test_docs_script_keeps_only_current_blocks(tiny, tmp_path, monkeypatch):
+    # A block of another selection stays on the page while its command is
+    # the current one; a stale one (an earlier command) is dropped.
+    import apnet_pyg.zsl.cli as cli
+
+    script = _script('zero_shot_nodes_results')
+    monkeypatch.setattr(
+        cli, 'main', lambda arguments: print('selection log\n\ntable') or 0
+    )
+    page = tmp_path / 'page.md'
+    _, begin, end = script.BLOCKS['folds']
+    current = f'{begin}\n`{script.command_line("folds")}` ...\n{end}'
+    page.write_text(f'intro\n{current}\n')
+    assert script.main(['--out', str(page)]) == 0
+    written = page.read_text()
+    assert written.startswith(script.INTRO)
+    assert current in written and script.FOLDS_INTRO in written
+    assert 'table' in written and 'load average' in written
+    page.write_text(f'{begin}\n`apnet-zsl nodes --old`\n{end}\n')
+    assert script.main(['--out', str(page)]) == 0
+    written = page.read_text()
+    assert 'nodes --old' not in written and script.FOLDS_INTRO not in written
 
 
 def _script(name):
