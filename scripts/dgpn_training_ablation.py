@@ -24,7 +24,7 @@ unseen classes after the last epoch, mean and standard deviation over
 seeds. Nothing is chosen on the unseen classes: every setting is reported.
 Beside them, where the split has validation classes (Split II), the
 balanced accuracy on their nodes among them: what APNet's selection
-(:func:`apnet_pyg.zsl.nodes.protocol.select_setting`) would see of the model.
+(:func:`apnet_pyg.zsl.nodes.selection.select_setting`) would see of the model.
 
     python scripts/dgpn_training_ablation.py [--root ROOT] [--dataset NAME]
         [--seeds N] [--epochs N] [--threads N] [--out PAGE]

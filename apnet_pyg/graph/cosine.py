@@ -98,6 +98,26 @@ def cosine_threshold_adjacency(x: Tensor, threshold: float) -> Tensor:
     return upper | upper.t()
 
 
+def cosine_knn_adjacency(x: Tensor, k: int) -> Tensor:
+    r""":func:`cosine_knn_graph` (:obj:`loop=False`, one graph) as a dense
+    boolean :math:`(N, N)` matrix, row = target: row :math:`i` marks the
+    :obj:`k` rows nearest to row :math:`i` (all the others when
+    :math:`k \geq N`), as :class:`~apnet_pyg.nn.DenseAPNetConv` reads an
+    adjacency. The same rule (unit rows, the top :obj:`k` of each row
+    with the diagonal excluded) without an edge list, so no size the host
+    must read. The values of :obj:`x` are not checked (an all-zero row
+    gets arbitrary neighbours here)."""
+    k = check_k(k)
+    check_features(x, 'x')
+    h = _unit_rows(x)
+    n = h.size(0)
+    similarity = h @ h.t()
+    similarity.fill_diagonal_(-math.inf)
+    neighbours = similarity.topk(min(k, max(n - 1, 0)), dim=1).indices
+    adjacency = torch.zeros(n, n, dtype=torch.bool, device=h.device)
+    return adjacency.scatter_(1, neighbours, True)
+
+
 def check_threshold(threshold) -> float:
     r"""The edge threshold as a float in :math:`[-1, 1]` (a one-element
     tensor is read), or a clear error."""

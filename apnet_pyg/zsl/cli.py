@@ -328,14 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument(
         '--seeds',
         type=int,
-        default=10,
-        help='APNet runs per row, seeds 0..N-1 (default: 10)',
+        default=None,
+        help='APNet runs per row, seeds 0..N-1; an ensemble row groups '
+        'them by the ensemble size (default: 10; --quick: 2)',
     )
     nodes.add_argument(
         '--selection-seeds',
         type=int,
-        default=2,
-        help='runs per setting in the selection (default: 2)',
+        default=None,
+        help='runs per setting in the selection; the seed ensembles it '
+        'may choose have half as many models (default: 4)',
     )
     nodes.add_argument(
         '--selection',
@@ -355,13 +357,33 @@ def build_parser() -> argparse.ArgumentParser:
         '--epochs',
         type=int,
         default=None,
-        help='most epochs a selection looks at (default: 30)',
+        help='most epochs a selection looks at (default: 30; --quick: 2)',
     )
     nodes.add_argument(
         '--episodes',
         type=int,
         default=None,
-        help='episodes per epoch (default: 25)',
+        help='episodes per epoch (default: 25; --quick: 2)',
+    )
+    nodes.add_argument(
+        '--gzsl',
+        action='store_true',
+        help='also generalized zero-shot: a fixed 20%% of every seen '
+        "class's nodes held out as test nodes, every test node classified "
+        'among all classes; S, U, H raw and with calibrated stacking, for '
+        'APNet, ESZSL and SAE',
+    )
+    nodes.add_argument(
+        '--full-grid',
+        action='store_true',
+        help='try every training setting of the grid, also those left out '
+        'of the default for time (selection_grid(full=True))',
+    )
+    nodes.add_argument(
+        '--quick',
+        action='store_true',
+        help='a smoke test, no result: 2 seeds, 2 epochs of 2 episodes, '
+        'a grid of the base and the k-NN class graph',
     )
     nodes.add_argument(
         '--threads', type=int, default=1, help='torch threads (default: 1)'

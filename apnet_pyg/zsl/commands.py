@@ -351,8 +351,9 @@ def baselines_command(args: argparse.Namespace) -> Dict:
 def nodes_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.data.zero_shot_nodes import read_zero_shot_nodes
     from apnet_pyg.zsl.nodes.inputs import NodeSetting
-    from apnet_pyg.zsl.nodes.protocol import run_nodes
+    from apnet_pyg.zsl.nodes.protocol import quick_grid, run_nodes
     from apnet_pyg.zsl.nodes.report import format_nodes
+    from apnet_pyg.zsl.nodes.selection import selection_grid
 
     if args.out is not None:
         check_output_file(args.out, '--out', 'a JSON file name')
@@ -362,6 +363,11 @@ def nodes_command(args: argparse.Namespace) -> Dict:
                 f'--{flag.replace("_", "-")} must be at least '
                 f'1 (got {getattr(args, flag)})'
             )
+    if args.quick and args.full_grid:
+        raise ValueError(
+            '--quick runs its own small grid: give --quick or '
+            '--full-grid, not both'
+        )
     explicit = [args.seen, args.val, args.unseen]
     if any(v is not None for v in explicit) and args.split is not None:
         raise ValueError('give --split or --seen/--val/--unseen, not both')
@@ -373,24 +379,31 @@ def nodes_command(args: argparse.Namespace) -> Dict:
     else:
         splits = [nodes.split(name) for name in args.split or ['I', 'II']]
     base = NodeSetting()
-    if args.epochs is not None or args.episodes is not None:
-        base = base.replace(
-            epochs=args.epochs or base.config.epochs,
-            iterations_per_epoch=args.episodes
-            or base.config.iterations_per_epoch,
-        )
+    quick = 2 if args.quick else None
+    base = base.replace(
+        epochs=args.epochs or quick or base.config.epochs,
+        iterations_per_epoch=args.episodes
+        or quick
+        or base.config.iterations_per_epoch,
+    )
     torch.set_num_threads(args.threads)
     results = run_nodes(
         nodes,
         splits,
         args.csd,
-        range(args.seeds),
-        range(args.selection_seeds),
+        range(args.seeds or quick or 10),
+        range(args.selection_seeds or 4),
         base=base,
+        grid=quick_grid(base)
+        if args.quick
+        else selection_grid(base, full=args.full_grid),
         select=not args.no_select,
         selection=args.selection,
+        gzsl=args.gzsl,
         log=lambda line: print(line, flush=True),
     )
+    if args.quick:
+        results['quick'] = True
     print()
     print(format_nodes(results))
     if args.out is not None:

@@ -26,7 +26,12 @@ from typing import Any, Callable, Dict, Optional
 from apnet_pyg.checks import check_temperature
 from apnet_pyg.data.xlsa17 import ATTRIBUTE_KINDS
 from apnet_pyg.graph.cosine import COS_40_DEGREES, check_threshold
-from apnet_pyg.nn.models.apnet import GRAPHS, check_logit_scale
+from apnet_pyg.nn.models.apnet import (
+    GRAPHS,
+    KNN_CLASSES,
+    KNN_SPACES,
+    check_logit_scale,
+)
 from apnet_pyg.nn.models.relation_head import INTERACTIONS, SCORES
 
 TRAININGS = ('episodic', 'minibatch')
@@ -54,8 +59,40 @@ class TrainConfig:
         'learned',
         "class graph: 'learned' (cosine >= threshold between the "
         "projected class vectors; the paper), 'wordnet' (WordNet, weights "
-        "1/hops; the paper's alternative) or 'none' (no propagation)",
+        "1/hops; the paper's alternative), 'knn' (each class joined to its "
+        "knn_k nearest classes by cosine; DBiGCN's) or 'none' (no "
+        'propagation)',
         GRAPHS,
+    )
+    knn_k: int = _option(
+        2, "with graph 'knn': the neighbours of each class (DBiGCN: 2)"
+    )
+    knn_loop: bool = _option(
+        False,
+        "with graph 'knn': a class keeps its own vector in the "
+        'propagation (a self-loop); without, it is composed from its '
+        "neighbours alone (DBiGCN's)",
+    )
+    knn_space: str = _option(
+        'descriptions',
+        "with graph 'knn': the neighbours by cosine between the class "
+        "descriptions ('descriptions', fixed) or between the encoded "
+        "class vectors ('encoded', trained with the encoder)",
+        KNN_SPACES,
+    )
+    knn_classes: str = _option(
+        'task',
+        "with graph 'knn': the graph over the task's classes ('task', "
+        "as the other graphs) or over every class of the dataset ('all', "
+        "DBiGCN's: an unseen class composed from the seen classes it "
+        "resembles; reads every class's description in training, never "
+        'an unseen image)',
+        KNN_CLASSES,
+    )
+    learn_propagation_temperature: bool = _option(
+        False,
+        'train gamma_1, the propagation temperature, from its value '
+        '(the paper: fixed)',
     )
     num_centroids: int = _option(
         3, 'centroid experts of the class encoder (the paper: 3 for AWA)'
@@ -202,6 +239,7 @@ class TrainConfig:
             'hidden_channels',
             'proj_channels',
             'num_steps',
+            'knn_k',
         ):
             if getattr(self, name) < 1:
                 raise ValueError(

@@ -18,8 +18,12 @@ def model_from_config(
     attribute_dim: int,
     image_channels: int,
     class_prior: Optional[Tensor] = None,
+    class_attributes: Optional[Tensor] = None,
 ) -> APNet:
-    r"""An :class:`APNet` with the architecture of :obj:`config`."""
+    r"""An :class:`APNet` with the architecture of :obj:`config`
+    (:obj:`class_prior` for :obj:`graph="wordnet"`, :obj:`class_attributes`
+    for :obj:`graph="knn"`; without them a model whose saved state fills
+    them)."""
     return APNet(
         attribute_dim,
         image_channels=image_channels,
@@ -35,6 +39,12 @@ def model_from_config(
         interaction=config.interaction,
         logit_scale=config.logit_scale,
         class_prior=class_prior,
+        knn_k=config.knn_k,
+        knn_loop=config.knn_loop,
+        knn_space=config.knn_space,
+        knn_classes=config.knn_classes,
+        learn_propagation_temperature=config.learn_propagation_temperature,
+        class_attributes=class_attributes,
     )
 
 
@@ -46,7 +56,8 @@ def build_model(
 ) -> APNet:
     r"""A freshly initialised :class:`APNet` for :obj:`data` (seeded by
     :obj:`config.seed`), with the WordNet prior over all of the dataset's
-    classes if :obj:`config.graph="wordnet"`, its centroids fitted to the
+    classes if :obj:`config.graph="wordnet"`, all of its classes'
+    attributes if :obj:`config.graph="knn"`, its centroids fitted to the
     attributes of :obj:`train_classes` (and, with
     :obj:`initialization="standardized"`, its scales:
     :meth:`APNet.standardize_`). :obj:`image_channels` defaults to the
@@ -62,7 +73,11 @@ def build_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = model_from_config(
-            config, data.attribute_dim, image_channels, prior
+            config,
+            data.attribute_dim,
+            image_channels,
+            prior,
+            data.attributes if config.graph == 'knn' else None,
         )
     generator = torch.Generator().manual_seed(config.seed)
     seen_attributes = data.attributes[train_classes]

@@ -1,5 +1,4 @@
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -7,6 +6,7 @@ import torch
 
 from apnet_pyg.data import read_zero_shot_nodes
 from apnet_pyg.data.zero_shot_nodes import class_split
+from tests.helpers.zero_shot_nodes import write_layout
 
 REAL_ROOT = (
     Path(__file__).resolve().parents[2]
@@ -15,73 +15,6 @@ REAL_ROOT = (
     / 'data'
     / 'zero_shot_nodes'
 ).resolve()
-
-
-def write_layout(
-    root,
-    name='tiny',
-    num_classes=7,
-    per_class=12,
-    num_features=24,
-    csd_dim=8,
-    seed=0,
-    shuffle_features=True,
-    label_csds=True,
-):
-    r"""A small dataset in DGPN's layout: node ids are 100 + i, class c's
-    nodes share feature block c and are linked in a ring, with one edge
-    between consecutive classes and one repeated edge."""
-    gen = torch.Generator().manual_seed(seed)
-    root = Path(root)
-    folder = root / name
-    folder.mkdir(parents=True)
-    (root / 'csd_files').mkdir(exist_ok=True)
-    num_nodes = num_classes * per_class
-    y = torch.arange(num_classes).repeat_interleave(per_class)
-    x = (torch.rand(num_nodes, num_features, generator=gen) < 0.1).long()
-    block = max(1, num_features // num_classes)
-    for node in range(num_nodes):
-        c = int(y[node])
-        x[node, c * block : (c + 1) * block] |= (
-            torch.rand(block, generator=gen) < 0.7
-        ).long()
-    ids = [100 + i for i in range(num_nodes)]
-    order = (
-        torch.randperm(num_nodes, generator=gen).tolist()
-        if shuffle_features
-        else list(range(num_nodes))
-    )
-    (folder / 'feature.txt').write_text(
-        '\n'.join(
-            ' '.join([str(ids[i])] + [str(int(v)) for v in x[i]])
-            for i in order
-        )
-    )
-    edges = []
-    for c in range(num_classes):
-        members = [c * per_class + k for k in range(per_class)]
-        edges += [
-            (members[k], members[(k + 1) % per_class])
-            for k in range(per_class)
-        ]
-        if c + 1 < num_classes:
-            edges.append((members[0], members[0] + per_class))
-    edges.append(edges[0][::-1])  # the same edge reversed: counted once
-    (folder / 'graph.txt').write_text(
-        ''.join(f'{ids[a]}\t{ids[b]}\n' for a, b in edges)
-    )
-    (folder / 'group.txt').write_text(
-        ''.join(f'{ids[i]}\t{int(y[i])}\n' for i in range(num_nodes))
-    )
-    (folder / 'class_names.json').write_text(
-        json.dumps([f'class_{c}' for c in range(num_classes)])
-    )
-    for kind in ('text', 'label') if label_csds else ('text',):
-        csds = torch.randn(num_classes, csd_dim, generator=gen) + 3.0
-        (root / 'csd_files' / f'{name}_{kind}_csds.txt').write_text(
-            '\n'.join(' '.join(f'{v:.6e}' for v in row) for row in csds)
-        )
-    return {'x': x.float(), 'y': y, 'edges': edges, 'ids': ids}
 
 
 def test_reads_tiny_layout(tmp_path):

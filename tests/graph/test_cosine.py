@@ -139,6 +139,25 @@ def test_cosine_knn_graph(loop, device):
     assert edge_set(reverse) == {(i, j) for j, i in expected}
 
 
+@pytest.mark.parametrize('k', [1, 3, 30])
+def test_cosine_knn_adjacency_is_the_graph_as_a_matrix(k, device):
+    # The dense form (row = target) of the k-NN graph without self-loops;
+    # k above N - 1 connects every other row.
+    from torch_geometric.utils import to_dense_adj
+
+    from apnet_pyg.graph.cosine import cosine_knn_adjacency
+
+    x = torch.randn(12, 5, generator=torch.Generator().manual_seed(6))
+    x = x.to(device)
+    adjacency = cosine_knn_adjacency(x, k)
+    assert adjacency.dtype == torch.bool and adjacency.shape == (12, 12)
+    expected = to_dense_adj(cosine_knn_graph(x, k), max_num_nodes=12)[0]
+    assert torch.equal(adjacency, expected.t().bool())
+    assert adjacency.sum(dim=1).tolist() == [min(k, 11)] * 12
+    with pytest.raises(ValueError, match="'k' must be a positive integer"):
+        cosine_knn_adjacency(x, 0)
+
+
 def test_cosine_knn_graph_signature_matches_knn_graph():
     # knn_graph(x, k, batch=None, loop=False, flow='source_to_target', ...)
     import inspect

@@ -897,11 +897,17 @@ case(
     r"'block_size' must be a positive integer or None",
 )
 case(
-    'APNet/graph="knn"',
-    lambda c: APNet(4, 6, 8, 8, graph='knn'),
+    'APNet/graph="gcn"',
+    lambda c: APNet(4, 6, 8, 8, graph='gcn'),
     ValueError,
-    r"'graph' must be one of learned, wordnet, none \(got "
-    r"'knn'\)",
+    r"'graph' must be one of learned, wordnet, knn, none \(got "
+    r"'gcn'\)",
+)
+case(
+    'APNet/knn_k=0',
+    lambda c: APNet(4, 6, 8, 8, graph='knn', knn_k=0),
+    ValueError,
+    r"'knn_k' must be a positive integer",
 )
 case(
     'APNet/wordnet-without-class_prior',

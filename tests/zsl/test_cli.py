@@ -123,6 +123,61 @@ def test_cli_variants_and_flags(tiny_root, tmp_path):
     assert config['lr_decay_epoch'] is None
 
 
+@pytest.mark.parametrize('knn_classes', ['task', 'all'])
+def test_cli_train_evaluate_plot_with_the_knn_graph(
+    tiny_root, tmp_path, capsys, knn_classes
+):
+    # --graph knn through the image pipeline: trained, its models saved
+    # with their class table, evaluated again from the run directory (the
+    # same figures) and plotted.
+    run_dir = tmp_path / 'run'
+    assert (
+        main(
+            [
+                'train',
+                '--dataset',
+                'TINY',
+                '--root',
+                str(tiny_root),
+                '--out',
+                str(run_dir),
+                '--graph',
+                'knn',
+                '--knn-k',
+                '3',
+                '--knn-loop',
+                '--knn-classes',
+                knn_classes,
+                '--learn-propagation-temperature',
+                '--recipe',
+                'fast',
+            ]
+            + SMALL
+        )
+        == 0
+    )
+    metrics = json.loads((run_dir / 'metrics.json').read_text())
+    config = metrics['config']
+    assert (config['graph'], config['knn_k'], config['knn_loop']) == (
+        'knn',
+        3,
+        True,
+    )
+    assert config['knn_classes'] == knn_classes
+    assert config['learn_propagation_temperature'] is True
+    # Each class joined to its 3 nearest among all classes (GZSL's graph).
+    num_classes = load_xlsa17(tiny_root, 'TINY').num_classes
+    assert metrics['class_graph_edges'] == 3 * num_classes
+    capsys.readouterr()
+    assert main(['evaluate', '--run', str(run_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert f'| {metrics["zsl_acc"]:.1f} |' in printed
+    assert f'| {metrics["gzsl_h"]:.1f} |' in printed
+    out = tmp_path / 'tsne.png'
+    assert main(['plot', '--run', str(run_dir), '--out', str(out)]) == 0
+    assert out.read_bytes()[:4] == b'\x89PNG'
+
+
 def test_cli_simulate_and_pipeline(
     tmp_path, tiny_root, tiny_class_side, capsys
 ):
@@ -297,10 +352,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                 '--out',
                 str(tmp_path),
                 '--graph',
-                'knn',
+                'gcn',
             ]
         )
-    assert "invalid choice: 'knn'" in capsys.readouterr().err
+    assert "invalid choice: 'gcn'" in capsys.readouterr().err
 
 
 def test_cli_guards_run_directories(tiny_root, tmp_path, capsys):

@@ -729,7 +729,9 @@ cli(
 )
 # A flag's value: malformed (argparse, status 2) or out of range (status 1).
 for flag, value, status, message in [
-    ('--graph', 'knn', 2, r"invalid choice: 'knn'"),
+    ('--graph', 'gcn', 2, r"invalid choice: 'gcn'"),
+    ('--knn-k', '0', 1, r"'knn_k' must be positive \(got 0\)"),
+    ('--knn-space', 'projected', 2, r"invalid choice: 'projected'"),
     ('--epochs', 'abc', 2, r"invalid int value: 'abc'"),
     ('--n-way', '1.5', 2, r"invalid int value: '1.5'"),
     ('--lr', 'abc', 2, r"invalid float value: 'abc'"),

@@ -5,10 +5,17 @@ from torch import Tensor
 from torch_geometric import is_compiling
 from torch_geometric.utils import dense_to_sparse
 
-from apnet_pyg.checks import check_number, check_temperature
+from apnet_pyg.checks import (
+    check_bool,
+    check_int,
+    check_number,
+    check_temperature,
+)
 from apnet_pyg.graph.cosine import (
     COS_40_DEGREES,
     check_threshold,
+    cosine_knn_adjacency,
+    cosine_knn_graph,
     cosine_threshold_adjacency,
     cosine_threshold_graph,
 )
@@ -18,8 +25,23 @@ from apnet_pyg.nn.models.centroid_encoder import CentroidEncoder
 from apnet_pyg.nn.models.relation_head import RelationHead
 
 #: The class graphs of APNet: learned from the class vectors, given by a
-#: prior (WordNet), or none (no propagation).
-GRAPHS = ('learned', 'wordnet', 'none')
+#: prior (WordNet), the k nearest neighbours of each class (DBiGCN's), or
+#: none (no propagation).
+GRAPHS = ('learned', 'wordnet', 'knn', 'none')
+
+#: Where the k-NN class graph measures its cosines: between the class
+#: descriptions as given (:obj:`"descriptions"`, fixed) or between the
+#: encoded class vectors :math:`\mathbf{x}^{(0)}` (:obj:`"encoded"`,
+#: trained with the encoder).
+KNN_SPACES = ('descriptions', 'encoded')
+
+#: Over which classes the k-NN class graph is built: the task's own
+#: (:obj:`"task"`, as every other class graph), or every class of the
+#: dataset (:obj:`"all"`, DBiGCN's), the task's vectors then read from the
+#: propagation over all of them, so that an unseen class is composed from
+#: the seen classes it resembles. :obj:`"all"` reads every class's
+#: description (never a label) in training.
+KNN_CLASSES = ('task', 'all')
 
 #: The most classes a task may have for APNet to propagate over the dense
 #: form of its class graph (:func:`use_dense_class_graph`): a
@@ -79,7 +101,12 @@ class APNet(torch.nn.Module):
        \epsilon` (:math:`f` = :obj:`conv.lin`, :math:`\epsilon = \cos
        40^{\circ}`), :obj:`"wordnet"` takes the task's classes' subgraph of
        :obj:`class_prior` (WordNet hops, weights :math:`1/d`),
-       :obj:`"none"` skips propagation;
+       :obj:`"knn"` joins every class to its :obj:`knn_k` nearest classes
+       by cosine (DBiGCN's class graph, Yue et al., KDD 2022: binary, no
+       self-loop unless :obj:`knn_loop`), between the descriptions or the
+       encoded vectors (:obj:`knn_space`), over the task's classes or
+       every class of the dataset (:obj:`knn_classes`; see
+       :data:`KNN_CLASSES`), :obj:`"none"` skips propagation;
     3. :class:`~apnet_pyg.nn.APNetConv` propagates the class vectors
        (temperature :math:`\gamma_1`), or
        :class:`~apnet_pyg.nn.DenseAPNetConv`, the same layer with the same
@@ -90,8 +117,9 @@ class APNet(torch.nn.Module):
        (:obj:`logit_scale`), for a softmax over the task's classes.
 
     The model owns its class graph: a task's classes are given by their
-    attribute rows and, for :obj:`"wordnet"`, their indices into
-    :obj:`class_prior` (a buffer, saved with the model).
+    attribute rows and, for :obj:`"wordnet"` and :obj:`"knn"`, their
+    indices into :obj:`class_prior` or :obj:`class_attributes` (buffers,
+    saved with the model).
 
     Args:
         attribute_dim (int): Size of the class attribute vectors.
@@ -103,8 +131,8 @@ class APNet(torch.nn.Module):
             (default: :obj:`2048`)
         num_centroids (int, optional): Experts of the encoder.
             (default: :obj:`3`)
-        graph (str, optional): :obj:`"learned"`, :obj:`"wordnet"` or
-            :obj:`"none"`. (default: :obj:`"learned"`)
+        graph (str, optional): :obj:`"learned"`, :obj:`"wordnet"`,
+            :obj:`"knn"` or :obj:`"none"`. (default: :obj:`"learned"`)
         proj_channels (int, optional): Output size of :math:`f`.
             (default: :obj:`256`)
         threshold (float, optional): The edge threshold :math:`\epsilon` of
@@ -125,6 +153,23 @@ class APNet(torch.nn.Module):
             the prior graph over all :math:`C` classes of the dataset as a
             dense :math:`(C, C)` matrix of weights, row = target class,
             column = source class, :math:`0` = no edge.
+        knn_k (int, optional): For :obj:`graph="knn"`, the neighbours of
+            each class (DBiGCN: 2). (default: :obj:`2`)
+        knn_loop (bool, optional): For :obj:`graph="knn"`, keep each
+            class's own vector in its propagation (a self-loop).
+            (default: :obj:`False`)
+        knn_space (str, optional): For :obj:`graph="knn"`, one of
+            :data:`KNN_SPACES`. (default: :obj:`"descriptions"`)
+        knn_classes (str, optional): For :obj:`graph="knn"`, one of
+            :data:`KNN_CLASSES`. (default: :obj:`"task"`)
+        learn_propagation_temperature (bool, optional): Train
+            :math:`\gamma_1` (from :obj:`propagation_temperature`).
+            (default: :obj:`False`)
+        class_attributes (torch.Tensor, optional): For :obj:`graph="knn"`,
+            the attribute rows :math:`(C, A)` of all the dataset's classes,
+            by class id (a task's classes are given by their ids). Without
+            it the model holds an empty placeholder, which loading a saved
+            model fills.
     """
 
     def __init__(
@@ -143,6 +188,12 @@ class APNet(torch.nn.Module):
         interaction: str = 'additive',
         logit_scale: float = 30.0,
         class_prior: Optional[Tensor] = None,
+        knn_k: int = 2,
+        knn_loop: bool = False,
+        knn_space: str = 'descriptions',
+        knn_classes: str = 'task',
+        learn_propagation_temperature: bool = False,
+        class_attributes: Optional[Tensor] = None,
     ):
         super().__init__()
         if graph not in GRAPHS:
@@ -162,6 +213,28 @@ class APNet(torch.nn.Module):
             )
         else:
             self.class_prior = None
+        self.knn_k = check_int(knn_k, 'knn_k', minimum=1)
+        self.knn_loop = check_bool(knn_loop, 'knn_loop')
+        for name, value, choices in (
+            ('knn_space', knn_space, KNN_SPACES),
+            ('knn_classes', knn_classes, KNN_CLASSES),
+        ):
+            if value not in choices:
+                raise ValueError(
+                    f"'{name}' must be one of {', '.join(choices)} "
+                    f'(got {value!r})'
+                )
+        self.knn_space, self.knn_classes = knn_space, knn_classes
+        check_bool(
+            learn_propagation_temperature, 'learn_propagation_temperature'
+        )
+        if graph == 'knn':
+            self.register_buffer(
+                'class_attributes',
+                _checked_class_attributes(class_attributes, attribute_dim),
+            )
+        else:
+            self.class_attributes = None
         self.graph = graph
         self.threshold = check_threshold(threshold)
         check_temperature(propagation_temperature, 'propagation_temperature')
@@ -177,7 +250,10 @@ class APNet(torch.nn.Module):
                 class_channels,
                 proj_channels,
                 temperature=propagation_temperature,
-                learn_temperature=False,
+                learn_temperature=learn_propagation_temperature,
+                # The k-NN graph's classes are composed from their
+                # neighbours alone unless knn_loop (DBiGCN).
+                add_self_loops=graph != 'knn' or knn_loop,
                 num_steps=num_steps,
                 proj_init='glorot',
             )
@@ -188,7 +264,7 @@ class APNet(torch.nn.Module):
                     class_channels,
                     proj_channels,
                     temperature=propagation_temperature,
-                    learn_temperature=False,
+                    learn_temperature=learn_propagation_temperature,
                     num_steps=num_steps,
                     proj_init='glorot',
                 )
@@ -200,6 +276,20 @@ class APNet(torch.nn.Module):
         self.head = RelationHead(
             class_channels, image_channels, hidden_channels, score, interaction
         )
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # The k-NN graph's class table has the saved dataset's size, which
+        # a placeholder built without it (0 rows) takes before loading.
+        key = prefix + 'class_attributes'
+        if self.graph == 'knn' and key in state_dict:
+            saved = state_dict[key]
+            if saved.dim() == 2 and saved.size(1) == (
+                self.class_attributes.size(1)
+            ):
+                self.class_attributes = self.class_attributes.new_empty(
+                    saved.shape
+                )
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _tie_dense_conv(self) -> None:
         r"""Points the dense layer at :obj:`conv`'s projection and
@@ -246,8 +336,13 @@ class APNet(torch.nn.Module):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         r"""The graph over a task's classes, :obj:`(edge_index,
         edge_weight)`: from their initial class vectors :math:`(C_t, F_c)`
-        (:obj:`"learned"`), or the subgraph of :obj:`class_prior` over
-        :obj:`classes`, their indices in the dataset (:obj:`"wordnet"`)."""
+        (:obj:`"learned"`), the subgraph of :obj:`class_prior` over
+        :obj:`classes`, their indices in the dataset (:obj:`"wordnet"`), or
+        every class's :obj:`knn_k` nearest among them, edges from the
+        neighbours to the class (:obj:`"knn"`: cosines between
+        :obj:`class_attributes` over :obj:`classes`, or between the initial
+        vectors, by :obj:`knn_space`; self-loops, if :obj:`knn_loop`, are
+        the layer's)."""
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
                 edge_index = cosine_threshold_graph(
@@ -261,6 +356,14 @@ class APNet(torch.nn.Module):
                 self.class_prior[classes][:, classes]
             )
             return index.flip(0), weight.to(initial_vectors.dtype)
+        if self.graph == 'knn':
+            with torch.no_grad():  # Choosing neighbours has no gradient.
+                edge_index = cosine_knn_graph(
+                    self._knn_space(initial_vectors, classes),
+                    self.knn_k,
+                    loop=False,
+                )
+            return edge_index, None
         raise ValueError("graph='none' builds no class graph")
 
     def dense_class_graph(
@@ -275,7 +378,9 @@ class APNet(torch.nn.Module):
         rule and tolerance of
         :func:`~apnet_pyg.graph.cosine_threshold_graph`, each pair decided
         once, no self-loops), for :obj:`"wordnet"` the prior's weights over
-        :obj:`classes`. Static shapes, no host synchronisation."""
+        :obj:`classes`, for :obj:`"knn"` the boolean mask of each class's
+        nearest (:func:`~apnet_pyg.graph.cosine.cosine_knn_adjacency`).
+        Static shapes, no host synchronisation."""
         if self.graph == 'learned':
             with torch.no_grad():  # Thresholding has no gradient.
                 return cosine_threshold_adjacency(
@@ -285,15 +390,23 @@ class APNet(torch.nn.Module):
             classes = self._prior_classes(initial_vectors, classes)
             prior = self.class_prior.index_select(0, classes)
             return prior.index_select(1, classes).to(initial_vectors.dtype)
+        if self.graph == 'knn':
+            with torch.no_grad():  # Choosing neighbours has no gradient.
+                return cosine_knn_adjacency(
+                    self._knn_space(initial_vectors, classes), self.knn_k
+                )
         raise ValueError("graph='none' builds no class graph")
 
     def _prior_classes(
         self, initial_vectors: Tensor, classes: Optional[Tensor]
     ) -> Tensor:
+        table = (
+            'class_prior' if self.graph == 'wordnet' else 'class_attributes'
+        )
         if classes is None:
             raise ValueError(
-                "graph='wordnet' needs 'classes', the "
-                "task's class indices into 'class_prior'"
+                f"graph='{self.graph}' needs 'classes', the "
+                f"task's class indices into '{table}'"
             )
         if classes.numel() != initial_vectors.size(0):
             raise ValueError(
@@ -301,7 +414,25 @@ class APNet(torch.nn.Module):
                 f'vector (got {classes.numel()} for '
                 f'{initial_vectors.size(0)})'
             )
-        return classes.to(self.class_prior.device)
+        return classes.to(getattr(self, table).device)
+
+    def _knn_space(
+        self, initial_vectors: Tensor, classes: Optional[Tensor]
+    ) -> Tensor:
+        # The rows whose cosines choose the k-NN graph's neighbours.
+        if self.knn_space == 'encoded':
+            return initial_vectors
+        classes = self._prior_classes(initial_vectors, classes)
+        return self._every_class_attributes().index_select(0, classes)
+
+    def _every_class_attributes(self) -> Tensor:
+        if self.class_attributes.size(0) == 0:
+            raise ValueError(
+                "graph='knn' needs 'class_attributes', the attribute "
+                "rows of all the dataset's classes (apnet_pyg.zsl."
+                'build_model gives them)'
+            )
+        return self.class_attributes
 
     def class_vectors(
         self,
@@ -320,6 +451,12 @@ class APNet(torch.nn.Module):
         finite, which reads them on the host (a synchronisation on a GPU,
         a graph break under :func:`torch.compile`), for a caller that
         checked them once."""
+        task = None
+        if self.graph == 'knn' and self.knn_classes == 'all':
+            # Propagated over every class, then the task's rows read.
+            task = self._prior_classes(attributes, classes)
+            attributes = self._every_class_attributes()
+            classes = torch.arange(attributes.size(0), device=task.device)
         x = self.encoder(attributes, check_values=check_values)
         if self.conv is None:
             return x
@@ -327,9 +464,13 @@ class APNet(torch.nn.Module):
             dense = use_dense_class_graph(x.size(0), x.device)
         if dense:
             adjacency = self.dense_class_graph(x, classes)
-            return self._dense_conv(x, adjacency).squeeze(0)
-        edge_index, edge_weight = self.class_graph(x, classes)
-        return self.conv(x, edge_index, edge_weight)
+            x = self._dense_conv(
+                x, adjacency, add_loop=self.conv.add_self_loops
+            ).squeeze(0)
+        else:
+            edge_index, edge_weight = self.class_graph(x, classes)
+            x = self.conv(x, edge_index, edge_weight)
+        return x if task is None else x.index_select(0, task.to(x.device))
 
     def scores(
         self, class_vectors: Tensor, images: Tensor, check_values: bool = True
@@ -378,6 +519,32 @@ class APNet(torch.nn.Module):
 
 def _tie_after_loading(model: APNet, incompatible_keys: Any) -> None:
     model._tie_dense_conv()
+
+
+def _checked_class_attributes(
+    class_attributes: Optional[Tensor], attribute_dim: int
+) -> Tensor:
+    r"""A float copy of :obj:`class_attributes` :math:`(C, A)`, checked
+    (read once, at construction), or an empty :math:`(0, A)` placeholder
+    for a model that a saved state will fill."""
+    if class_attributes is None:
+        return torch.zeros(0, attribute_dim)
+    if not isinstance(class_attributes, Tensor):
+        raise ValueError(
+            f"'class_attributes' must be a torch.Tensor (got "
+            f'{type(class_attributes).__name__})'
+        )
+    if class_attributes.dim() != 2 or class_attributes.size(1) != (
+        attribute_dim
+    ):
+        raise ValueError(
+            f"'class_attributes' must be a [C, {attribute_dim}] "
+            f'matrix (got {tuple(class_attributes.shape)})'
+        )
+    class_attributes = class_attributes.float().clone()
+    if not bool(torch.isfinite(class_attributes).all()):
+        raise ValueError("'class_attributes' must be finite")
+    return class_attributes
 
 
 def _checked_class_prior(class_prior: Tensor) -> Tensor:

@@ -49,6 +49,15 @@ FEATURE_SCALINGS = ('row', 'raw')
 #: information of the task), never a label.
 DESCRIPTION_PREPARATIONS = ('l2', 'center', 'whiten')
 
+#: How the calibrated score matrix of every node is smoothed over the node
+#: graph before the argmax (transductive, label-free; see
+#: :mod:`apnet_pyg.zsl.nodes.scores`): :obj:`"none"`, :obj:`"mean"` (the
+#: mean over a node and its neighbours, :obj:`smoothing_steps` times) or
+#: :obj:`"attention"` (that mean weighted by the
+#: :class:`~apnet_pyg.nn.APNetConv` attention over the node features at
+#: :obj:`smoothing_temperature`).
+SMOOTHINGS = ('none', 'mean', 'attention')
+
 #: Where the choices are made: :obj:`"split"`, on Split II's validation
 #: classes (trained on its seen classes); :obj:`"folds"`, by class-level
 #: cross-validation over Split II's seen and validation classes
@@ -65,12 +74,15 @@ def default_config() -> TrainConfig:
     initialisation (standardising the experts over 2 seen classes blows
     up the directions they do not span), no class graph (the learned one
     joins the nearly parallel descriptions: see
-    :func:`~apnet_pyg.zsl.nodes.protocol.selection_grid`),
+    :func:`~apnet_pyg.zsl.nodes.selection.selection_grid`; a k-NN graph,
+    where a setting asks for one, over every class, as DBiGCN's: a task's
+    2 or 3 seen classes are too few to have neighbours among),
     episodes of all seen classes with 32 nodes each, 25 episodes an epoch,
     Adam at 1e-4, and the epoch count chosen on validation (up to
     :obj:`epochs`)."""
     return TrainConfig(
         graph='none',
+        knn_classes='all',
         num_centroids=2,
         class_channels=256,
         hidden_channels=256,
@@ -106,7 +118,17 @@ class NodeSetting:
         descriptions (str): :data:`DESCRIPTION_PREPARATIONS`.
             (default: :obj:`"center"`)
         candidates (str): :data:`CANDIDATES`. (default: :obj:`"seen"`)
+        smoothing (str): :data:`SMOOTHINGS`. (default: :obj:`"none"`)
+        smoothing_steps (int): :math:`K` of the smoothing.
+            (default: :obj:`16`)
+        smoothing_temperature (float): :math:`\gamma` of
+            :obj:`"attention"` smoothing. (default: :obj:`1.0`)
+        ensemble (int): Models (seeds) whose calibrated scores are
+            averaged. (default: :obj:`1`)
         config (TrainConfig): (default: :func:`default_config`)
+
+    The last four change how a trained model's scores are read, not its
+    training (:meth:`training_key`).
     """
 
     propagation: str = 'mean'
@@ -117,6 +139,10 @@ class NodeSetting:
     features: str = 'row'
     descriptions: str = 'center'
     candidates: str = 'seen'
+    smoothing: str = 'none'
+    smoothing_steps: int = 16
+    smoothing_temperature: float = 1.0
+    ensemble: int = 1
     config: TrainConfig = field(default_factory=default_config)
 
     def __post_init__(self):
@@ -127,6 +153,7 @@ class NodeSetting:
             ('features', FEATURE_SCALINGS),
             ('descriptions', DESCRIPTION_PREPARATIONS),
             ('candidates', CANDIDATES),
+            ('smoothing', SMOOTHINGS),
         ):
             if getattr(self, name) not in choices:
                 raise ValueError(
@@ -134,19 +161,26 @@ class NodeSetting:
                     f'{", ".join(choices)} (got '
                     f'{getattr(self, name)!r})'
                 )
-        if not isinstance(self.hops, int) or self.hops < 1:
-            raise ValueError(
-                f"'hops' must be a positive integer (got {self.hops!r})"
-            )
+        for name in ('hops', 'smoothing_steps', 'ensemble'):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 1
+            ):
+                raise ValueError(
+                    f"'{name}' must be a positive integer (got {value!r})"
+                )
         if self.scoring == 'hops' and self.propagation == 'none':
             raise ValueError(
                 "'scoring'='hops' needs a propagation (got "
                 "propagation='none'): use scoring='single'"
             )
-        if not self.temperature >= 0:
-            raise ValueError(
-                f"'temperature' must be >= 0 (got {self.temperature!r})"
-            )
+        for name in ('temperature', 'smoothing_temperature'):
+            if not getattr(self, name) >= 0:
+                raise ValueError(
+                    f"'{name}' must be >= 0 (got {getattr(self, name)!r})"
+                )
         if not isinstance(self.config, TrainConfig):
             raise ValueError("'config' must be a TrainConfig")
 
@@ -174,6 +208,16 @@ class NodeSetting:
         graph = c.graph
         if graph == 'learned':
             graph += f' (cos {math.degrees(math.acos(c.threshold)):.0f} deg)'
+        elif graph == 'knn':
+            graph += (
+                f' (k={c.knn_k}, '
+                + ('self-loops' if c.knn_loop else 'no self-loop')
+                + f', over the {c.knn_space} of '
+                + ('every class' if c.knn_classes == 'all' else "the task's")
+                + ')'
+            )
+        if graph != 'none' and c.learn_propagation_temperature:
+            graph += f', gamma1 learned from {c.propagation_temperature:g}'
         # The paper's additive head is not named, as before the choice.
         head = (
             ''
@@ -185,10 +229,35 @@ class NodeSetting:
             f'{self.descriptions}, graph={graph}, training='
             f'{c.training}, candidates={self.candidates}, k_shot='
             f'{c.k_shot}, lr={c.lr:g}, score={c.score}{head}, '
-            f'logit_scale={c.logit_scale:g}'
+            f'logit_scale={c.logit_scale:g}{self.describe_reading()}'
         )
 
+    def describe_reading(self) -> str:
+        r"""How the scores are read (smoothing, ensemble), as
+        :meth:`describe` ends; empty for neither."""
+        out = ''
+        if self.smoothing == 'mean':
+            out += f', scores smoothed: mean x {self.smoothing_steps}'
+        elif self.smoothing == 'attention':
+            out += (
+                f', scores smoothed: attention (gamma='
+                f'{self.smoothing_temperature:g}) x {self.smoothing_steps}'
+            )
+        if self.ensemble > 1:
+            out += f', ensemble of {self.ensemble} seeds'
+        return out
+
     def key(self) -> Tuple:
+        return self.training_key() + (
+            self.smoothing,
+            self.smoothing_steps,
+            self.smoothing_temperature,
+            self.ensemble,
+        )
+
+    def training_key(self) -> Tuple:
+        r"""What determines the trained models (not how their scores are
+        read): settings of one key share their training runs."""
         return (
             self.propagation,
             self.hops,
@@ -309,7 +378,8 @@ class NodeTask:
     r"""One dataset, class split and CSD kind, with the node features and
     class descriptions of a :class:`NodeSetting`, presented to the
     training loop as a :class:`~apnet_pyg.data.xlsa17.ZSLDataset` (nodes as
-    images: :obj:`trainval_loc` the seen classes' nodes,
+    images: :obj:`trainval_loc` the seen classes' nodes but
+    :obj:`held_out`'s,
     :obj:`test_unseen_loc` the unseen classes', :obj:`val_classes` the
     split's validation classes). With :obj:`scoring="hops"` the dataset
     holds :math:`K + 1` copies of the nodes, copy :math:`k` with the
@@ -325,6 +395,7 @@ class NodeTask:
         csd: str,
         setting: NodeSetting,
         features: Optional[Tensor] = None,
+        held_out: Optional[Tensor] = None,
     ):
         self.nodes, self.split, self.csd, self.setting = (
             nodes,
@@ -348,6 +419,11 @@ class NodeTask:
             nodes.description(csd), setting.descriptions
         )
         self.seen_nodes = _nodes_of(y, split.seen)
+        if held_out is not None:
+            # Never trained on: generalized zero-shot's seen test nodes.
+            self.seen_nodes = self.seen_nodes[
+                ~torch.isin(self.seen_nodes, held_out)
+            ]
         self.val_nodes = _nodes_of(y, split.val)
         self.unseen_nodes = _nodes_of(y, split.unseen)
         for role, index in (

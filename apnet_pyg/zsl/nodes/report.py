@@ -71,8 +71,27 @@ def summarise(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+#: The figures of a generalized zero-shot run, raw and calibrated.
+GZSL_FIGURES = ('seen', 'unseen', 'h', 'cal_seen', 'cal_unseen', 'cal_h')
+
+
+def summarise_gzsl(runs: List[Dict[str, float]]) -> Dict[str, Any]:
+    r"""Mean and standard deviation over runs (models or ensembles) of
+    the generalized zero-shot figures :data:`GZSL_FIGURES` each run has
+    (the calibrated ones only with a calibration constant)."""
+    out: Dict[str, Any] = {'runs': runs, 'seeds': len(runs)}
+    for key in GZSL_FIGURES:
+        if key in runs[0]:
+            values = torch.tensor(
+                [run[key] for run in runs], dtype=torch.double
+            )
+            out[key] = float(values.mean())
+            out[key + '_std'] = float(values.std()) if len(runs) > 1 else 0.0
+    return out
+
+
 def _cell(summary: Optional[Dict[str, Any]], key: str) -> str:
-    if summary is None:
+    if summary is None or key not in summary:
         return ''
     text = f'{summary[key]:.2f}'
     if summary['seeds'] > 1:
@@ -90,9 +109,16 @@ def format_nodes(results: Dict[str, Any]) -> str:
         f'{results["dataset"]}: zero-shot node classification; '
         f'{"; ".join(results["splits"].values())}',
         f'choices: {results["selection"]}',
-        f'APNet: mean ± std over {len(results["seeds"])} seeds; '
-        f'the baselines are closed-form (one fit)',
+        f'APNet: mean ± std over {len(results["seeds"])} seeds (an '
+        'ensemble row: over its ensembles of consecutive seeds); '
+        'the baselines are closed-form (one fit)',
     ]
+    if results.get('quick'):
+        lines.insert(
+            0,
+            'QUICK MODE (--quick): a smoke test of a few short epochs, '
+            'not a result',
+        )
     for csd, block in results['csds'].items():
         header = (
             '| method | '
@@ -125,6 +151,7 @@ def format_nodes(results: Dict[str, Any]) -> str:
             lines.append(
                 f'| {row["method"]} | ' + ' | '.join(cells) + f' | {note} |'
             )
+        oracle = block.get('oracle')
         lines.append(
             '| constant predictor (largest unseen class) | '
             + ' | '.join(
@@ -151,4 +178,74 @@ def format_nodes(results: Dict[str, Any]) -> str:
                     + ' | '.join(cells)
                     + f' | {PUBLISHED_SOURCE} |'
                 )
+        if 'knn_chosen' in block:
+            lines += [
+                '',
+                'k-NN class graph chosen: '
+                + ('yes' if block['knn_chosen'] else 'no')
+                + f' (the chosen setting: {_graph_of(block["rows"][0])})',
+            ]
+        if oracle is not None:
+            cells = []
+            for name in names:
+                here = oracle['summary'] if name == oracle['split'] else None
+                cells += [_cell(here, 'acc'), _cell(here, 'balanced')]
+            lines += [
+                '',
+                'Diagnosis only, not a result (chosen on the unseen '
+                "classes' accuracy, never used for a choice or a claim):",
+                '',
+                header,
+                '|' + '---|' * (2 * len(names) + 2),
+                f'| APNet, {oracle["label"]} | '
+                + ' | '.join(cells)
+                + f" | Split {oracle['split']} only, from the selection's "
+                f'runs ({oracle["summary"]["seeds"]} seeds or ensembles) '
+                f'on its seen classes: {oracle["epochs"]} epochs, '
+                f'{oracle["setting"]} |',
+            ]
+        if block.get('gzsl'):
+            lines += ['', *format_gzsl(block['gzsl'], names)]
     return '\n'.join(lines)
+
+
+def _graph_of(row: Dict[str, Any]) -> str:
+    # The class graph's part of a row's setting text.
+    text = row['setting']
+    start = text.index('graph=')
+    end = text.index(', training=', start)
+    return text[start:end]
+
+
+def format_gzsl(rows: List[Dict[str, Any]], names: List[str]) -> List[str]:
+    r"""The generalized zero-shot table of
+    :func:`~apnet_pyg.zsl.nodes.gzsl.apnet_gzsl` and
+    :func:`~apnet_pyg.zsl.nodes.gzsl.closed_form_gzsl` rows: per method
+    and split, :math:`S`, :math:`U`, :math:`H` (%) raw and with calibrated
+    stacking, and the calibration constant."""
+    lines = [
+        'Generalized zero-shot (--gzsl): every test node classified among '
+        "the split's seen and unseen classes; S and U per-class accuracy "
+        'on the seen test nodes (a fixed 20% of each seen class, never '
+        "trained on) and on the unseen classes' nodes, H their harmonic "
+        'mean; calibrated: the seen scores minus a constant c chosen on '
+        "Split II's validation task (best H), no test node read.",
+        '',
+        '| method | split | S | U | H | S calibrated | U calibrated '
+        '| H calibrated | c | chosen |',
+        '|' + '---|' * 10,
+    ]
+    for row in rows:
+        constant = row.get('calibration')
+        for name in names:
+            summary = row['splits'].get(name)
+            if summary is None:
+                continue
+            lines.append(
+                f'| {row["method"]} | {name} | '
+                + ' | '.join(_cell(summary, key) for key in GZSL_FIGURES)
+                + ' | '
+                + ('' if constant is None else f'{constant:.4g}')
+                + f' | {row["setting"]} |'
+            )
+    return lines

@@ -24,10 +24,16 @@ PRIOR = torch.tensor(
 )
 
 
+# The attribute rows of 7 dataset classes, for the k-NN graph.
+CLASS_ATTRIBUTES = torch.rand(7, 6, generator=torch.Generator().manual_seed(5))
+
+
 def small_model(graph='learned', **kwargs):
     torch.manual_seed(0)
     if graph == 'wordnet':
         kwargs.setdefault('class_prior', PRIOR)
+    if graph == 'knn':
+        kwargs.setdefault('class_attributes', CLASS_ATTRIBUTES)
     model = APNet(
         6,
         image_channels=10,
@@ -44,7 +50,7 @@ def small_model(graph='learned', **kwargs):
     return model
 
 
-@pytest.mark.parametrize('graph', ['learned', 'wordnet', 'none'])
+@pytest.mark.parametrize('graph', ['learned', 'wordnet', 'knn', 'none'])
 def test_apnet(graph):
     model = small_model(graph)
     assert str(model) == (
@@ -53,6 +59,8 @@ def test_apnet(graph):
     )
     attributes, images = torch.rand(5, 6), torch.rand(3, 10)
     classes = torch.tensor([2, 0, 1, 5, 3])  # dataset indices
+    if graph == 'knn':  # The task's rows of the model's class table.
+        attributes = CLASS_ATTRIBUTES[classes]
     logits = model(images, attributes, classes)
     assert logits.size() == (3, 5)
 
@@ -61,6 +69,19 @@ def test_apnet(graph):
     x0 = model.encoder(attributes)
     if graph == 'none':
         expected_vectors = x0
+    elif graph == 'knn':
+        # Each class's 2 nearest among the task's by their descriptions,
+        # edges from the neighbours; no self-loop (DBiGCN's graph).
+        edge_index, edge_weight = model.class_graph(x0, classes)
+        cosines = normalized(attributes) @ normalized(attributes).t()
+        cosines.fill_diagonal_(-2.0)
+        nearest = cosines.topk(2, dim=1).indices
+        assert edge_weight is None
+        assert sorted(map(tuple, edge_index.t().tolist())) == sorted(
+            (int(j), i) for i in range(5) for j in nearest[i]
+        )
+        assert not model.conv.add_self_loops
+        expected_vectors = model.conv(x0, edge_index)
     elif graph == 'learned':
         edge_index = cosine_threshold_graph(model.conv.lin(x0), loop=False)
         expected_vectors = model.conv(x0, edge_index)
@@ -123,7 +144,27 @@ def test_apnet_propagation_mixes_similar_classes():
 
 def test_apnet_bad_input():
     with pytest.raises(ValueError, match="'graph' must be one of"):
-        APNet(6, graph='knn')
+        APNet(6, graph='gcn')
+    with pytest.raises(ValueError, match="'knn_k' must be a positive"):
+        APNet(6, graph='knn', knn_k=0)
+    with pytest.raises(ValueError, match="'knn_space' must be one of"):
+        APNet(6, graph='knn', knn_space='projected')
+    with pytest.raises(ValueError, match="'knn_classes' must be one of"):
+        APNet(6, graph='knn', knn_classes='seen')
+    with pytest.raises(ValueError, match="'knn_loop' must be True or False"):
+        APNet(6, graph='knn', knn_loop='no')
+    with pytest.raises(ValueError, match=r'must be a \[C, 6\] matrix'):
+        APNet(6, graph='knn', class_attributes=torch.rand(7, 5))
+    with pytest.raises(ValueError, match="'class_attributes' must be finite"):
+        APNet(
+            6, graph='knn', class_attributes=torch.full((7, 6), float('nan'))
+        )
+    # Built without the table (to be loaded into), it says so when used:
+    empty = APNet(6, 10, 12, 8, 2, graph='knn', proj_channels=4)
+    with pytest.raises(ValueError, match="needs 'class_attributes'"):
+        empty(torch.rand(3, 10), torch.rand(5, 6), torch.arange(5))
+    with pytest.raises(ValueError, match="graph='knn' needs 'classes'"):
+        small_model('knn')(torch.rand(3, 10), torch.rand(5, 6))
     with pytest.raises(ValueError, match="needs 'class_prior'"):
         APNet(6, graph='wordnet')
     with pytest.raises(ValueError, match='square'):
@@ -167,17 +208,32 @@ def reference_logits(model, images, attributes, classes=None):
     if model.graph != 'none':
         # The prior w_yz over the task's classes, row = target: the learned
         # graph thresholds the cosines (no gradient, no self-loops); WordNet
-        # takes the task's classes' block of the prior.
+        # takes the task's classes' block of the prior; k-NN marks each
+        # class's k nearest by the cosines of its space (no gradient).
         if model.graph == 'learned':
             with torch.no_grad():
                 prior = (
                     reference_cosines(state, x) >= model.threshold
                 ) & ~torch.eye(x.size(0), dtype=torch.bool)
             prior = prior.to(x.dtype)
+        elif model.graph == 'knn':
+            space = (
+                x
+                if model.knn_space == 'encoded'
+                else state['class_attributes'][classes].to(x.dtype)
+            )
+            with torch.no_grad():
+                unit = normalized(space)
+                cosines = unit @ unit.t()
+                cosines.fill_diagonal_(-2.0)
+                nearest = cosines.topk(model.knn_k, dim=1).indices
+            prior = torch.zeros_like(cosines).scatter_(1, nearest, 1.0)
         else:
             prior = state['class_prior'][classes][:, classes]
-        # Self-loops of weight 1 where a class has none; others keep theirs.
-        prior = prior + torch.diag((prior.diagonal() == 0).to(x.dtype))
+        # Self-loops of weight 1 where a class has none; others keep theirs
+        # (none for the k-NN graph without knn_loop).
+        if model.graph != 'knn' or model.knn_loop:
+            prior = prior + torch.diag((prior.diagonal() == 0).to(x.dtype))
         for _ in range(model.conv.num_steps):
             # alpha_yz = w_yz exp(g1 cos(f x_y, f x_z)) / sum over z.
             scores = prior * torch.exp(
@@ -212,6 +268,8 @@ def model64(graph, **kwargs):
         ('learned', 'linear', 2),
         ('wordnet', 'sigmoid', 2),
         ('wordnet', 'linear', 1),
+        ('knn', 'sigmoid', 1),
+        ('knn', 'linear', 2),
         ('none', 'sigmoid', 1),
         ('none', 'linear', 1),
     ],
@@ -251,6 +309,13 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
         prior[classes[0], :] = prior[:, classes[0]] = 0.0
         prior[classes[1], classes[1]] = 1.0 / hops[classes[1], classes[1]]
         kwargs['class_prior'] = prior
+    elif graph == 'knn':
+        # Each step with the other choices: self-loops, the encoded space.
+        classes = torch.randperm(7, generator=generator)[:5]
+        attributes = CLASS_ATTRIBUTES[classes].double().clone()
+        kwargs.update(knn_loop=num_steps == 2, knn_space='descriptions')
+        if score == 'linear':
+            kwargs['knn_space'] = 'encoded'
     model = model64(graph, **kwargs)
     if graph == 'learned':  # The model's graph: an edge, an isolated class.
         edge_index, _ = model.class_graph(model.encoder(attributes))
@@ -283,12 +348,16 @@ def test_apnet_equals_dense_reference(graph, score, num_steps, dense):
         ('learned', 0.99, 1),  # no edge: self-loops only
         ('wordnet', None, 1),
         ('wordnet', None, 2),
+        ('knn', None, 1),
+        ('knn', None, 2),
     ],
 )
 def test_dense_form_equals_sparse_form(graph, threshold, num_steps):
     kwargs = {'num_steps': num_steps}
     if threshold is not None:
         kwargs['threshold'] = threshold
+    if graph == 'knn':  # One step over the encoded space, with self-loops.
+        kwargs.update(knn_space='encoded', knn_loop=num_steps == 1)
     model = model64(graph, **kwargs)
     generator = torch.Generator().manual_seed(1)
     attributes = torch.rand(
@@ -404,7 +473,7 @@ def test_dense_layer_shares_the_sparse_layers_parameters():
     assert torch.equal(after_model, torch.rand(3))
 
 
-@pytest.mark.parametrize('graph', ['learned', 'wordnet', 'none'])
+@pytest.mark.parametrize('graph', ['learned', 'wordnet', 'knn', 'none'])
 def test_dense_forward_reads_nothing_on_the_host(graph):
     model = small_model(graph)
     images, attributes = torch.rand(3, 10), torch.rand(5, 6)
@@ -454,3 +523,67 @@ def test_apnet_multiplicative_head():
     torch.testing.assert_close(logits, 30.0 * expected)
     with pytest.raises(ValueError, match="'interaction' must be one of"):
         small_model('none', interaction='sum')
+
+
+# The k-NN class graph over every class ####################################
+@pytest.mark.parametrize('dense', [False, True])
+def test_knn_graph_over_every_class(dense):
+    # knn_classes='all': the class vectors propagated over all 7 classes,
+    # then the task's rows read, whatever else the task holds; so a
+    # task's class is composed from its neighbours among every class.
+    model = small_model('knn', knn_classes='all').double()
+    every = torch.arange(7)
+    full = model.class_vectors(CLASS_ATTRIBUTES.double(), every, dense=dense)
+    x0 = model.encoder(CLASS_ATTRIBUTES.double())
+    edge_index, _ = model.class_graph(x0, every)
+    torch.testing.assert_close(full, model.conv(x0, edge_index))
+    for task in (torch.tensor([4, 6]), torch.tensor([0, 3, 5])):
+        rows = model.class_vectors(
+            CLASS_ATTRIBUTES[task].double(), task, dense=dense
+        )
+        torch.testing.assert_close(rows, full[task])
+    # Every class has 2 neighbours and no self-loop: its vector is a
+    # convex mixture of its neighbours' encoded vectors, not its own.
+    neighbours = {
+        i: edge_index[0, edge_index[1] == i].tolist() for i in range(7)
+    }
+    assert all(len(n) == 2 and i not in n for i, n in neighbours.items())
+    state = model.state_dict()
+    cosines = reference_cosines(state, x0)
+    for i in range(7):
+        weight = torch.softmax(10.0 * cosines[i, neighbours[i]], dim=0)
+        torch.testing.assert_close(full[i], weight @ x0[neighbours[i]])
+
+
+def test_knn_graph_learned_temperature_and_saved_table():
+    model = small_model('knn', learn_propagation_temperature=True)
+    assert isinstance(model.conv.temperature, torch.nn.Parameter)
+    assert model._dense_conv.temperature is model.conv.temperature
+    classes = torch.tensor([1, 4, 6])
+    for dense in (False, True):
+        model.zero_grad()
+        model(
+            torch.rand(2, 10), CLASS_ATTRIBUTES[classes], classes, dense=dense
+        )[:, 0].sum().backward()
+        assert float(model.conv.temperature.grad.abs()) > 0
+    # The class table is saved with the model: a model built without it
+    # (an empty placeholder, as the run directory's loader builds one)
+    # takes it from the state it loads.
+    state = model.state_dict()
+    assert torch.equal(state['class_attributes'], CLASS_ATTRIBUTES)
+    loaded = APNet(
+        6,
+        image_channels=10,
+        class_channels=12,
+        hidden_channels=8,
+        num_centroids=2,
+        graph='knn',
+        proj_channels=4,
+        learn_propagation_temperature=True,
+    )
+    assert loaded.class_attributes.shape == (0, 6)
+    loaded.load_state_dict(state)
+    torch.testing.assert_close(
+        loaded.class_vectors(CLASS_ATTRIBUTES[classes], classes),
+        model.class_vectors(CLASS_ATTRIBUTES[classes], classes),
+    )

@@ -1,0 +1,255 @@
+r"""The scores of zero-shot node classification
+(:mod:`apnet_pyg.zsl.nodes.protocol`): a trained APNet's logits of every
+node at every hop, calibrated and averaged (:class:`NodeScores`), then,
+transductively and without a label, smoothed over the node graph
+(:class:`ScoreSmoother`) and averaged over the models of a seed ensemble
+(:func:`setting_scores`).
+
+Smoothing is label propagation of the scores, not of labels: the unseen
+classes' score matrix :math:`\mathbf{S}` (every node of the graph against
+the candidate classes) becomes :math:`\mathbf{P}^K \mathbf{S}`, with
+:math:`\mathbf{P}` one step of :class:`~apnet_pyg.nn.APNetConv` over the
+node graph (self-loops added): the mean over a node and its neighbours
+(:obj:`"mean"`, temperature 0), or their mean weighted by
+:math:`\exp(\gamma \cos(\mathbf{x}_i, \mathbf{x}_j))` of the node features
+(:obj:`"attention"`). On a homophilic graph a node's neighbours mostly
+share its class, so their scores vote with its own.
+"""
+
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from apnet_pyg.nn.conv.apnet_conv import APNetConv
+from apnet_pyg.zsl.evaluate import apnet_score_fn
+from apnet_pyg.zsl.nodes.inputs import SMOOTHINGS, NodeSetting, NodeTask
+
+
+def combine_hop_scores(
+    scores: Tensor,
+    offsets: Optional[Tensor] = None,
+    scales: Optional[Tensor] = None,
+) -> Tensor:
+    r"""The score of nodes against classes from their per-hop scores
+    :math:`s^{(k)}_{ic}`, :math:`k = 0, \ldots, K`:
+
+    .. math::
+        s_{ic} = \frac{1}{K + 1} \sum_{k=0}^{K} \frac{s^{(k)}_{ic} -
+        b^{(k)}_c}{a^{(k)}_c}
+
+    with :math:`b^{(k)}_c` the :obj:`offsets` (with calibration
+    :obj:`"center"` or :obj:`"standardize"`, class :math:`c`'s mean score
+    over every node of the graph at hop :math:`k`; zero without) and
+    :math:`a^{(k)}_c` the :obj:`scales` (with :obj:`"standardize"`, the
+    standard deviation of those scores; one without).
+
+    Args:
+        scores (Tensor): Shape :obj:`[K + 1, num_nodes, num_classes]`.
+        offsets (Tensor, optional): Shape :obj:`[K + 1, num_classes]`.
+        scales (Tensor, optional): Shape :obj:`[K + 1, num_classes]`,
+            positive.
+    """
+    if scores.dim() != 3:
+        raise ValueError(
+            f"'scores' must be [hops, nodes, classes] (got "
+            f'shape {tuple(scores.shape)})'
+        )
+    shape = (scores.size(0), scores.size(2))
+    for name, value in (('offsets', offsets), ('scales', scales)):
+        if value is not None and value.shape != shape:
+            raise ValueError(
+                f"'{name}' must be [hops, classes] = {shape} "
+                f'(got {tuple(value.shape)})'
+            )
+    if offsets is not None:
+        scores = scores - offsets.unsqueeze(1)
+    if scales is not None:
+        if not bool((scales > 0).all()):
+            raise ValueError(
+                "'scales' must be positive (a class scored "
+                'alike for every node has no scale)'
+            )
+        scores = scores / scales.unsqueeze(1)
+    return scores.mean(dim=0)
+
+
+class NodeScores:
+    r"""The scores of :obj:`task`'s nodes against classes by
+    :obj:`model`: the APNet logits at every hop of the task, calibrated by
+    the setting's :obj:`calibration` and averaged
+    (:func:`combine_hop_scores`); a :obj:`score_fn` of node ids."""
+
+    def __init__(self, model, task: NodeTask):
+        self.task = task
+        self.apnet = apnet_score_fn(model, task.dataset)
+        self.num_nodes = task.nodes.data.y.numel()
+
+    def _per_hop(self, index: Tensor, classes: Tensor) -> Tensor:
+        scores = self.apnet(self.task.hop_index(index), classes)
+        return scores.view(self.task.num_hops, index.numel(), -1)
+
+    def every_node(self, classes: Tensor) -> Tensor:
+        r"""The calibrated scores :math:`(N, C)` of every node of the
+        graph against :obj:`classes`."""
+        every = self._per_hop(torch.arange(self.num_nodes), classes)
+        offsets = scales = None
+        calibration = self.task.setting.calibration
+        if calibration != 'none':
+            offsets = every.mean(dim=1)
+            if calibration == 'standardize':
+                # A class scored alike everywhere keeps its centred
+                # scores (all zero).
+                scales = every.std(dim=1).clamp_min(1e-12)
+        return combine_hop_scores(every, offsets, scales)
+
+    def __call__(self, index: Tensor, classes: Tensor) -> Tensor:
+        return self.every_node(classes)[index]
+
+
+class ScoreSmoother:
+    r"""Smooths score matrices over a graph of :obj:`num_nodes` nodes
+    (:obj:`edge_index`, both directions), by the module docstring's
+    :math:`\mathbf{P}^K`: :math:`\mathbf{P}` is the attention of one
+    :class:`~apnet_pyg.nn.APNetConv` step (identity projection,
+    self-loops) over :obj:`features` (a row per node) at the temperature
+    asked for (0 for :obj:`"mean"`), built once per temperature and
+    applied :math:`K` times as a sparse matrix (:meth:`__call__`)."""
+
+    def __init__(self, edge_index: Tensor, features: Tensor):
+        self.edge_index, self.features = edge_index, features.float()
+        self.num_nodes = features.size(0)
+        self._matrices: Dict[float, Tensor] = {}
+
+    def matrix(self, smoothing: str, temperature: float = 1.0) -> Tensor:
+        r"""The row-stochastic sparse :math:`\mathbf{P}` :math:`(N, N)`
+        (row = target node) of :obj:`smoothing` (:obj:`"mean"` or
+        :obj:`"attention"` at :obj:`temperature`)."""
+        if smoothing not in SMOOTHINGS[1:]:
+            raise ValueError(
+                f"'smoothing' must be one of "
+                f'{", ".join(SMOOTHINGS[1:])} to build a matrix '
+                f'(got {smoothing!r})'
+            )
+        temperature = 0.0 if smoothing == 'mean' else float(temperature)
+        if temperature not in self._matrices:
+            conv = APNetConv(
+                self.features.size(1),
+                proj_channels=None,
+                temperature=temperature,
+                num_steps=1,
+            )
+            with torch.no_grad():
+                _, (index, weight) = conv(
+                    self.features,
+                    self.edge_index,
+                    return_attention_weights=True,
+                )
+            self._matrices[temperature] = torch.sparse_coo_tensor(
+                index.flip(0),
+                weight.view(-1),
+                (self.num_nodes, self.num_nodes),
+                check_invariants=True,
+            ).to_sparse_csr()
+        return self._matrices[temperature]
+
+    @torch.no_grad()
+    def at_steps(
+        self,
+        scores: Tensor,
+        smoothing: str,
+        steps: Sequence[int],
+        temperature: float = 1.0,
+    ) -> Dict[int, Tensor]:
+        r"""The :obj:`scores` :math:`(N, \ldots)` smoothed by
+        :obj:`smoothing` for each count of :obj:`steps` (one pass for all:
+        the smoothing of :math:`K_2` steps continues that of
+        :math:`K_1 < K_2`); :obj:`"none"` returns them unchanged."""
+        if smoothing == 'none':
+            return {k: scores for k in steps}
+        if scores.size(0) != self.num_nodes:
+            raise ValueError(
+                f"'scores' must have a row per node ({self.num_nodes}; "
+                f'got {scores.size(0)})'
+            )
+        matrix = self.matrix(smoothing, temperature)
+        shape = scores.shape
+        h = scores.reshape(self.num_nodes, -1).float()
+        out, done = {}, 0
+        for k in sorted(set(steps)):
+            for _ in range(k - done):
+                h = torch.sparse.mm(matrix, h)
+            done = k
+            out[k] = h.view(shape).to(scores.dtype)
+        return out
+
+    def __call__(
+        self,
+        scores: Tensor,
+        smoothing: str,
+        steps: int,
+        temperature: float = 1.0,
+    ) -> Tensor:
+        return self.at_steps(scores, smoothing, [steps], temperature)[steps]
+
+
+def ensembles(num_models: int, size: int) -> Tuple[Tuple[int, ...], ...]:
+    r"""The seed ensembles of :obj:`size` models made of
+    :obj:`num_models` trained models: consecutive, disjoint groups
+    (models :math:`0..S-1`, :math:`S..2S-1`, ...); the models left over
+    belong to none. At least one ensemble: :obj:`size` at most
+    :obj:`num_models`."""
+    if not 1 <= size <= num_models:
+        raise ValueError(
+            f'an ensemble of {size} models needs at least {size} '
+            f'trained models (got {num_models})'
+        )
+    return tuple(
+        tuple(range(start, start + size))
+        for start in range(0, num_models - size + 1, size)
+    )
+
+
+def read_scores(
+    model_scores: Tensor,
+    ensemble: int,
+    smoother: ScoreSmoother,
+    smoothing: str,
+    steps: Sequence[int],
+    temperature: float = 1.0,
+) -> Dict[int, Tensor]:
+    r"""Reads the calibrated scores of :math:`M` trained models,
+    :obj:`model_scores` :math:`(M, \ldots, N, C)` (any dimensions between
+    the models and the nodes, e.g. epochs), as seed ensembles of
+    :obj:`ensemble` models (:func:`ensembles`: their mean) smoothed by
+    :obj:`smoothing` for each count of :obj:`steps`.
+
+    Returns:
+        dict: By step count, the scores :math:`(G, \ldots, N, C)` of the
+        :math:`G = \lfloor M / S \rfloor` ensembles.
+    """
+    groups = ensembles(model_scores.size(0), ensemble)
+    means = torch.stack([model_scores[list(g)].mean(dim=0) for g in groups])
+    # Nodes first for the sparse product, every other dimension a column.
+    by_node = means.movedim(-2, 0)
+    smoothed = smoother.at_steps(by_node, smoothing, steps, temperature)
+    return {k: value.movedim(0, -2) for k, value in smoothed.items()}
+
+
+def setting_scores(
+    model_scores: Tensor, setting: NodeSetting, smoother: ScoreSmoother
+) -> Tensor:
+    r"""The scores of the seed ensembles of :obj:`setting`
+    (:obj:`setting.ensemble` models each, smoothed as it says) from the
+    calibrated scores of its trained models, :obj:`model_scores`
+    :math:`(M, \ldots, N, C)`: :func:`read_scores` at the setting's
+    step count."""
+    steps = setting.smoothing_steps
+    return read_scores(
+        model_scores,
+        setting.ensemble,
+        smoother,
+        setting.smoothing,
+        [steps],
+        setting.smoothing_temperature,
+    )[steps]

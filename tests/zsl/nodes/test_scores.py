@@ -1,0 +1,239 @@
+import pytest
+import torch
+
+from apnet_pyg.nn.conv.apnet_conv import APNetConv
+from apnet_pyg.zsl.evaluate import apnet_score_fn
+from apnet_pyg.zsl.nodes.inputs import (
+    NodeTask,
+    hop_features,
+    propagate_features,
+    scale_features,
+)
+from apnet_pyg.zsl.nodes.scores import (
+    NodeScores,
+    ScoreSmoother,
+    combine_hop_scores,
+    ensembles,
+    read_scores,
+    setting_scores,
+)
+from apnet_pyg.zsl.nodes.training import train_node_model
+from tests.helpers.zero_shot_nodes import TINY_NODES, dense_graph
+
+
+def test_combine_hop_scores_matches_float64_reference():
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(
+        3, 5, 4, generator=gen, dtype=torch.double, requires_grad=True
+    )
+    offsets = torch.randn(
+        3, 4, generator=gen, dtype=torch.double, requires_grad=True
+    )
+    out = combine_hop_scores(scores, offsets)
+    ref = torch.zeros(5, 4, dtype=torch.double)
+    for k in range(3):
+        for i in range(5):
+            for c in range(4):
+                ref[i, c] += (scores[k, i, c] - offsets[k, c]).item() / 3
+    assert torch.allclose(out, ref, atol=1e-12)
+    assert torch.allclose(combine_hop_scores(scores), scores.mean(0))
+    # Gradient: d out[i, c] / d scores[k, i, c] = 1 / 3, and -1 / 3 summed
+    # over the nodes for the offsets.
+    out.sum().backward()
+    assert torch.allclose(scores.grad, torch.full_like(scores, 1 / 3))
+    assert torch.allclose(offsets.grad, torch.full_like(offsets, -5 / 3))
+    assert torch.autograd.gradcheck(combine_hop_scores, (scores, offsets))
+    scales = torch.rand(3, 4, generator=gen, dtype=torch.double) + 0.5
+    ref = sum((scores[k] - offsets[k]) / scales[k] for k in range(3)) / 3
+    assert torch.allclose(
+        combine_hop_scores(scores, offsets, scales), ref, atol=1e-12
+    )
+    scales.requires_grad_()
+    assert torch.autograd.gradcheck(
+        combine_hop_scores, (scores, offsets, scales)
+    )
+    with pytest.raises(ValueError, match="'scales' must be positive"):
+        combine_hop_scores(scores, offsets, -scales)
+    with pytest.raises(ValueError, match="'scores' must be"):
+        combine_hop_scores(scores[0])
+    with pytest.raises(ValueError, match="'offsets' must be"):
+        combine_hop_scores(scores, offsets[:2])
+
+
+def test_hop_task_and_calibrated_scores(tiny):
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', TINY_NODES)
+    n = nodes.data.y.numel()
+    hops = hop_features(
+        scale_features(nodes.data.x, 'row'),
+        nodes.data.edge_index,
+        'mean',
+        TINY_NODES.hops,
+    )
+    # Image k N + i is node i after k steps, with node i's label; training
+    # draws every hop of the seen classes' nodes.
+    assert task.num_hops == TINY_NODES.hops + 1
+    assert torch.equal(task.dataset.features, hops.flatten(0, 1))
+    assert torch.equal(
+        task.dataset.labels, nodes.data.y.repeat(TINY_NODES.hops + 1)
+    )
+    assert (
+        task.dataset.trainval_loc.numel()
+        == (TINY_NODES.hops + 1) * task.seen_nodes.numel()
+    )
+    assert torch.equal(
+        task.dataset.trainval_loc % n,
+        task.seen_nodes.repeat(TINY_NODES.hops + 1),
+    )
+    model, _ = train_node_model(task, seed=0, epochs=1)
+    every = torch.arange(n)
+    classes = split.unseen
+    calibrated = NodeScores(model, task)(every, classes).double()
+    # Centred: every class's calibrated score has mean 0 over the nodes.
+    zero = torch.zeros(3, dtype=torch.double)
+    assert torch.allclose(calibrated.mean(0), zero, atol=1e-5)
+    # Against the model's plain logits at each hop, in float64.
+    apnet = apnet_score_fn(model, task.dataset)
+    ref = torch.zeros(n, 3, dtype=torch.double)
+    for k in range(TINY_NODES.hops + 1):
+        logits = apnet(every + k * n, classes).double()
+        ref += (logits - logits.mean(0)) / (TINY_NODES.hops + 1)
+    assert torch.allclose(calibrated, ref, atol=1e-4)
+    plain = NodeTask(
+        nodes, split, 'text', TINY_NODES.replace(calibration='none')
+    )
+    uncalibrated = NodeScores(model, plain)(every[:5], classes).double()
+    mean_logits = sum(
+        apnet(every[:5] + k * n, classes).double()
+        for k in range(TINY_NODES.hops + 1)
+    ) / (TINY_NODES.hops + 1)
+    assert torch.allclose(uncalibrated, mean_logits, atol=1e-5)
+    standard = NodeTask(
+        nodes, split, 'text', TINY_NODES.replace(calibration='standardize')
+    )
+    standardized = NodeScores(model, standard)(every, classes).double()
+    ref = torch.zeros(n, 3, dtype=torch.double)
+    for k in range(TINY_NODES.hops + 1):
+        logits = apnet(every + k * n, classes).double()
+        ref += (
+            (logits - logits.mean(0)) / logits.std(0) / (TINY_NODES.hops + 1)
+        )
+    assert torch.allclose(standardized, ref, atol=1e-3)
+
+
+def _scores(num_nodes, *shape, seed=0):
+    return torch.randn(
+        num_nodes, *shape, generator=torch.Generator().manual_seed(seed)
+    )
+
+
+def test_mean_smoothing_is_apnetconv_at_temperature_zero(tiny):
+    # K steps of the mean over a node and its neighbours: APNetConv's
+    # propagation at temperature 0 (the node features' 'mean'), and the
+    # float64 random walk (A + I) / degree, K times.
+    _, nodes = tiny
+    n = nodes.data.y.numel()
+    smoother = ScoreSmoother(
+        nodes.data.edge_index, scale_features(nodes.data.x, 'row')
+    )
+    scores = _scores(n, 3)
+    out = smoother(scores, 'mean', 5)
+    torch.testing.assert_close(
+        out,
+        propagate_features(scores, nodes.data.edge_index, 'mean', 5),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    adj = dense_graph(nodes.data.edge_index, n)
+    walk = adj / adj.sum(1, keepdim=True)
+    reference = torch.linalg.matrix_power(walk, 5) @ scores.double()
+    torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-6)
+    # 'none' reads the scores unchanged.
+    assert smoother(scores, 'none', 5) is scores
+
+
+def test_attention_smoothing_weights_by_the_node_features(tiny):
+    # One step: the mean over a node and its neighbours weighted by
+    # exp(gamma cos(x_i, x_j)) of the node features (APNetConv's
+    # attention over them), applied to the scores; K steps: K times.
+    _, nodes = tiny
+    n = nodes.data.y.numel()
+    x = scale_features(nodes.data.x, 'row')
+    smoother = ScoreSmoother(nodes.data.edge_index, x)
+    unit = torch.nn.functional.normalize(x.double(), dim=1)
+    weight = dense_graph(nodes.data.edge_index, n) * torch.exp(
+        2.0 * unit @ unit.t()
+    )
+    step = weight / weight.sum(1, keepdim=True)
+    scores = _scores(n, 4, seed=1)
+    for k in (1, 3):
+        torch.testing.assert_close(
+            smoother(scores, 'attention', k, temperature=2.0).double(),
+            torch.linalg.matrix_power(step, k) @ scores.double(),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+    # The attention is APNetConv's own over the features:
+    conv = APNetConv(x.size(1), proj_channels=None, temperature=2.0)
+    _, (index, alpha) = conv(
+        x, nodes.data.edge_index, return_attention_weights=True
+    )
+    matrix = smoother.matrix('attention', 2.0).to_dense()
+    assert torch.allclose(matrix[index[1], index[0]], alpha[:, 0])
+    with pytest.raises(ValueError, match="'smoothing' must be one of"):
+        smoother.matrix('none')
+    with pytest.raises(ValueError, match="'scores' must have a row per node"):
+        smoother(scores[:-1], 'mean', 2)
+
+
+def test_smoothing_at_several_steps_continues_one_pass(tiny):
+    _, nodes = tiny
+    n = nodes.data.y.numel()
+    smoother = ScoreSmoother(
+        nodes.data.edge_index, scale_features(nodes.data.x, 'row')
+    )
+    # Any shape after the nodes: each column smoothed alike.
+    scores = _scores(n, 2, 3, seed=2)
+    several = smoother.at_steps(scores, 'mean', [4, 1, 9])
+    assert sorted(several) == [1, 4, 9]
+    for k, value in several.items():
+        assert value.shape == scores.shape
+        torch.testing.assert_close(
+            value,
+            smoother(scores.reshape(n, -1), 'mean', k).view(scores.shape),
+        )
+
+
+def test_ensembles_and_reading_scores(tiny):
+    # Ensembles: consecutive disjoint groups; a reading averages each
+    # group's scores, then smooths them (linear: the mean of the smoothed).
+    assert ensembles(5, 2) == ((0, 1), (2, 3))
+    assert ensembles(4, 1) == ((0,), (1,), (2,), (3,))
+    assert ensembles(3, 3) == ((0, 1, 2),)
+    with pytest.raises(ValueError, match='needs at least 3 trained models'):
+        ensembles(2, 3)
+    _, nodes = tiny
+    n = nodes.data.y.numel()
+    smoother = ScoreSmoother(
+        nodes.data.edge_index, scale_features(nodes.data.x, 'row')
+    )
+    models = _scores(5, 6, n, 3, seed=3)  # models, epochs, nodes, classes
+    read = read_scores(models, 2, smoother, 'mean', [2, 6])
+    for k in (2, 6):
+        assert read[k].shape == (2, 6, n, 3)
+        for g, members in enumerate(((0, 1), (2, 3))):
+            for epoch in (0, 5):
+                smoothed = [
+                    smoother(models[m, epoch], 'mean', k) for m in members
+                ]
+                torch.testing.assert_close(
+                    read[k][g, epoch], sum(smoothed) / 2, atol=1e-5, rtol=0
+                )
+    setting = TINY_NODES.replace(
+        smoothing='attention', smoothing_steps=3, ensemble=5
+    )
+    torch.testing.assert_close(
+        setting_scores(models[:, 0], setting, smoother)[0],
+        smoother(models[:, 0].mean(0), 'attention', 3),
+    )
