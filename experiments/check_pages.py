@@ -10,6 +10,7 @@ The pages and their generators: ``experiments/README.md``.
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from typing import List
@@ -79,7 +80,33 @@ def node_classification() -> List[str]:
     ]
 
 
-CHECKS = (demo_block, demo_table)
+def zero_shot_nodes() -> List[str]:
+    r"""zero-shot-nodes.md is the output of the command its script runs
+    today, the DGPN ablation's page is its script's, and every figure
+    results.md's section on them quotes is on one of the two pages."""
+    problems = load('zero_shot_nodes_results').check()
+    ablation = HERE / 'zero-shot-nodes-dgpn-ablation.md'
+    text = ablation.read_text()
+    if '`python experiments/dgpn_training_ablation.py --dataset' not in text:
+        problems.append(
+            f'{ablation.name}: not the output of '
+            'experiments/dgpn_training_ablation.py: run it again'
+        )
+    pages = (HERE / 'zero-shot-nodes.md').read_text() + text
+    section = (HERE / 'results.md').read_text()
+    section = section.split('## Zero-shot node classification on real data')
+    quoted = re.findall(r'\d+\.\d\d', section[-1].split('\n## ')[0])
+    if len(section) != 2 or not quoted:
+        problems.append('results.md: no section quoting zero-shot-nodes.md')
+    problems += [
+        f'results.md: {figure} (zero-shot nodes) is on neither page'
+        for figure in quoted
+        if figure not in pages
+    ]
+    return problems
+
+
+CHECKS = (demo_block, demo_table, zero_shot_nodes)
 
 
 def problems() -> List[str]:

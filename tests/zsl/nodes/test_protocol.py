@@ -1,11 +1,8 @@
-import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from apnet_pyg.zsl.cli import main
-from apnet_pyg.zsl.nodes.inputs import scale_features
 from apnet_pyg.zsl.nodes.protocol import (
     OTHER_ROWS,
     ensemble_sizes_of,
@@ -13,7 +10,7 @@ from apnet_pyg.zsl.nodes.protocol import (
     run_nodes,
 )
 from apnet_pyg.zsl.nodes.report import format_nodes
-from tests.helpers.zero_shot_nodes import TINY_NODES, dense_graph
+from tests.helpers.zero_shot_nodes import TINY_NODES
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -200,163 +197,3 @@ def test_command_bad_input(tiny, capsys, extra, message):
 def test_command_names_a_missing_dataset(tmp_path, capsys):
     assert main(['nodes', '--dataset', 'cora', '--root', str(tmp_path)]) == 1
     assert 'no dataset folder' in capsys.readouterr().err
-
-
-def test_docs_page_shows_the_current_command():
-    import importlib.util
-
-    path = REPO / 'scripts' / 'zero_shot_nodes_results.py'
-    spec = importlib.util.spec_from_file_location('nodes_results', path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    page = (REPO / 'docs' / 'zero-shot-nodes.md').read_text()
-    # The split's block, and the folds' where the page has one, each the
-    # output of its command as it stands (with generalized zero-shot).
-    for selection, (_, begin, end) in script.BLOCKS.items():
-        block = script._block(page, selection)
-        if selection == 'folds' and not block:
-            assert 'nodes-folds-output' not in page
-            continue
-        assert block.startswith(begin) and block.endswith(end)
-        assert f'`{script.command_line(selection)}`' in block
-        assert '--gzsl' in script.command_line(selection)
-        assert 'Generalized zero-shot (--gzsl)' in block
-        assert "test-selected (oracle, as DGPN's public code selects)" in (
-            block
-        )
-        assert block.count('k-NN class graph chosen: ') == 2
-    # The page's prose is the script's, as it stands.
-    assert page.startswith(script.INTRO + '\n' + script.BEGIN)
-    if script._block(page, 'folds'):
-        assert script.FOLDS_INTRO + '\n' + script.BLOCKS['folds'][1] in page
-
-
-def test_docs_script_keeps_only_current_blocks(tiny, tmp_path, monkeypatch):
-    # A block of another selection stays on the page while its command is
-    # the current one; a stale one (an earlier command) is dropped.
-    import apnet_pyg.zsl.cli as cli
-
-    script = _script('zero_shot_nodes_results')
-    monkeypatch.setattr(
-        cli, 'main', lambda arguments: print('selection log\n\ntable') or 0
-    )
-    page = tmp_path / 'page.md'
-    _, begin, end = script.BLOCKS['folds']
-    current = f'{begin}\n`{script.command_line("folds")}` ...\n{end}'
-    page.write_text(f'intro\n{current}\n')
-    assert script.main(['--out', str(page)]) == 0
-    written = page.read_text()
-    assert written.startswith(script.INTRO)
-    assert current in written and script.FOLDS_INTRO in written
-    assert 'table' in written and 'load average' in written
-    page.write_text(f'{begin}\n`apnet-zsl nodes --old`\n{end}\n')
-    assert script.main(['--out', str(page)]) == 0
-    written = page.read_text()
-    assert 'nodes --old' not in written and script.FOLDS_INTRO not in written
-
-
-def _script(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        name, REPO / 'scripts' / f'{name}.py'
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
-def test_dgpn_ablation_terms_sum_to_the_lazy_walk(tiny):
-    # The K + 1 terms add up to (beta I + (1 - beta) A_hat)^K X, A_hat the
-    # symmetrically normalised adjacency with self-loops (float64, dense).
-    script = _script('dgpn_training_ablation')
-    _, nodes = tiny
-    x = scale_features(nodes.data.x, 'row').double()
-    terms = script.lazy_walk_terms(x, nodes.data.edge_index, 3, 0.7)
-    n = x.size(0)
-    adjacency = dense_graph(nodes.data.edge_index, n)  # with self-loops
-    scale = adjacency.sum(1).rsqrt()
-    walk = (
-        0.7 * torch.eye(n, dtype=torch.float64)
-        + 0.3 * scale[:, None] * adjacency * scale[None, :]
-    )
-    torch.testing.assert_close(
-        torch.stack(terms).sum(0), torch.linalg.matrix_power(walk, 3) @ x
-    )
-    torch.testing.assert_close(terms[0], 0.7**3 * x)
-
-
-def test_dgpn_ablation_smoke(tiny, tmp_path, capsys):
-    script = _script('dgpn_training_ablation')
-    root, _ = tiny
-    out = tmp_path / 'page.md'
-    assert (
-        script.main(
-            [
-                '--root',
-                str(root),
-                '--dataset',
-                'tiny',
-                '--seeds',
-                '2',
-                '--epochs',
-                '3',
-                '--out',
-                str(out),
-            ]
-        )
-        == 0
-    )
-    page = out.read_text()
-    assert page.count('| I |') == 4 and page.count('| II |') == 4
-    assert 'every class (DGPN)' in page and '--epochs 3' in page
-    # Validation balanced accuracy where the split has validation classes.
-    for line in page.splitlines():
-        if line.startswith('| I |'):
-            assert line.endswith('| - |')
-        elif line.startswith('| II |'):
-            assert re.search(r'\| \d+\.\d\d ± \d+\.\d\d \|$', line), line
-    assert (
-        script.main(['--root', str(tmp_path / 'missing'), '--out', str(out)])
-        == 2
-    )
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and 'missing' in error[0]
-    for flag in ('--seeds', '--epochs'):
-        with pytest.raises(SystemExit) as exit_info:
-            script.main(
-                [
-                    '--root',
-                    str(root),
-                    '--dataset',
-                    'tiny',
-                    flag,
-                    '0',
-                    '--out',
-                    str(out),
-                ]
-            )
-        assert exit_info.value.code == 2
-        assert f'{flag} must be at least 1 (got 0)' in capsys.readouterr().err
-
-
-def test_dgpn_ablation_page_is_the_script_output():
-    page = (REPO / 'docs' / 'zero-shot-nodes-dgpn-ablation.md').read_text()
-    assert '`python scripts/dgpn_training_ablation.py --dataset cora' in page
-    assert page.count('| I |') == 4 and page.count('| II |') == 4
-    assert 'never edited by hand' in page
-
-
-def test_results_page_quotes_the_measured_tables():
-    # experiments/results.md summarises the node tables by hand: every figure
-    # it quotes there must be on the generated page (or the ablation's).
-    results = (REPO / 'experiments' / 'results.md').read_text()
-    section = results.split('## Zero-shot node classification on real data')[
-        1
-    ].split('\n## ')[0]
-    pages = (REPO / 'docs' / 'zero-shot-nodes.md').read_text() + (
-        REPO / 'docs' / 'zero-shot-nodes-dgpn-ablation.md'
-    ).read_text()
-    figures = re.findall(r'\d+\.\d\d', section)
-    assert figures
-    assert [f for f in figures if f not in pages] == []

@@ -1,10 +1,10 @@
-r"""Writes docs/zero-shot-nodes.md: runs :obj:`apnet-zsl nodes` on the real
-zero-shot node classification data (DGPN's Cora) and records its command,
-its output and where it ran. The numbers on the page are the command's
+r"""Writes experiments/zero-shot-nodes.md: runs :obj:`apnet-zsl nodes` on
+the real zero-shot node classification data (DGPN's Cora) and records its
+command, its output and where it ran. The numbers on the page are the command's
 output, written here, never by hand.
 
-    python scripts/zero_shot_nodes_results.py [--selection {split,folds}]
-        [--out PAGE]
+    python experiments/zero_shot_nodes_results.py
+        [--selection {split,folds}] [--out PAGE]
 
 Each selection has its block on the page; a run rewrites its own and
 keeps the other's.
@@ -18,10 +18,11 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = '../shared/data/zero_shot_nodes'
-DEFAULT_PAGE = REPO / 'docs' / 'zero-shot-nodes.md'
+DEFAULT_PAGE = REPO / 'experiments' / 'zero-shot-nodes.md'
 ARGUMENTS = [
     'nodes',
     '--dataset',
@@ -140,8 +141,8 @@ Left out of this version's run, for time: the row of APNet trained as
 DGPN's public code trains (measured apart, with a reimplementation of
 DGPN's model, in
 [zero-shot-nodes-dgpn-ablation.md](zero-shot-nodes-dgpn-ablation.md),
-`scripts/dgpn_training_ablation.py`), and the class-fold selection
-(`--selection folds`, `python scripts/zero_shot_nodes_results.py
+`experiments/dgpn_training_ablation.py`), and the class-fold selection
+(`--selection folds`, `python experiments/zero_shot_nodes_results.py
 --selection folds` adds its block to this page).
 """
 
@@ -162,12 +163,38 @@ def command_line(selection: str = 'split') -> str:
     return 'apnet-zsl ' + ' '.join(BLOCKS[selection][0])
 
 
-def _block(page: str, selection: str) -> str:
-    # The block of a selection on the page, markers included ('' if none).
+def block_of(page: str, selection: str) -> str:
+    r"""The block of :obj:`selection` on :obj:`page`, markers included
+    (:obj:`''` if it has none)."""
     _, begin, end = BLOCKS[selection]
     if begin not in page or end not in page:
         return ''
     return page[page.index(begin) : page.index(end) + len(end)]
+
+
+def check(page: Path = DEFAULT_PAGE) -> List[str]:
+    r"""What is stale on :obj:`page`: its prose is not this script's, or a
+    block's command is not the one the script runs today (the block is
+    the command's own output, so its command is its record)."""
+    name = Path(page).name
+    text = Path(page).read_text()
+    rerun = 'python experiments/zero_shot_nodes_results.py'
+    problems = []
+    if not text.startswith(INTRO + '\n' + BLOCKS['split'][1]):
+        problems.append(f"{name}: the prose is not the script's: {rerun}")
+    for selection in BLOCKS:
+        block = block_of(text, selection)
+        if not block:
+            if selection == 'split':
+                problems.append(f'{name}: no block of its run: {rerun}')
+            continue
+        if f'`{command_line(selection)}`' not in block:
+            flag = '' if selection == 'split' else f' --selection {selection}'
+            problems.append(
+                f'{name}: the {selection} block is not the output of '
+                f'`{command_line(selection)}`: {rerun}{flag}'
+            )
+    return problems
 
 
 def main(argv=None) -> int:
@@ -209,7 +236,7 @@ def main(argv=None) -> int:
         blocks = {
             name: block
             for name in BLOCKS
-            if f'`{command_line(name)}`' in (block := _block(old, name))
+            if f'`{command_line(name)}`' in (block := block_of(old, name))
         }
     blocks[args.selection] = (
         begin + '\n' + f'`{command_line(args.selection)}` (run from the '
