@@ -12,7 +12,8 @@ epoch of best validation accuracy. Only the two propagation layers change:
 - ``GATConv``: ``GATConv(16, 16)`` twice (one head);
 - ``APNetConv``: ``APNetConv(16)`` twice, the constructor defaults;
 - ``APNetConv (paper)``: ``APNetConv(16, proj_channels=256,
-  temperature=10.0, num_steps=1)``, the APNet paper's configuration.
+  temperature=10.0, learn_temperature=False, num_steps=1)``, the APNet
+  paper's configuration.
 
 Graphs are named as PyG names them and read offline from the raw files of
 PyG's datasets: the Planetoid graphs (Cora, CiteSeer, PubMed) from
@@ -86,7 +87,11 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
     'GATConv': lambda i: GATConv(HIDDEN, HIDDEN),
     'APNetConv': lambda i: APNetConv(HIDDEN),
     'APNetConv (paper)': lambda i: APNetConv(
-        HIDDEN, proj_channels=256, temperature=10.0, num_steps=1
+        HIDDEN,
+        proj_channels=256,
+        temperature=10.0,
+        learn_temperature=False,
+        num_steps=1,
     ),
 }
 #: The layers a search configuration is measured against.
@@ -288,6 +293,25 @@ def record_key(graph: str, layer: str, run: int, epochs: int) -> str:
     return json.dumps([graph, layer, run, epochs])
 
 
+def describe_layers(make_conv: Callable[[int], torch.nn.Module]) -> str:
+    r"""The two layers a name builds, as a run records them: each one's
+    repr and what it trains (a default that changes, a temperature that
+    becomes learned, shows here, so the record's runs of the old layer
+    are not reused)."""
+
+    def describe(layer: torch.nn.Module) -> str:
+        trained = ', '.join(
+            f'{name} {list(parameter.shape)}'
+            for name, parameter in layer.named_parameters()
+            if parameter.requires_grad
+        )
+        return f'{layer} training {trained or "nothing"}'
+
+    torch.manual_seed(0)
+    first, second = (describe(make_conv(i)) for i in (0, 1))
+    return first if first == second else f'{first}, then {second}'
+
+
 def read_records(path: Optional[str]) -> Dict[str, dict]:
     records = {}
     if path is None or not osp.exists(path):
@@ -323,17 +347,20 @@ def measure(
     done = read_records(record)
     results: Dict[str, Dict[str, List[dict]]] = {}
     for name, make_conv in layers.items():
+        built = describe_layers(make_conv)
         for graph in graphs:
             rows, start = [], time.perf_counter()
             for run in range(num_runs):
                 key = record_key(graph.name, name, run, epochs)
                 row = done.get(key)
-                if row is None or (test and row['test'] is None):
+                stale = row is not None and row.get('layers', built) != built
+                if row is None or stale or (test and row['test'] is None):
                     started = time.perf_counter()
                     row = train(graph, run, make_conv, epochs, test)
                     row.update(
                         graph=graph.name,
                         layer=name,
+                        layers=built,
                         run=run,
                         epochs=epochs,
                         seconds=time.perf_counter() - started,
@@ -437,7 +464,16 @@ def render_table(
         'the two propagation layers changed; the test accuracy at the epoch '
         'of best validation accuracy, mean ± standard deviation over the '
         f'runs ({kinds}). See `experiments/node_classification.py` for '
-        'each layer and how the graphs are read.',
+        'each layer and how the graphs are read. The layers, as the runs '
+        'built them (first, then second, where they differ):',
+        '',
+    ]
+    for name, by_graph in results.items():
+        built = sorted(
+            {r.get('layers', '?') for rs in by_graph.values() for r in rs}
+        )
+        lines.append(f'- {name}: `' + '`; `'.join(built) + '`')
+    lines += [
         '',
         '| layer | ' + ' | '.join(graphs) + ' |',
         '|---' * (len(graphs) + 1) + '|',

@@ -73,6 +73,7 @@ def _apnet_sparse(channels: int) -> torch.nn.Module:
             channels,
             proj_channels=PROJ_CHANNELS,
             temperature=10.0,
+            learn_temperature=False,
             num_steps=1,
             kernel='sparse',
         )
@@ -87,6 +88,7 @@ def _apnet_triton(channels: int) -> torch.nn.Module:
             channels,
             proj_channels=PROJ_CHANNELS,
             temperature=10.0,
+            learn_temperature=False,
             num_steps=1,
             kernel='triton',
         )
@@ -100,6 +102,7 @@ def _apnet_sparse_cached(channels: int) -> torch.nn.Module:
         channels,
         proj_channels=PROJ_CHANNELS,
         temperature=10.0,
+        learn_temperature=False,
         num_steps=1,
         kernel='sparse',
     )
@@ -112,6 +115,7 @@ def _apnet_triton_cached(channels: int) -> torch.nn.Module:
         channels,
         proj_channels=PROJ_CHANNELS,
         temperature=10.0,
+        learn_temperature=False,
         num_steps=1,
         kernel='triton',
     )
@@ -145,6 +149,7 @@ def _apnet_message_passing(channels: int) -> torch.nn.Module:
             channels,
             proj_channels=PROJ_CHANNELS,
             temperature=10.0,
+            learn_temperature=False,
             num_steps=1,
             kernel='message_passing',
         )
@@ -155,7 +160,11 @@ def _apnet_dense(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import DenseAPNetConv
 
     return DenseAPNetConv(
-        channels, proj_channels=PROJ_CHANNELS, temperature=10.0, num_steps=1
+        channels,
+        proj_channels=PROJ_CHANNELS,
+        temperature=10.0,
+        learn_temperature=False,
+        num_steps=1,
     )
 
 

@@ -246,6 +246,7 @@ def _layer(variant: str, F: int) -> torch.nn.Module:
         F,
         proj_channels=PROJ_CHANNELS,
         temperature=10.0,
+        learn_temperature=False,
         num_steps=1,
         kernel='sparse' if variant == 'sparse' else 'triton',
     )

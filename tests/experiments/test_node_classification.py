@@ -65,6 +65,29 @@ def test_the_table_on_both_kinds_of_graph(roots, tmp_path, capsys):
         runner.train = original
     assert len(record.read_text().splitlines()) == runs
     assert runner.check(str(out)) == []
+    assert '- APNetConv: `APNetConv(16, ' in out.read_text()
+
+
+def test_a_changed_layer_is_trained_again(roots, tmp_path, monkeypatch):
+    # Runs recorded under a layer's name are reused only while the name
+    # builds the same layers (a changed default would otherwise pass).
+    out = tmp_path / 'table.md'
+    flags = ['--graphs', 'Texas', '--runs', '1', '--epochs', '1']
+    flags += ['--layers', 'APNetConv', '--out', str(out)]
+    runner.main(flags + roots)
+    record = tmp_path / 'table.jsonl'
+    assert len(record.read_text().splitlines()) == 1
+    monkeypatch.setitem(
+        runner.LAYERS,
+        'APNetConv',
+        lambda i: runner.APNetConv(16, learn_temperature=False),
+    )
+    runner.main(flags + roots)
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(rows) == 2
+    assert 'training temperature' in rows[0]['layers']
+    assert rows[1]['layers'].endswith('training nothing')
+    assert runner.check(str(out)) == []
 
 
 def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):

@@ -75,13 +75,13 @@ class DenseAPNetConv(torch.nn.Module):
         in_channels (int): Size of each input sample, or :obj:`-1` to derive
             it from the first input.
         proj_channels (int, optional): Output size of the projection
-            :math:`f`; :obj:`None` for the identity. (default: :obj:`16`)
-        temperature (float, optional): The temperature :math:`\gamma \geq 0`.
-            (default: :obj:`0.5`)
-        learn_temperature (bool, optional): If set to :obj:`True`,
-            :math:`\gamma` is a trainable parameter. (default: :obj:`False`)
+            :math:`f`; :obj:`None` for the identity. (default: :obj:`None`)
+        temperature (float, optional): The temperature :math:`\gamma \geq 0`,
+            the initial value of a learned one. (default: :obj:`1.0`)
+        learn_temperature (bool, optional): If set to :obj:`False`,
+            :math:`\gamma` is fixed. (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`2`)
+            (default: :obj:`1`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
@@ -102,10 +102,10 @@ class DenseAPNetConv(torch.nn.Module):
     def __init__(
         self,
         in_channels: int,
-        proj_channels: Optional[int] = 16,
-        temperature: float = 0.5,
-        learn_temperature: bool = False,
-        num_steps: int = 2,
+        proj_channels: Optional[int] = None,
+        temperature: float = 1.0,
+        learn_temperature: bool = True,
+        num_steps: int = 1,
         proj_init: str = 'glorot',
     ):
         super().__init__()

@@ -42,7 +42,9 @@ def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0, device='cpu'):
 
 def conv64(*args, device='cpu', **kwargs):
     torch.manual_seed(0)
-    kwargs.setdefault('num_steps', 1)  # The defaults' 2 where asked for.
+    # A temperature other than 1 and one step where the tests ask for none.
+    kwargs.setdefault('temperature', 0.5)
+    kwargs.setdefault('num_steps', 1)
     return DenseAPNetConv(*args, **kwargs).double().to(device)
 
 
