@@ -319,6 +319,7 @@ def propagate_features(
         x.size(1),
         proj_channels=None,
         temperature=0.0 if propagation == 'mean' else temperature,
+        learn_temperature=False,
         num_steps=hops,
     )
     return conv(x, edge_index)

@@ -137,6 +137,7 @@ class ScoreSmoother:
                 self.features.size(1),
                 proj_channels=None,
                 temperature=temperature,
+                learn_temperature=False,
                 num_steps=1,
             )
             with torch.no_grad():
