@@ -71,13 +71,30 @@ def demo_table() -> List[str]:
 
 
 def node_classification() -> List[str]:
-    r"""The operator's node-classification pages against their records."""
+    r"""The operator's node-classification pages against their records, and
+    the table results.md quotes from the first."""
     module = load('node_classification')
-    return [
+    problems = [
         problem
         for page in (module.TABLE_OUT, module.SEARCH_OUT)
         for problem in module.check(page)
     ]
+    page = Path(module.TABLE_OUT).read_text()
+    section = (
+        (HERE / 'results.md')
+        .read_text()
+        .split('## The operator on real graphs')
+    )
+    quoted = re.findall(r'\d+\.\d ± \d+\.\d', section[-1].split('\n## ')[0])
+    if len(section) != 2 or not quoted:
+        problems.append('results.md: no section quoting the operator table')
+    problems += [
+        f'results.md: {figure} (the operator table) is not on '
+        f'{Path(module.TABLE_OUT).name}'
+        for figure in quoted
+        if figure not in page
+    ]
+    return problems
 
 
 def zero_shot_nodes() -> List[str]:
@@ -106,7 +123,7 @@ def zero_shot_nodes() -> List[str]:
     return problems
 
 
-CHECKS = (demo_block, demo_table, zero_shot_nodes)
+CHECKS = (demo_block, demo_table, node_classification, zero_shot_nodes)
 
 
 def problems() -> List[str]:

@@ -26,3 +26,17 @@ def test_a_changed_figure_is_stale(tmp_path, monkeypatch):
 
     monkeypatch.setattr(check_pages, 'load', load)
     assert len(check_pages.demo_table()) == 1
+
+
+def test_a_figure_results_md_quotes_must_be_on_its_page(tmp_path, monkeypatch):
+    check_pages = load_script('check_pages')
+    runner = check_pages.load('node_classification')
+    page = tmp_path / 'node-classification.md'
+    text = open(runner.TABLE_OUT).read()
+    row = next(line for line in text.splitlines() if line.startswith('| MLP'))
+    page.write_text(text.replace(row, '| MLP | 0.0 ± 0.0 |'))
+    runner.TABLE_OUT = str(page)
+    monkeypatch.setattr(check_pages, 'load', lambda name: runner)
+    problems = check_pages.node_classification()
+    assert any(p.startswith(str(page)) for p in problems)  # stale page
+    assert any('(the operator table) is not on' in p for p in problems)
