@@ -358,6 +358,9 @@ for name in files:
     shards[i].append(name)
     sizes[i] += os.path.getsize(name)
 for i, names in enumerate(shards):
+    # A shard's files folder by folder: pytest 9.1 loses a folder's
+    # conftest.py fixtures for its files named after another folder's.
+    names.sort(key=lambda name: (os.path.dirname(name), name))
     with open(f'{work}/shard-{i}.txt', 'w') as f:
         f.write('\n'.join(names) + '\n')
 EOF
@@ -427,7 +430,7 @@ if wanted awa2-recipe; then
             >>"$recipe_log" 2>&1 <<'EOF'
 # The recipe's record: the wall clock of a finished run, or the epochs an
 # interrupted one reached and the projection of its whole.
-import csv, json, os, re, statistics, sys
+import csv, json, os, re, sys
 log, metrics, results, rc, took, cap, device, flags = sys.argv[1:]
 epochs = {}  # phase -> [(epoch, of, seconds since start)]
 for line in open(log):
@@ -457,12 +460,17 @@ for phase in ('selection', 'final'):
     if not done:
         row[f'{phase}_epochs'] = '0'
         continue
-    times = [b[2] - a[2] for a, b in zip(done, done[1:])]
-    per_epoch = statistics.median(times) if times else done[0][2]
+    # The pace over the epochs after the first (which compiles): the
+    # stamps are whole seconds, too coarse for one epoch's difference.
+    per_epoch = ((done[-1][2] - done[0][2]) / (done[-1][0] - done[0][0])
+                 if len(done) > 1 else float(done[0][2]))
     last, total = done[-1][0], done[-1][1]
     whole = done[-1][2] + (total - last) * per_epoch
     projected = whole if phase == 'selection' else projected + whole - (
         done[0][2] - per_epoch)
+    if phase == 'selection' and 'final' not in epochs:
+        # The final run, not reached: as many epochs, at this pace.
+        row['final_estimate_s'] = round(total * per_epoch)
     row[f'{phase}_epochs'] = f'{last}/{total}'
     row[f'{phase}_s_per_epoch'] = round(per_epoch, 2)
     lines.append(f'{phase}: {last} of {total} epochs by {done[-1][2]} s, '
@@ -474,7 +482,11 @@ if not finished:
         + (f'projected whole recipe >= {projected:.0f} s (the selection '
            f'phase at its pace, the final phase '
            + ('at its pace' if 'final' in epochs else 'not reached: '
-              'not counted') + ')' if epochs else 'no epoch finished'))
+              'not counted') + ')' if epochs else 'no epoch finished')
+        + (f'; with the final run at the selection\'s pace (an '
+           f'estimate: it evaluates no validation task), about '
+           f'{projected + row["final_estimate_s"]:.0f} s, target <= 600 s'
+           if 'final_estimate_s' in row else ''))
 os.makedirs(results, exist_ok=True)
 columns = list(row)
 with open(os.path.join(results, 'awa2_recipe.csv'), 'w', newline='') as f:

@@ -158,3 +158,31 @@ def test_the_recipe_and_the_suite_on_the_cpu(tmp_path):
     suite = (out / 'suite.txt').read_text()
     assert '## shard 0: tests/test_console.py' in suite
     assert 'test_runs_the_command_line PASSED' in suite
+
+
+def test_an_interrupted_recipe_is_projected_from_its_pace(tmp_path):
+    # The recipe's record (the script's inline Python) on a log cut in the
+    # selection phase: lines stamped in whole seconds, so the pace is the
+    # span's (not one epoch's difference, mostly 0 s at 2 epochs a second).
+    text = SCRIPT.read_text()
+    begin = text.index("# The recipe's record")
+    program = text[begin : text.index('\nEOF\n', begin)]
+    log = tmp_path / 'recipe.txt'
+    stamps = [10, 10, 11, 11, 12]
+    log.write_text(
+        ''.join(
+            f'{t} selection epoch {e}/100: loss=1.0\n'
+            for e, t in enumerate(stamps, 1)
+        )
+    )
+    results = tmp_path / 'results'
+    argv = [str(log), str(tmp_path / 'none.json'), str(results), '124']
+    argv += ['13', '12', 'cuda', '--device cuda --compile']
+    subprocess.run(
+        [sys.executable, '-c', program, *argv], check=True, cwd=tmp_path
+    )
+    record = (results / 'awa2_recipe.md').read_text()
+    assert '5 of 100 epochs by 12 s, 0.50 s an epoch after the first' in record
+    # 12 s + 95 epochs x 0.5 s; the final run's 100 epochs at that pace.
+    assert 'projected whole recipe >= 60 s' in record
+    assert 'about 110 s, target <= 600 s' in record
