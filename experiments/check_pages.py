@@ -70,6 +70,12 @@ def demo_table() -> List[str]:
     return problems
 
 
+def demo_range() -> List[str]:
+    r"""The demo's expected range (package data) and its page against the
+    record of its seeds."""
+    return load('demo_seeds').check()
+
+
 def node_classification() -> List[str]:
     r"""The operator's node-classification pages against their records, and
     the table results.md quotes from the first."""
@@ -123,7 +129,13 @@ def zero_shot_nodes() -> List[str]:
     return problems
 
 
-CHECKS = (demo_block, demo_table, node_classification, zero_shot_nodes)
+CHECKS = (
+    demo_block,
+    demo_table,
+    demo_range,
+    node_classification,
+    zero_shot_nodes,
+)
 
 
 def problems() -> List[str]:

@@ -39,8 +39,8 @@ def test_the_range_is_printed_for_the_measured_configuration(
     setup['config'].pop('interaction')  # recorded before that option
     write_range(path, setup)
     line = expected.expected_line(metrics(seed=7, zsl=57.25))
-    assert line.startswith('this run beside the range of seeds 0, 1')
-    assert 'ZSL acc 57.2 (expected 50.0 to 60.0, mean 55.0 ± 2.0)' in line
+    assert line.startswith('this run beside seeds 0, 1 of this')
+    assert 'ZSL acc 57.2 (seeds: 50.0 to 60.0, mean 55.0 ± 2.0)' in line
     assert 'SIMULATED features' in line
     # Another configuration, dataset or simulator: no range.
     assert expected.expected_line(metrics(lr=1e-3)) is None
