@@ -65,60 +65,35 @@ class NewGraphEachCall(torch.nn.Module):
         return self.layer(x, edge_index.clone())
 
 
-def _apnet_sparse(channels: int) -> torch.nn.Module:
+#: The APNet paper's configuration of the layer, the grid's APNet methods.
+PAPER_CONFIG = dict(
+    proj_channels=PROJ_CHANNELS,
+    temperature=10.0,
+    learn_temperature=False,
+    num_steps=1,
+)
+
+
+def _apnet_paper(channels: int, kernel: str) -> torch.nn.Module:
     from apnet_pyg.nn import APNetConv
 
-    return NewGraphEachCall(
-        APNetConv(
-            channels,
-            proj_channels=PROJ_CHANNELS,
-            temperature=10.0,
-            learn_temperature=False,
-            num_steps=1,
-            kernel='sparse',
-        )
-    )
+    return APNetConv(channels, kernel=kernel, **PAPER_CONFIG)
+
+
+def _apnet_sparse(channels: int) -> torch.nn.Module:
+    return NewGraphEachCall(_apnet_paper(channels, 'sparse'))
 
 
 def _apnet_triton(channels: int) -> torch.nn.Module:
-    from apnet_pyg.nn import APNetConv
-
-    return NewGraphEachCall(
-        APNetConv(
-            channels,
-            proj_channels=PROJ_CHANNELS,
-            temperature=10.0,
-            learn_temperature=False,
-            num_steps=1,
-            kernel='triton',
-        )
-    )
+    return NewGraphEachCall(_apnet_paper(channels, 'triton'))
 
 
 def _apnet_sparse_cached(channels: int) -> torch.nn.Module:
-    from apnet_pyg.nn import APNetConv
-
-    return APNetConv(
-        channels,
-        proj_channels=PROJ_CHANNELS,
-        temperature=10.0,
-        learn_temperature=False,
-        num_steps=1,
-        kernel='sparse',
-    )
+    return _apnet_paper(channels, 'sparse')
 
 
 def _apnet_triton_cached(channels: int) -> torch.nn.Module:
-    from apnet_pyg.nn import APNetConv
-
-    return APNetConv(
-        channels,
-        proj_channels=PROJ_CHANNELS,
-        temperature=10.0,
-        learn_temperature=False,
-        num_steps=1,
-        kernel='triton',
-    )
+    return _apnet_paper(channels, 'triton')
 
 
 def method_proj_channels(method: str) -> Optional[int]:
@@ -142,30 +117,13 @@ def _apnet_default_new_graph(channels: int) -> torch.nn.Module:
 
 
 def _apnet_message_passing(channels: int) -> torch.nn.Module:
-    from apnet_pyg.nn import APNetConv
-
-    return NewGraphEachCall(
-        APNetConv(
-            channels,
-            proj_channels=PROJ_CHANNELS,
-            temperature=10.0,
-            learn_temperature=False,
-            num_steps=1,
-            kernel='message_passing',
-        )
-    )
+    return NewGraphEachCall(_apnet_paper(channels, 'message_passing'))
 
 
 def _apnet_dense(channels: int) -> torch.nn.Module:
     from apnet_pyg.nn import DenseAPNetConv
 
-    return DenseAPNetConv(
-        channels,
-        proj_channels=PROJ_CHANNELS,
-        temperature=10.0,
-        learn_temperature=False,
-        num_steps=1,
-    )
+    return DenseAPNetConv(channels, **PAPER_CONFIG)
 
 
 def _agnn(channels: int) -> torch.nn.Module:

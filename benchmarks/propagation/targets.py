@@ -43,6 +43,7 @@ from benchmarks import common
 from benchmarks.common import format_mb, format_ms, markdown_table
 from benchmarks.propagation.cost_model import element_size, gather_floor_bytes
 from benchmarks.propagation.grid import (
+    PAPER_CONFIG,
     PROJ_CHANNELS,
     GraphSpec,
     NewGraphEachCall,
@@ -242,14 +243,8 @@ def _layer(variant: str, F: int) -> torch.nn.Module:
         return AGNNConv(requires_grad=True)
     from apnet_pyg.nn import APNetConv
 
-    layer = APNetConv(
-        F,
-        proj_channels=PROJ_CHANNELS,
-        temperature=10.0,
-        learn_temperature=False,
-        num_steps=1,
-        kernel='sparse' if variant == 'sparse' else 'triton',
-    )
+    kernel = 'sparse' if variant == 'sparse' else 'triton'
+    layer = APNetConv(F, kernel=kernel, **PAPER_CONFIG)
     return NewGraphEachCall(layer) if variant == 'layer_rebuild' else layer
 
 
