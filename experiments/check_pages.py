@@ -76,6 +76,23 @@ def demo_range() -> List[str]:
     return load('demo_seeds').check()
 
 
+def unquoted_figures(
+    heading: str, pattern: str, pages: str, what: str, where: str
+) -> List[str]:
+    r"""The figures (matching :obj:`pattern`) that results.md's section
+    :obj:`heading` quotes and :obj:`pages` lack, as problems; a problem
+    too if the section is missing or quotes none."""
+    section = (HERE / 'results.md').read_text().split(heading)
+    quoted = re.findall(pattern, section[-1].split('\n## ')[0])
+    if len(section) != 2 or not quoted:
+        return [f'results.md: no section quoting {where}']
+    return [
+        f'results.md: {figure} ({what}) is not on {where}'
+        for figure in quoted
+        if figure not in pages
+    ]
+
+
 def node_classification() -> List[str]:
     r"""The operator's node-classification pages against their records, and
     the table results.md quotes from the first."""
@@ -85,21 +102,13 @@ def node_classification() -> List[str]:
         for page in (module.TABLE_OUT, module.SEARCH_OUT)
         for problem in module.check(page)
     ]
-    page = Path(module.TABLE_OUT).read_text()
-    section = (
-        (HERE / 'results.md')
-        .read_text()
-        .split('## The operator on real graphs')
+    problems += unquoted_figures(
+        '## The operator on real graphs',
+        r'\d+\.\d ± \d+\.\d',
+        Path(module.TABLE_OUT).read_text(),
+        what='the operator table',
+        where=Path(module.TABLE_OUT).name,
     )
-    quoted = re.findall(r'\d+\.\d ± \d+\.\d', section[-1].split('\n## ')[0])
-    if len(section) != 2 or not quoted:
-        problems.append('results.md: no section quoting the operator table')
-    problems += [
-        f'results.md: {figure} (the operator table) is not on '
-        f'{Path(module.TABLE_OUT).name}'
-        for figure in quoted
-        if figure not in page
-    ]
     return problems
 
 
@@ -115,17 +124,13 @@ def zero_shot_nodes() -> List[str]:
             f'{ablation.name}: not the output of '
             'experiments/dgpn_training_ablation.py: run it again'
         )
-    pages = (HERE / 'zero-shot-nodes.md').read_text() + text
-    section = (HERE / 'results.md').read_text()
-    section = section.split('## Zero-shot node classification on real data')
-    quoted = re.findall(r'\d+\.\d\d', section[-1].split('\n## ')[0])
-    if len(section) != 2 or not quoted:
-        problems.append('results.md: no section quoting zero-shot-nodes.md')
-    problems += [
-        f'results.md: {figure} (zero-shot nodes) is on neither page'
-        for figure in quoted
-        if figure not in pages
-    ]
+    problems += unquoted_figures(
+        '## Zero-shot node classification on real data',
+        r'\d+\.\d\d',
+        (HERE / 'zero-shot-nodes.md').read_text() + text,
+        what='zero-shot nodes',
+        where=f'zero-shot-nodes.md or {ablation.name}',
+    )
     return problems
 
 

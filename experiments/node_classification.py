@@ -307,7 +307,6 @@ def describe_layers(make_conv: Callable[[int], torch.nn.Module]) -> str:
         )
         return f'{layer} training {trained or "nothing"}'
 
-    torch.manual_seed(0)
     first, second = (describe(make_conv(i)) for i in (0, 1))
     return first if first == second else f'{first}, then {second}'
 

@@ -10,7 +10,7 @@ import pytest
 from apnet_pyg.scripting import run_script
 from apnet_pyg.zsl.baselines.benchmark import BASELINES
 from apnet_pyg.zsl.metrics import METRICS
-from tests.helpers.scripts import load_script
+from tests.helpers.scripts import load_script, train_tiny_run
 
 
 def work_reached(*args, **kwargs):
@@ -34,35 +34,9 @@ def one_line_error(main, argv, capsys):
 
 @pytest.fixture(scope='module')
 def tiny_run(tmp_path_factory, tiny_root):
-    from apnet_pyg.zsl.cli import main as cli
 
     run_dir = tmp_path_factory.mktemp('tiny_run') / 'run'
-    assert (
-        cli(
-            [
-                'train',
-                '--dataset',
-                'TINY',
-                '--root',
-                str(tiny_root),
-                '--out',
-                str(run_dir),
-                '--recipe',
-                'fast',
-                '--epochs',
-                '1',
-                '--iterations-per-epoch',
-                '2',
-                '--n-way',
-                '4',
-                '--model-selection',
-                'none',
-                '--no-progress',
-            ]
-        )
-        == 0
-    )
-    return run_dir
+    return train_tiny_run(tiny_root, run_dir, epochs=1, episodes=2)
 
 
 # 1. trace_training.py ------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from apnet_pyg.data.xlsa17 import load_xlsa17
-from tests.helpers.scripts import load_script
+from tests.helpers.scripts import load_script, train_tiny_run
 
 
 def test_ablation_example(tiny_root, tmp_path, capsys):
@@ -352,34 +352,9 @@ def test_eszsl_per_class_coefficient_sums(tiny_root):
 
 
 def test_trace_training_example_replays_the_run(tiny_root, tmp_path, capsys):
-    from apnet_pyg.zsl.cli import main as cli
 
     run_dir = tmp_path / 'run'
-    assert (
-        cli(
-            [
-                'train',
-                '--dataset',
-                'TINY',
-                '--root',
-                str(tiny_root),
-                '--out',
-                str(run_dir),
-                '--recipe',
-                'fast',
-                '--epochs',
-                '2',
-                '--iterations-per-epoch',
-                '3',
-                '--n-way',
-                '4',
-                '--model-selection',
-                'none',
-                '--no-progress',
-            ]
-        )
-        == 0
-    )
+    train_tiny_run(tiny_root, run_dir, epochs=2, episodes=3)
     history = json.loads((run_dir / 'metrics.json').read_text())['history']
     trace = load_script('trace_training')
     out = tmp_path / 'trace.csv'
@@ -479,7 +454,6 @@ def test_trace_training_example_replays_the_run(tiny_root, tmp_path, capsys):
 
 
 def test_pair_margins_example(tiny_root, tmp_path, capsys):
-    from apnet_pyg.zsl.cli import main as cli
 
     pair_margins = load_script('pair_margins')
     row = pair_margins.summary(
@@ -490,31 +464,7 @@ def test_pair_margins_example(tiny_root, tmp_path, capsys):
     assert row['d_prime'] == pytest.approx(4 / 2**0.5)
 
     run_dir = tmp_path / 'run'
-    assert (
-        cli(
-            [
-                'train',
-                '--dataset',
-                'TINY',
-                '--root',
-                str(tiny_root),
-                '--out',
-                str(run_dir),
-                '--recipe',
-                'fast',
-                '--epochs',
-                '1',
-                '--iterations-per-epoch',
-                '2',
-                '--n-way',
-                '4',
-                '--model-selection',
-                'none',
-                '--no-progress',
-            ]
-        )
-        == 0
-    )
+    train_tiny_run(tiny_root, run_dir, epochs=1, episodes=2)
     data = load_xlsa17(tiny_root, 'TINY')
     a, b = (data.class_names[c] for c in data.unseen_classes[:2].tolist())
     results = pair_margins.main(['--run', str(run_dir), '--pairs', f'{a}:{b}'])

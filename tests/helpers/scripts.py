@@ -29,6 +29,20 @@ def load_script(name):
     return module
 
 
+def train_tiny_run(tiny_root, run_dir, epochs, episodes):
+    r"""Trains the tiny dataset's run into :obj:`run_dir` through
+    :obj:`apnet-zsl train` (the fast recipe, 4-way episodes, no model
+    selection), for the scripts that read a finished run."""
+    from apnet_pyg.zsl.cli import main
+
+    argv = ['train', '--dataset', 'TINY', '--root', str(tiny_root)]
+    argv += ['--out', str(run_dir), '--recipe', 'fast']
+    argv += ['--epochs', str(epochs), '--iterations-per-epoch', str(episodes)]
+    argv += ['--n-way', '4', '--model-selection', 'none', '--no-progress']
+    assert main(argv) == 0
+    return run_dir
+
+
 def tiny_planetoid(num_nodes=60, seed=0):
     r"""A small random citation-like graph with Planetoid's masks."""
     import torch

@@ -29,14 +29,17 @@ def setup_of(metrics: Dict[str, Any]) -> Dict[str, Any]:
     training options but the seed (an option added since a run was
     recorded takes its default, what that run ran with), and the
     simulator's version and options."""
-    config = TrainConfig.from_dict(metrics['config']).to_dict()
-    config.pop('seed')
     simulation = metrics.get('simulation') or {}
-    return {
-        'dataset': metrics['dataset'],
-        'config': config,
-        'simulator': [simulation.get('version'), simulation.get('options')],
-    }
+    return current_setup(
+        {
+            'dataset': metrics['dataset'],
+            'config': metrics['config'],
+            'simulator': [
+                simulation.get('version'),
+                simulation.get('options'),
+            ],
+        }
+    )
 
 
 def current_setup(setup: Dict[str, Any]) -> Dict[str, Any]:
