@@ -32,7 +32,12 @@ class Net(torch.nn.Module):
         super().__init__()
         self.lin1 = Linear(in_channels, hidden_channels)
         self.conv = (
-            APNetConv(hidden_channels, proj_channels=64, num_steps=2)
+            APNetConv(
+                hidden_channels,
+                proj_channels=64,
+                num_steps=2,
+                learn_step_weights=False,
+            )
             if propagate
             else None
         )

@@ -92,6 +92,7 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
         temperature=10.0,
         learn_temperature=False,
         num_steps=1,
+        learn_step_weights=False,
     ),
 }
 #: The layers a search configuration is measured against.
@@ -99,54 +100,92 @@ REFERENCES = ('AGNNConv', 'GATConv')
 
 #: The configurations of the defaults' search, APNetConv(16, **config):
 #: the projection (none: the attention compares the features themselves,
-#: as AGNNConv's), the temperature (fixed or learned, and where it starts)
-#: and the number of steps, every argument given (a configuration's name
-#: does not change with the defaults). The finalists of a wider screening
-#: (a learned self-loop weight, a learned mix with the input, the
-#: temperature learned as exp of a parameter, 1 or 2 steps; the closing
-#: notes of issue 51).
+#: as AGNNConv's), the temperature (fixed or learned, and where it starts),
+#: the number of steps and whether the output is the last step's or a
+#: learned combination of the input and every step, every argument given
+#: (a configuration's name does not change with the defaults). The
+#: finalists of a wider screening (a learned self-loop weight, a learned
+#: mix with the input, the temperature learned as exp of a parameter, 1 or
+#: 2 steps; the closing notes of issue 51), then the learned combination
+#: over 1 to 4 steps (at most four propagations a layer: the cost a
+#: drop-in layer may have).
 SEARCH_GRID: List[dict] = [
     {
         'proj_channels': None,
         'temperature': 1.0,
         'learn_temperature': True,
         'num_steps': 1,
+        'learn_step_weights': True,
     },
     {
         'proj_channels': None,
         'temperature': 1.0,
         'learn_temperature': True,
         'num_steps': 2,
+        'learn_step_weights': True,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 3,
+        'learn_step_weights': True,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 4,
+        'learn_step_weights': True,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 1,
+        'learn_step_weights': False,
+    },
+    {
+        'proj_channels': None,
+        'temperature': 1.0,
+        'learn_temperature': True,
+        'num_steps': 2,
+        'learn_step_weights': False,
     },
     {
         'proj_channels': None,
         'temperature': 2.0,
         'learn_temperature': True,
         'num_steps': 1,
+        'learn_step_weights': False,
     },
     {
         'proj_channels': None,
         'temperature': 1.0,
         'learn_temperature': False,
         'num_steps': 1,
+        'learn_step_weights': False,
     },
     {
         'proj_channels': 16,
         'temperature': 1.0,
         'learn_temperature': True,
         'num_steps': 1,
+        'learn_step_weights': False,
     },
     {
         'proj_channels': 16,
         'temperature': 0.5,
         'learn_temperature': True,
         'num_steps': 2,
+        'learn_step_weights': False,
     },
     {
         'proj_channels': 16,
         'temperature': 0.5,
         'learn_temperature': False,
         'num_steps': 2,
+        'learn_step_weights': False,
     },
 ]
 

@@ -36,12 +36,16 @@ def dense_apnet_reference(
     temperature: float = 10.0,
     num_steps: int = 1,
     add_self_loops: bool = True,
+    step_weights: Optional[Tensor] = None,
 ) -> Tensor:
     r"""APNet propagation written straight from its equation, with dense
     matrices: :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W x_i,
     W x_j))` over the edges :math:`j \to i` (a repeated edge adds its
-    weight), then :math:`x'_i = \sum_j \alpha_{ij} x_j`. Independent of the
-    package's kernels; the tests compare every implementation to it."""
+    weight), then :math:`x'_i = \sum_j \alpha_{ij} x_j`, :obj:`num_steps`
+    times; the last step's output, or with :obj:`step_weights`
+    :math:`\theta` the sum over the input and every step's output
+    :math:`\sum_t \theta_t x^{(t)}`. Independent of the package's
+    kernels; the tests compare every implementation to it."""
     num_nodes = x.size(0)
     prior = x.new_zeros(num_nodes, num_nodes)
     if edge_weight is None:
@@ -54,7 +58,8 @@ def dense_apnet_reference(
         diagonal = prior.diagonal()
         missing = diagonal == 0
         prior = prior + torch.diag(missing.to(x.dtype))
-    for _ in range(num_steps):
+    combined = None if step_weights is None else step_weights[0] * x
+    for step in range(1, num_steps + 1):
         h = x if weight is None else x @ weight.t()
         h = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         scores = torch.exp(temperature * (h @ h.t())) * prior
@@ -63,7 +68,9 @@ def dense_apnet_reference(
             denominator > 0, denominator, torch.ones_like(denominator)
         )
         x = alpha @ x
-    return x
+        if combined is not None:
+            combined = combined + step_weights[step] * x
+    return x if combined is None else combined
 
 
 @pytest.fixture

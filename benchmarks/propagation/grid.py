@@ -71,6 +71,7 @@ PAPER_CONFIG = dict(
     temperature=10.0,
     learn_temperature=False,
     num_steps=1,
+    learn_step_weights=False,
 )
 
 

@@ -80,7 +80,9 @@ def test_a_changed_layer_is_trained_again(roots, tmp_path, monkeypatch):
     monkeypatch.setitem(
         runner.LAYERS,
         'APNetConv',
-        lambda i: runner.APNetConv(16, learn_temperature=False),
+        lambda i: runner.APNetConv(
+            16, learn_temperature=False, learn_step_weights=False
+        ),
     )
     runner.main(flags + roots)
     rows = [json.loads(line) for line in record.read_text().splitlines()]

@@ -442,9 +442,9 @@ case(
 )
 case(
     'APNetConv/bipartite-target-to-source',
-    lambda c: APNetConv((6, 4), 3, flow='target_to_source')(
-        (X_SRC, X_DST), BIPARTITE.flip(0)
-    ),
+    lambda c: APNetConv(
+        (6, 4), 3, learn_step_weights=False, flow='target_to_source'
+    )((X_SRC, X_DST), BIPARTITE.flip(0)),
     ValueError,
     r"A bipartite 'x' needs flow='source_to_target'.*flip edge_index",
 )
@@ -493,10 +493,25 @@ case(
 )
 case(
     'APNetConv/bipartite-x[1]-nan-debug',
-    lambda c: APNetConv((6, 4), 3)((X_SRC, X_DST + math.nan), BIPARTITE),
+    lambda c: APNetConv((6, 4), 3, learn_step_weights=False)(
+        (X_SRC, X_DST + math.nan), BIPARTITE
+    ),
     ValueError,
     r"'x\[1\]' contains NaN or infinite values",
     debug=True,
+)
+case(
+    'APNetConv/bipartite-step-weights-widths',
+    lambda c: APNetConv((6, 4), 3)((X_SRC, X_DST), BIPARTITE),
+    ValueError,
+    r'learn_step_weights the output mixes in the input x\[1\].*same '
+    r'number of features \(got 6 and 4\).*learn_step_weights=False',
+)
+case(
+    'APNetConv/learn_step_weights-not-bool',
+    lambda c: APNetConv(6, learn_step_weights='yes'),
+    ValueError,
+    r"'learn_step_weights' must be",
 )
 
 # ---------------------------------------------------------------------------

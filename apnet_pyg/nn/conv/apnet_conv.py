@@ -1,5 +1,5 @@
 import math
-from typing import Any, NamedTuple, Optional, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -161,6 +161,28 @@ def _triton_installed() -> bool:
     return is_triton_available()
 
 
+def initial_step_weights(num_steps: int) -> Tensor:
+    r"""Where learned step weights :math:`\theta_0, \ldots, \theta_T`
+    start: :math:`\theta_1 = 1`, the others :math:`0` (one step's output,
+    so a layer of any :math:`T` starts as a layer of one step)."""
+    weights = torch.zeros(num_steps + 1)
+    weights[1] = 1.0
+    return weights
+
+
+def combine_steps(step_weights: OptTensor, steps: Sequence[Tensor]) -> Tensor:
+    r"""A layer's output from its input and every step's output,
+    :obj:`steps` :math:`= (\mathbf{x}^{(0)}, \ldots,
+    \mathbf{x}^{(T)})`: the last, or with :obj:`step_weights`
+    :math:`\sum_t \theta_t \mathbf{x}^{(t)}`."""
+    if step_weights is None:
+        return steps[-1]
+    out = step_weights[0] * steps[0]
+    for weight, step in zip(step_weights[1:], steps[1:]):
+        out = out + weight * step
+    return out
+
+
 class APNetConv(MessagePassing):
     r"""The attribute propagation layer from the `"Attribute Propagation
     Network for Graph Zero-shot Learning" <https://arxiv.org/abs/2009.11816>`_
@@ -182,17 +204,31 @@ class APNetConv(MessagePassing):
     with :math:`f(\mathbf{x}) = \mathbf{W} \mathbf{x}` a bias-free
     projection, :math:`\gamma` the temperature and :math:`w_{i,j} > 0` an
     optional edge weight (:math:`1` if not given, and for added
-    self-loops), repeated for :obj:`num_steps` steps. With
-    :obj:`proj_channels=None`, :obj:`num_steps=1` and no weights it equals
+    self-loops). The step is repeated :math:`T` (:obj:`num_steps`) times,
+    :math:`\mathbf{x}^{(t)} = \mathbf{P}(\mathbf{x}^{(t-1)})
+    \mathbf{x}^{(t-1)}` from :math:`\mathbf{x}^{(0)} = \mathbf{x}`, and
+    the output is the last step's, :math:`\mathbf{x}^{(T)}`, or with
+    :obj:`learn_step_weights` a learned combination of the input and
+    every step,
+
+    .. math::
+        \mathbf{x}^{\prime} = \sum_{t=0}^{T} \theta_t \mathbf{x}^{(t)},
+
+    :math:`\theta` starting at :math:`\theta_1 = 1` (one step). On a
+    homophilic graph it learns to smooth over several hops; on a
+    heterophilic one, to keep the node's own features (:math:`\theta_0`).
+    With :obj:`proj_channels=None`, :obj:`num_steps=1`,
+    :obj:`learn_step_weights=False` and no weights it equals
     :class:`~torch_geometric.nn.conv.AGNNConv` (:math:`\beta = \gamma`).
-    The defaults are that, with :math:`\gamma` learned from :math:`1`:
-    the configuration whose worst gap to the better of
-    :class:`~torch_geometric.nn.conv.AGNNConv` and
-    :class:`~torch_geometric.nn.conv.GATConv` was smallest on the
+    The defaults (no projection, :math:`\gamma` learned from :math:`1`,
+    :math:`T = 4` steps with learned weights) are the configuration whose
+    worst gap to the better of :class:`~torch_geometric.nn.conv.AGNNConv`
+    and :class:`~torch_geometric.nn.conv.GATConv` was best on the
     validation splits of a homophilic graph (Cora) and three heterophilic
-    ones (Texas, Cornell, Actor) together; the paper uses
-    :obj:`proj_channels=256, temperature=10.0, learn_temperature=False,
-    num_steps=1`.
+    ones (Texas, Cornell, Actor) together; they cost four propagations a
+    layer (AGNNConv's cost: :obj:`num_steps=1, learn_step_weights=False`).
+    The paper uses :obj:`proj_channels=256, temperature=10.0,
+    learn_temperature=False, num_steps=1, learn_step_weights=False`.
     Kernels, caching, precision, bipartite and heterogeneous graphs and
     the explainer: see :obj:`docs/operator.md`.
 
@@ -211,8 +247,13 @@ class APNetConv(MessagePassing):
             bipartite graph, target :math:`i` gets source :math:`i` for
             :math:`i < \min(|\mathcal{V}_s|, |\mathcal{V}_t|)`, as in
             :class:`~torch_geometric.nn.conv.GATConv`. (default: :obj:`True`)
-        num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`1`)
+        num_steps (int, optional): Number of propagation steps :math:`T`.
+            (default: :obj:`4`)
+        learn_step_weights (bool, optional): If set to :obj:`False`, the
+            output is the last step's; otherwise the learned combination
+            of the input and every step. On a bipartite graph the input
+            term is :obj:`x[1]`, which needs :obj:`x[0]`'s number of
+            features. (default: :obj:`True`)
         proj_init (str, optional): :obj:`"glorot"` or :obj:`"identity"`.
             (default: :obj:`"glorot"`)
         kernel (str, optional): :obj:`"sparse"` (fused sparse kernels),
@@ -258,7 +299,8 @@ class APNetConv(MessagePassing):
         temperature: float = 1.0,
         learn_temperature: bool = True,
         add_self_loops: bool = True,
-        num_steps: int = 1,
+        num_steps: int = 4,
+        learn_step_weights: bool = True,
         proj_init: str = 'glorot',
         kernel: str = 'auto',
         cached: bool = False,
@@ -296,6 +338,13 @@ class APNetConv(MessagePassing):
             self.register_buffer('temperature', torch.empty(()))
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
+        self.learn_step_weights = check_bool(
+            learn_step_weights, 'learn_step_weights'
+        )
+        if learn_step_weights:
+            self.step_weights = Parameter(torch.empty(self.num_steps + 1))
+        else:
+            self.register_parameter('step_weights', None)
         self.kernel = kernel
         self.cached = check_bool(cached, 'cached')
         self._cached_structure = None
@@ -308,6 +357,8 @@ class APNetConv(MessagePassing):
                 lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
+            if self.step_weights is not None:
+                self.step_weights.copy_(initial_step_weights(self.num_steps))
 
     def forward(
         self,
@@ -394,7 +445,7 @@ class APNetConv(MessagePassing):
                 log_weight, edge_index.size(1), loop_kept, dtype
             )
         if kernel == 'message_passing':
-            out, alpha = self._message_passing(
+            steps, alpha = self._message_passing(
                 x_src,
                 x_dst,
                 _with_self_loops(edge_index, loop_kept),
@@ -409,7 +460,7 @@ class APNetConv(MessagePassing):
             # On a bipartite graph the loops are entries of the pattern.
             diagonal = None if bipartite else loop_kept
             if kernel == 'triton':
-                out = self._triton_propagate(
+                steps = self._triton_propagate(
                     x_src,
                     x_dst,
                     structure.arrays,
@@ -419,7 +470,7 @@ class APNetConv(MessagePassing):
                 )
                 alpha = None
             else:
-                out, alpha = self._sparse_propagate(
+                steps, alpha = self._sparse_propagate(
                     x_src,
                     x_dst,
                     structure,
@@ -429,6 +480,7 @@ class APNetConv(MessagePassing):
                     attention,
                     dtype,
                 )
+        out = combine_steps(self.step_weights, [x_dst, *steps])
         if not attention:
             return out
         return out, self._attention_output(
@@ -503,6 +555,13 @@ class APNetConv(MessagePassing):
                 f'cosine compares x[0] and x[1] directly, so '
                 f'they need the same number of features (got '
                 f'{x_src.size(-1)} and {x_dst.size(-1)})'
+            )
+        if self.learn_step_weights and x_src.size(-1) != x_dst.size(-1):
+            raise ValueError(
+                f'With learn_step_weights the output mixes in the '
+                f'input x[1], so x[0] and x[1] need the same number '
+                f'of features (got {x_src.size(-1)} and '
+                f'{x_dst.size(-1)}): pass learn_step_weights=False'
             )
         assert_finite(x_src, 'x[0]')
         assert_finite(x_dst, 'x[1]')
@@ -698,14 +757,14 @@ class APNetConv(MessagePassing):
         bipartite: bool,
         attention: bool,
         dtype: torch.dtype,
-    ) -> Tuple[Tensor, OptTensor]:
+    ) -> Tuple[List[Tensor], OptTensor]:
         r"""The sparse kernels: :func:`edge_cosine` and
         :func:`softmax_spmm` a step; the self-loops of a graph that is not
-        bipartite as their diagonal term. Returns the output and, with
+        bipartite as their diagonal term. Returns every step's output and, with
         :obj:`attention`, one attention per entry (a column a step for
         several), the self-loops' appended, in the order of the edges."""
         pattern = structure.arrays
-        alphas, loop_alphas = [], []
+        alphas, loop_alphas, steps = [], [], []
         for step in range(self.num_steps):
             h_dst, h_src = self._projections(
                 x_src, x_dst, bipartite, step, dtype
@@ -730,9 +789,10 @@ class APNetConv(MessagePassing):
             x_src, x_dst = (x_src if bipartite else out), out
             alphas.append(alpha)
             loop_alphas.append(alpha_loop)
+            steps.append(out)
 
         if not attention:
-            return out, None
+            return steps, None
         # Back from (target, source)-sorted order to the order of the
         # edges (and, on a bipartite graph, the appended self-loops).
         alpha = torch.stack(alphas, dim=-1)
@@ -742,7 +802,7 @@ class APNetConv(MessagePassing):
             )
         if loop_kept is not None:
             alpha = torch.cat([alpha, torch.stack(loop_alphas, dim=-1)])
-        return out, alpha
+        return steps, alpha
 
     def _triton_propagate(
         self,
@@ -752,7 +812,8 @@ class APNetConv(MessagePassing):
         log_weight: OptTensor,
         loop_kept: OptTensor,
         bipartite: bool,
-    ) -> Tensor:
+    ) -> List[Tensor]:
+        steps = []
         for step in range(self.num_steps):
             # The kernel accumulates in float32 whatever h's dtype.
             h_dst, h_src = self._projections(
@@ -768,7 +829,8 @@ class APNetConv(MessagePassing):
                 loop_kept,
             )
             x_src, x_dst = (x_src if bipartite else out), out
-        return out
+            steps.append(out)
+        return steps
 
     def _message_passing(
         self,
@@ -779,13 +841,13 @@ class APNetConv(MessagePassing):
         size: Tuple[int, int],
         bipartite: bool,
         dtype: torch.dtype,
-    ) -> Tuple[Tensor, Tensor]:
+    ) -> Tuple[List[Tensor], Tensor]:
         r"""PyG's message passing over :obj:`edge_index` (self-loops
-        included); returns the output and the attention of every edge, a
-        column a step."""
+        included); returns every step's output and the attention of every
+        edge, a column a step."""
         # PyG's scatter and softmax take int64 indices.
         edge_index = edge_index.long()
-        alphas = []
+        alphas, steps = [], []
         out_dtype = x_src.dtype
         for step in range(self.num_steps):
             h_dst, h_src = self._projections(
@@ -808,7 +870,8 @@ class APNetConv(MessagePassing):
             out = out.to(out_dtype)
             x_src, x_dst = (x_src if bipartite else out), out
             alphas.append(alpha)
-        return out, torch.stack(alphas, dim=-1)
+            steps.append(out)
+        return steps, torch.stack(alphas, dim=-1)
 
     def edge_update(
         self,

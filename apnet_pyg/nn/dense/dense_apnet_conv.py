@@ -19,6 +19,8 @@ from apnet_pyg.checks import (
 )
 from apnet_pyg.nn.conv.apnet_conv import (
     check_projection_dtype,
+    combine_steps,
+    initial_step_weights,
     projection_input_size,
     projections,
 )
@@ -37,10 +39,13 @@ class DenseAPNetConv(torch.nn.Module):
 
     where the values of the adjacency are the prior edge weights
     :math:`w_{i,j} = A_{b,i,j} > 0` (a boolean adjacency means unit
-    weights). It has the same parameters (and :obj:`state_dict`) as
-    :class:`~apnet_pyg.nn.APNetConv`, costs :math:`O(N^2)` per graph, and is
-    the faster choice for small or dense graphs, *e.g.*, the class graph of
-    a zero-shot learning task.
+    weights). The step is repeated :obj:`num_steps` times, and the output
+    is the last step's or, with :obj:`learn_step_weights`, the learned
+    combination of the input and every step, as in
+    :class:`~apnet_pyg.nn.APNetConv`. It has the same parameters (and
+    :obj:`state_dict`) as :class:`~apnet_pyg.nn.APNetConv`, costs
+    :math:`O(N^2)` per graph, and is the faster choice for small or dense
+    graphs, *e.g.*, the class graph of a zero-shot learning task.
 
     Like :class:`~torch_geometric.nn.dense.DenseGATConv`, row :math:`i` of
     the adjacency lists the nodes that node :math:`i` aggregates from:
@@ -80,8 +85,13 @@ class DenseAPNetConv(torch.nn.Module):
             the initial value of a learned one. (default: :obj:`1.0`)
         learn_temperature (bool, optional): If set to :obj:`False`,
             :math:`\gamma` is fixed. (default: :obj:`True`)
-        num_steps (int, optional): Number of propagation steps.
-            (default: :obj:`1`)
+        num_steps (int, optional): Number of propagation steps :math:`T`.
+            (default: :obj:`4`)
+        learn_step_weights (bool, optional): If set to :obj:`False`, the
+            output is the last step's; otherwise the learned combination
+            :math:`\sum_{t=0}^{T} \theta_t \mathbf{X}^{(t)}` of the input
+            and every step, :math:`\theta` starting at :math:`\theta_1 = 1`,
+            as in :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`True`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
@@ -105,7 +115,8 @@ class DenseAPNetConv(torch.nn.Module):
         proj_channels: Optional[int] = None,
         temperature: float = 1.0,
         learn_temperature: bool = True,
-        num_steps: int = 1,
+        num_steps: int = 4,
+        learn_step_weights: bool = True,
         proj_init: str = 'glorot',
     ):
         super().__init__()
@@ -130,6 +141,13 @@ class DenseAPNetConv(torch.nn.Module):
         else:
             self.register_buffer('temperature', torch.empty(()))
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
+        self.learn_step_weights = check_bool(
+            learn_step_weights, 'learn_step_weights'
+        )
+        if learn_step_weights:
+            self.step_weights = Parameter(torch.empty(self.num_steps + 1))
+        else:
+            self.register_parameter('step_weights', None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -138,6 +156,8 @@ class DenseAPNetConv(torch.nn.Module):
             self.lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
+            if self.step_weights is not None:
+                self.step_weights.copy_(initial_step_weights(self.num_steps))
 
     def forward(
         self,
@@ -267,7 +287,7 @@ class DenseAPNetConv(torch.nn.Module):
         # A row without any edge (padding, or an isolated node without
         # self-loops) gets zero attention instead of a 0/0 softmax.
         has_edge = edges.any(dim=-1, keepdim=True)
-        alphas = []
+        alphas, steps = [], [x]
         for _ in range(self.num_steps):
             # (No copy where the projection is in the attention's dtype.)
             h = F.normalize(self.lin(x).to(dtype), p=2.0, dim=-1)
@@ -282,7 +302,9 @@ class DenseAPNetConv(torch.nn.Module):
             alpha = alpha.to(x.dtype)
             x = alpha @ x
             alphas.append(alpha)
+            steps.append(x)
 
+        x = combine_steps(self.step_weights, steps)
         if mask is not None:
             x = x.masked_fill(~mask.view(B, N, 1), 0.0)
 

@@ -255,6 +255,7 @@ class APNet(torch.nn.Module):
                 # neighbours alone unless knn_loop (DBiGCN).
                 add_self_loops=graph != 'knn' or knn_loop,
                 num_steps=num_steps,
+                learn_step_weights=False,
                 proj_init='glorot',
             )
             # Its initialisation must not draw from the global RNG, which
@@ -266,6 +267,7 @@ class APNet(torch.nn.Module):
                     temperature=propagation_temperature,
                     learn_temperature=learn_propagation_temperature,
                     num_steps=num_steps,
+                    learn_step_weights=False,
                     proj_init='glorot',
                 )
         # The dense form of conv, sharing its projection and temperature:

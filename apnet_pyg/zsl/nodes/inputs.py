@@ -321,6 +321,7 @@ def propagate_features(
         temperature=0.0 if propagation == 'mean' else temperature,
         learn_temperature=False,
         num_steps=hops,
+        learn_step_weights=False,
     )
     return conv(x, edge_index)
 

@@ -139,6 +139,7 @@ class ScoreSmoother:
                 temperature=temperature,
                 learn_temperature=False,
                 num_steps=1,
+                learn_step_weights=False,
             )
             with torch.no_grad():
                 _, (index, weight) = conv(

@@ -51,9 +51,17 @@ def graph(
     return x.to(device), edge_index.to(device), edge_weight
 
 
+#: The constructor's number of steps (experiments/node-classification-
+#: search.md chose it).
+DEFAULT_STEPS = 4
+
+
 def conv64(*args, seed=0, device='cpu', **kwargs):
     torch.manual_seed(seed)
-    kwargs.setdefault('num_steps', 1)  # Two or more where a test asks.
+    # One step, the output the last step's: more, and learned step
+    # weights, where a test asks.
+    kwargs.setdefault('num_steps', 1)
+    kwargs.setdefault('learn_step_weights', False)
     return APNetConv(*args, **kwargs).double().to(device)
 
 
@@ -106,13 +114,20 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     conv = APNetConv(32).double()
     # The drop-in defaults (chosen on validation across a homophilic and
     # three heterophilic graphs, experiments/node-classification-search.md):
-    # AGNNConv with the temperature learned from 1.
+    # AGNNConv's attention with the temperature learned from 1, over
+    # DEFAULT_STEPS steps whose outputs (and the input) are combined with
+    # learned weights, starting at one step's output: AGNNConv's.
     assert str(conv) == (
-        'APNetConv(32, proj_channels=None, temperature=1.0, num_steps=1)'
+        'APNetConv(32, proj_channels=None, temperature=1.0, '
+        f'num_steps={DEFAULT_STEPS})'
     )
     assert isinstance(conv.lin, torch.nn.Identity)
     assert conv.temperature.item() == 1.0
     assert conv.temperature.requires_grad
+    assert conv.learn_step_weights and conv.step_weights.requires_grad
+    assert conv.step_weights.tolist() == [0.0, 1.0] + [0.0] * (
+        DEFAULT_STEPS - 1
+    )
     assert (
         conv.proj_init == 'glorot'
         and conv.add_self_loops
@@ -126,12 +141,31 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     )
     agnn = AGNNConv(requires_grad=True).double()
     assert torch.allclose(conv(x, edge_index), agnn(x, edge_index), atol=1e-12)
+    with torch.no_grad():
+        conv.step_weights.copy_(torch.randn(DEFAULT_STEPS + 1))
+    expected = apnet_reference(
+        x,
+        edge_index,
+        None,
+        temperature=1.0,
+        num_steps=DEFAULT_STEPS,
+        step_weights=conv.step_weights,
+    )
+    assert torch.allclose(conv(x, edge_index), expected, atol=1e-12)
+    conv.reset_parameters()
+    assert conv.step_weights[1].item() == 1.0
     dense = DenseAPNetConv(32).double()
     assert str(dense) == str(conv).replace('APNetConv', 'DenseAPNetConv')
     dense.load_state_dict(conv.state_dict())
+    # The last step's output alone: no step weights to learn or save.
+    last = APNetConv(32, learn_step_weights=False)
+    assert last.step_weights is None
+    assert 'step_weights' not in last.state_dict()
 
     # The paper's configuration, as the ZSL model passes it:
-    paper = APNetConv(16, 256, temperature=10.0, num_steps=1)
+    paper = APNetConv(
+        16, 256, temperature=10.0, num_steps=1, learn_step_weights=False
+    )
     assert str(paper) == (
         'APNetConv(16, proj_channels=256, temperature=10.0, num_steps=1)'
     )
@@ -173,8 +207,15 @@ def test_apnet_conv(make_random_graph):
 @pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
 @pytest.mark.parametrize('num_steps', [1, 3])
 @pytest.mark.parametrize('weighted', [False, True])
+@pytest.mark.parametrize('learn_step_weights', [False, True])
 def test_apnet_conv_equals_reference(
-    kernel, num_steps, weighted, apnet_reference, make_random_graph, device
+    kernel,
+    num_steps,
+    weighted,
+    learn_step_weights,
+    apnet_reference,
+    make_random_graph,
+    device,
 ):
     x, edge_index, edge_weight = graph(
         weighted=weighted, make_random_graph=make_random_graph, device=device
@@ -196,9 +237,15 @@ def test_apnet_conv_equals_reference(
         temperature=3.0,
         learn_temperature=True,
         num_steps=num_steps,
+        learn_step_weights=learn_step_weights,
         kernel=kernel,
         device=device,
     )
+    if learn_step_weights:
+        # Away from where they start (one step's output), every term
+        # counts.
+        with torch.no_grad():
+            conv.step_weights.copy_(torch.randn(num_steps + 1))
     out = conv(x, edge_index, edge_weight)
     expected = apnet_reference(
         x,
@@ -207,12 +254,14 @@ def test_apnet_conv_equals_reference(
         edge_weight,
         conv.temperature,
         num_steps,
+        step_weights=conv.step_weights,
     )
     assert torch.allclose(out, expected, atol=1e-10)
 
     # Gradients with respect to every input and parameter:
     inputs = [x, conv.lin.weight, conv.temperature]
     inputs += [edge_weight] if weighted else []
+    inputs += [conv.step_weights] if learn_step_weights else []
     grad_out = torch.randn_like(out)
     grads = torch.autograd.grad(out, inputs, grad_out)
     expected_grads = torch.autograd.grad(expected, inputs, grad_out)
@@ -582,7 +631,9 @@ def test_apnet_conv_equals_dense_on_batch(make_random_graph, device):
     x = batch.x.clone().requires_grad_()
     conv = conv64(6, 4, num_steps=2, learn_temperature=True, device=device)
     dense = (
-        DenseAPNetConv(6, 4, num_steps=2, learn_temperature=True)
+        DenseAPNetConv(
+            6, 4, num_steps=2, learn_temperature=True, learn_step_weights=False
+        )
         .double()
         .to(device)
     )
@@ -639,7 +690,11 @@ def test_apnet_conv_lazy_in_channels(make_random_graph):
     x_src, x_dst, bipartite_index, _ = bipartite_graph(channels=(6, 3))
     with pytest.raises(ValueError, match=r'in_channels=\(-1, -1\)'):
         APNetConv(-1, 4).double()((x_src, x_dst), bipartite_index)
-    conv = APNetConv((-1, -1), 4).double()
+    # The learned step weights mix in x[1]: sides of one size, or the last
+    # step's output alone.
+    with pytest.raises(ValueError, match='pass learn_step_weights=False'):
+        APNetConv((-1, -1), 4).double()((x_src, x_dst), bipartite_index)
+    conv = APNetConv((-1, -1), 4, learn_step_weights=False).double()
     assert conv((x_src, x_dst), bipartite_index).shape == (4, 6)
     with pytest.raises(ValueError, match=r"'x\[1\]' must have 3 features"):
         conv((x_src, x_src[:4]), bipartite_index)
@@ -753,6 +808,49 @@ def bipartite_graph(
         torch.rand(num_edges, generator=generator, dtype=torch.float64) + 0.1
     )
     return tuple(t.to(device) for t in (x_src, x_dst, edge_index, edge_weight))
+
+
+@pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
+def test_apnet_conv_bipartite_step_weights_equal_reference(kernel, device):
+    # On a bipartite graph the input term of the learned combination is
+    # the targets' own features x[1]; step t's output is that of a layer
+    # of t steps.
+    x_src, x_dst, edge_index, edge_weight = bipartite_graph(device=device)
+    x_src.requires_grad_()
+    x_dst.requires_grad_()
+    conv = conv64(
+        (6, 6),
+        3,
+        temperature=2.0,
+        kernel=kernel,
+        num_steps=2,
+        learn_step_weights=True,
+        device=device,
+    )
+    with torch.no_grad():
+        conv.step_weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    out = conv((x_src, x_dst), edge_index, edge_weight)
+    weights = (conv.lin_src.weight, conv.lin_dst.weight)
+    steps = [x_dst] + [
+        bipartite_reference(
+            x_src,
+            x_dst,
+            edge_index,
+            *weights,
+            edge_weight,
+            conv.temperature,
+            t,
+        )
+        for t in (1, 2)
+    ]
+    expected = sum(w * step for w, step in zip(conv.step_weights, steps))
+    assert torch.allclose(out, expected, atol=1e-12)
+    inputs = [x_src, x_dst, conv.step_weights, *weights]
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-10)
 
 
 @pytest.mark.parametrize('kernel', ['sparse', 'message_passing'])
@@ -1231,7 +1329,8 @@ def test_apnet_conv_edge_weight_in_another_dtype(make_random_graph):
     conv = conv64(6, 4)
     expected = conv(x, edge_index, low.double())
     assert torch.allclose(conv(x, edge_index, low), expected, atol=1e-12)
-    dense = DenseAPNetConv(6, 4, num_steps=1).double()
+    dense = DenseAPNetConv(6, 4, num_steps=1, learn_step_weights=False)
+    dense = dense.double()
     dense.load_state_dict(conv.state_dict())
     adj = torch.zeros(8, 8, dtype=torch.bfloat16)
     adj[edge_index[1], edge_index[0]] = low
@@ -1550,7 +1649,11 @@ def test_apnet_conv_half_precision_equals_reference(
     edge_weight = torch.cat([edge_weight, edge_weight.new_tensor([2.0, 0.5])])
     torch.manual_seed(0)
     conv = APNetConv(
-        16, learn_temperature=True, kernel=kernel, **SETTINGS[setting]
+        16,
+        learn_temperature=True,
+        learn_step_weights=False,
+        kernel=kernel,
+        **SETTINGS[setting],
     ).to(device, dtype)
     (x, edge_weight), (x64, edge_weight64) = low_precision_copies(
         [x, edge_weight], dtype
@@ -1629,7 +1732,12 @@ def test_apnet_conv_autocast(dtype, make_random_graph, device):
     torch.manual_seed(0)
     # With a projection (autocast runs it in the lower precision) and two
     # steps.
-    options = dict(proj_channels=16, temperature=0.5, num_steps=2)
+    options = dict(
+        proj_channels=16,
+        temperature=0.5,
+        num_steps=2,
+        learn_step_weights=False,
+    )
     sparse = APNetConv(16, **options).to(device)
     message_passing = APNetConv(16, **options, kernel='message_passing').to(
         device

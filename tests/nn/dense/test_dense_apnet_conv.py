@@ -42,9 +42,11 @@ def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0, device='cpu'):
 
 def conv64(*args, device='cpu', **kwargs):
     torch.manual_seed(0)
-    # A temperature other than 1 and one step where the tests ask for none.
+    # A temperature other than 1 and one step, the output the last step's,
+    # where the tests ask for none.
     kwargs.setdefault('temperature', 0.5)
     kwargs.setdefault('num_steps', 1)
+    kwargs.setdefault('learn_step_weights', False)
     return DenseAPNetConv(*args, **kwargs).double().to(device)
 
 
@@ -89,8 +91,9 @@ def test_dense_apnet_conv_signature_matches_dense_gat_conv():
 
 @pytest.mark.parametrize('num_steps', [1, 2])
 @pytest.mark.parametrize('weighted', [False, True])
+@pytest.mark.parametrize('learn_step_weights', [False, True])
 def test_dense_apnet_conv_equals_reference(
-    num_steps, weighted, apnet_reference, device
+    num_steps, weighted, learn_step_weights, apnet_reference, device
 ):
     x, adj, weight = dense_graph(device=device)
     weight[:, 1, 1] = 0.5  # An existing self-loop keeps its weight.
@@ -103,8 +106,12 @@ def test_dense_apnet_conv_equals_reference(
         temperature=4.0,
         learn_temperature=True,
         num_steps=num_steps,
+        learn_step_weights=learn_step_weights,
         device=device,
     )
+    if learn_step_weights:  # Away from one step's output.
+        with torch.no_grad():
+            conv.step_weights.copy_(torch.randn(num_steps + 1))
     out = conv(x, adj)
     for b in range(3):
         target, source = adj[b].nonzero().t()
@@ -117,10 +124,12 @@ def test_dense_apnet_conv_equals_reference(
             edge_weight,
             conv.temperature,
             num_steps,
+            step_weights=conv.step_weights,
         )
         assert torch.allclose(out[b], expected, atol=1e-12)
         grad_out = torch.randn_like(expected)
         inputs = [x, weight, conv.lin.weight, conv.temperature]
+        inputs += [conv.step_weights] if learn_step_weights else []
         grads = torch.autograd.grad(
             out[b], inputs, grad_out, retain_graph=True, allow_unused=True
         )
@@ -264,9 +273,9 @@ def test_dense_apnet_conv_compile(dtype, device):
     x, adj = x.to(dtype), adj.to(dtype)
     mask = torch.ones(3, 5, dtype=torch.bool, device=device)
     mask[1, 3:] = False
-    conv = DenseAPNetConv(6, 4, num_steps=2, learn_temperature=True).to(
-        device, dtype
-    )
+    conv = DenseAPNetConv(
+        6, 4, num_steps=2, learn_temperature=True, learn_step_weights=False
+    ).to(device, dtype)
     explanation = torch._dynamo.explain(conv)(x, adj, mask)
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
@@ -394,6 +403,7 @@ def test_dense_apnet_conv_half_precision_equals_reference(
         temperature=temperature,
         learn_temperature=True,
         num_steps=num_steps,
+        learn_step_weights=False,
     ).to(device, dtype)
     mask = torch.ones(3, 12, dtype=torch.bool, device=device)
     mask[1, 9:] = False
@@ -428,7 +438,9 @@ def test_dense_apnet_conv_autocast(dtype, device):
     x = x.float()
     adj = torch.ones(12, 12, dtype=torch.bool, device=device)
     torch.manual_seed(0)
-    conv = DenseAPNetConv(16, 32, temperature=10.0, num_steps=1).to(device)
+    conv = DenseAPNetConv(
+        16, 32, temperature=10.0, num_steps=1, learn_step_weights=False
+    ).to(device)
     with torch.autocast(device.type, dtype=dtype):
         out, alpha = conv(x, adj, return_attention_weights=True)
         h = conv.lin(x)
