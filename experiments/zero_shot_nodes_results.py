@@ -4,10 +4,11 @@ command, its output and where it ran. The numbers on the page are the command's
 output, written here, never by hand.
 
     python experiments/zero_shot_nodes_results.py
-        [--selection {split,folds}] [--out PAGE]
+        [--block {split,folds,refine}] [--out PAGE]
 
-Each selection has its block on the page; a run rewrites its own and
-keeps the other's.
+Each block is one command's run (the default protocol; its choices made
+by class folds; with the prototype refinement); a run rewrites its own
+block and keeps the others while their commands are current.
 """
 
 import argparse
@@ -52,6 +53,11 @@ BLOCKS = {
         ARGUMENTS + ['--selection', 'folds', '--selection-seeds', '1'],
         '<!-- nodes-folds-output:start -->',
         '<!-- nodes-folds-output:end -->',
+    ),
+    'refine': (
+        ARGUMENTS + ['--refine'],
+        '<!-- nodes-refine-output:start -->',
+        '<!-- nodes-refine-output:end -->',
     ),
 }
 BEGIN, END = BLOCKS['split'][1:]
@@ -143,7 +149,9 @@ DGPN's model, in
 [zero-shot-nodes-dgpn-ablation.md](zero-shot-nodes-dgpn-ablation.md),
 `experiments/dgpn_training_ablation.py`), and the class-fold selection
 (`--selection folds`, `python experiments/zero_shot_nodes_results.py
---selection folds` adds its block to this page).
+--block folds` adds its block to this page). The prototype
+refinement (`--refine`, `--block refine`) has its block below this
+run's.
 """
 
 
@@ -156,6 +164,30 @@ to train on two of Split II's seen and validation classes and validate
 on the other two, by the mean balanced accuracy over the folds (one run
 per fold and setting, so no seed ensemble); no unseen-class label is read
 either. The rows and the baselines' inputs are as above.
+"""
+
+
+REFINE_INTRO = """
+## The same, with the scores refined into class prototypes (`--refine`)
+
+`--refine` also tries every reading with the scores *refined into class
+prototypes* (`apnet_pyg.zsl.nodes.scores.PrototypeRefiner`: structured
+prediction for zero-shot learning, Zhang and Saligrama, ECCV 2016). The
+nodes a task classifies (the validation classes' nodes when choosing,
+the unseen classes' nodes when testing) form clusters in feature space,
+and the zero-shot scores only have to name them: each candidate class's
+prototype starts as the mean propagated features of the nodes it scores
+highest (a ranking within the class, which a calibration offset cannot
+move), then k-means with the cosine over those nodes, and every node is
+scored by its cosine to each prototype. Transductive: it reads which
+nodes are to be classified, as a transductive zero-shot method reads its
+unlabelled test set, never a label. The row "ESZSL (APNet's inputs),
+prototypes refined" applies the same refinement to ESZSL's scores: what
+it gives without APNet. Generalized zero-shot reads APNet's scores
+without it (its prototypes are clusters of the unseen classes' nodes; a
+generalized task mixes seen classes' nodes in). It is not in the default
+grid: the refinement amplifies the scores' ranking, right or wrong, and
+Split II's two validation classes cannot tell how it does with four.
 """
 
 
@@ -189,7 +221,7 @@ def check(page: Path = DEFAULT_PAGE) -> List[str]:
                 problems.append(f'{name}: no block of its run: {rerun}')
             continue
         if f'`{command_line(selection)}`' not in block:
-            flag = '' if selection == 'split' else f' --selection {selection}'
+            flag = '' if selection == 'split' else f' --block {selection}'
             problems.append(
                 f'{name}: the {selection} block is not the output of '
                 f'`{command_line(selection)}`: {rerun}{flag}'
@@ -200,7 +232,7 @@ def check(page: Path = DEFAULT_PAGE) -> List[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        '--selection',
+        '--block',
         choices=sorted(BLOCKS),
         default='split',
         help='which block to run and rewrite (default: split)',
@@ -210,7 +242,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO))
     from apnet_pyg.zsl.cli import main as apnet_zsl
 
-    arguments, begin, end = BLOCKS[args.selection]
+    arguments, begin, end = BLOCKS[args.block]
     buffer = io.StringIO()
     # The machine may be shared: its load says what the wall clock means.
     load = os.getloadavg()[0]
@@ -238,14 +270,14 @@ def main(argv=None) -> int:
             for name in BLOCKS
             if f'`{command_line(name)}`' in (block := block_of(old, name))
         }
-    blocks[args.selection] = (
-        begin + '\n' + f'`{command_line(args.selection)}` (run from the '
+    blocks[args.block] = (
+        begin + '\n' + f'`{command_line(args.block)}` (run from the '
         f'repository root, 1 torch thread, on {processor}, '
         f'{seconds / 60:.1f} min wall clock; load average {load:.1f} '
         f'on {os.cpu_count()} cores when it started) printed:\n\n'
         + table.strip()
         + '\n\nThe selection it made (mean over the selection seeds'
-        + (' and folds' if args.selection == 'folds' else '')
+        + (' and folds' if args.block == 'folds' else '')
         + '):\n\n```text\n'
         + selection.strip()
         + '\n```\n'
@@ -254,6 +286,8 @@ def main(argv=None) -> int:
     page = INTRO + '\n' + blocks.get('split', '') + '\n'
     if blocks.get('folds'):
         page += FOLDS_INTRO + '\n' + blocks['folds'] + '\n'
+    if blocks.get('refine'):
+        page += REFINE_INTRO + '\n' + blocks['refine'] + '\n'
     Path(args.out).write_text(page)
     print(f'wrote {args.out}')
     return 0

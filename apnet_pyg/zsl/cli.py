@@ -380,6 +380,14 @@ def build_parser() -> argparse.ArgumentParser:
         'of the default for time (selection_grid(full=True))',
     )
     nodes.add_argument(
+        '--refine',
+        action='store_true',
+        help='also read every setting with its scores refined into class '
+        'prototypes (k-means over the nodes classified, seeded by the '
+        'nodes each class scores highest; transductive, label-free), and '
+        'ESZSL the same way',
+    )
+    nodes.add_argument(
         '--quick',
         action='store_true',
         help='a smoke test, no result: 2 seeds, 2 epochs of 2 episodes, '

@@ -400,6 +400,7 @@ def nodes_command(args: argparse.Namespace) -> Dict:
         select=not args.no_select,
         selection=args.selection,
         gzsl=args.gzsl,
+        refine=args.refine,
         log=lambda line: print(line, flush=True),
     )
     if args.quick:

@@ -13,6 +13,7 @@ import torch
 from apnet_pyg.data.zero_shot_nodes import ClassSplit, ZeroShotNodes
 from apnet_pyg.zsl.baselines.eszsl import (
     eszsl_grid_predictions,
+    eszsl_scores,
     fit_eszsl,
     predict_eszsl,
 )
@@ -24,6 +25,7 @@ from apnet_pyg.zsl.baselines.sae import (
 from apnet_pyg.zsl.metrics import first_best_index, per_class_accuracy
 from apnet_pyg.zsl.nodes.inputs import NodeSetting, NodeTask
 from apnet_pyg.zsl.nodes.report import node_metrics, summarise
+from apnet_pyg.zsl.nodes.scores import PrototypeRefiner
 
 #: ESZSL's grid of gamma and lambda (each), as
 #: :func:`~apnet_pyg.zsl.baselines.eszsl.fit_eszsl_validated`'s default.
@@ -141,6 +143,38 @@ def eszsl_nodes(
             for split in splits
         },
     }
+
+
+def eszsl_refined_nodes(
+    nodes: ZeroShotNodes,
+    csd: str,
+    setting: NodeSetting,
+    splits: Sequence[ClassSplit],
+    choice: Tuple[float, float],
+) -> Dict[str, Any]:
+    r"""ESZSL at :obj:`choice` :math:`(\gamma, \lambda)` (as
+    :func:`eszsl_nodes` chose it) fitted on the seen classes' nodes, its
+    scores of the unseen classes' nodes refined into class prototypes over
+    those nodes' features
+    (:class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`), as APNet's
+    refined reading: what the refinement gives without APNet."""
+    out = {}
+    for split in splits:
+        x, y, s, task = closed_form_parts(nodes, split, csd, setting)
+        v = fit_eszsl(
+            x[task.seen_nodes], y[task.seen_nodes], s, split.seen, *choice
+        )
+        index = task.unseen_nodes
+        refiner = PrototypeRefiner(task.propagated_features[index])
+        scores = refiner(eszsl_scores(v, x[index], s, split.unseen))
+        out[split.name] = summarise(
+            [
+                node_metrics(
+                    split.unseen[scores.argmax(1)], y[index], split.unseen
+                )
+            ]
+        )
+    return {'gamma': choice[0], 'lam': choice[1], 'splits': out}
 
 
 def sae_nodes(

@@ -58,6 +58,14 @@ DESCRIPTION_PREPARATIONS = ('l2', 'center', 'whiten')
 #: :obj:`smoothing_temperature`).
 SMOOTHINGS = ('none', 'mean', 'attention')
 
+#: How the scores of the nodes a task classifies are finally read
+#: (transductive, label-free; see
+#: :class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`): :obj:`"none"`,
+#: or :obj:`"prototypes"`: every candidate class's prototype seeded by the
+#: nodes it scores highest, refined by k-means over those nodes' features,
+#: each node scored by its cosine to every prototype.
+REFINEMENTS = ('none', 'prototypes')
+
 #: Where the choices are made: :obj:`"split"`, on Split II's validation
 #: classes (trained on its seen classes); :obj:`"folds"`, by class-level
 #: cross-validation over Split II's seen and validation classes
@@ -125,9 +133,10 @@ class NodeSetting:
             :obj:`"attention"` smoothing. (default: :obj:`1.0`)
         ensemble (int): Models (seeds) whose calibrated scores are
             averaged. (default: :obj:`1`)
+        refinement (str): :data:`REFINEMENTS`. (default: :obj:`"none"`)
         config (TrainConfig): (default: :func:`default_config`)
 
-    The last four change how a trained model's scores are read, not its
+    The last five change how a trained model's scores are read, not its
     training (:meth:`training_key`).
     """
 
@@ -143,6 +152,7 @@ class NodeSetting:
     smoothing_steps: int = 16
     smoothing_temperature: float = 1.0
     ensemble: int = 1
+    refinement: str = 'none'
     config: TrainConfig = field(default_factory=default_config)
 
     def __post_init__(self):
@@ -154,6 +164,7 @@ class NodeSetting:
             ('descriptions', DESCRIPTION_PREPARATIONS),
             ('candidates', CANDIDATES),
             ('smoothing', SMOOTHINGS),
+            ('refinement', REFINEMENTS),
         ):
             if getattr(self, name) not in choices:
                 raise ValueError(
@@ -233,8 +244,8 @@ class NodeSetting:
         )
 
     def describe_reading(self) -> str:
-        r"""How the scores are read (smoothing, ensemble), as
-        :meth:`describe` ends; empty for neither."""
+        r"""How the scores are read (smoothing, ensemble, refinement), as
+        :meth:`describe` ends; empty for none of them."""
         out = ''
         if self.smoothing == 'mean':
             out += f', scores smoothed: mean x {self.smoothing_steps}'
@@ -245,6 +256,8 @@ class NodeSetting:
             )
         if self.ensemble > 1:
             out += f', ensemble of {self.ensemble} seeds'
+        if self.refinement == 'prototypes':
+            out += ', prototypes refined (k-means over the nodes scored)'
         return out
 
     def key(self) -> Tuple:
@@ -253,6 +266,7 @@ class NodeSetting:
             self.smoothing_steps,
             self.smoothing_temperature,
             self.ensemble,
+            self.refinement,
         )
 
     def training_key(self) -> Tuple:
@@ -454,6 +468,13 @@ class NodeTask:
             train_classes=split.seen,
             val_classes=split.val if split.val.numel() else None,
         )
+
+    @property
+    def propagated_features(self) -> Tensor:
+        r"""The node features after all of the setting's propagation
+        steps (the last hop), a row per node."""
+        num_nodes = self.nodes.data.y.numel()
+        return self.features.view(self.num_hops, num_nodes, -1)[-1]
 
     def hop_index(self, index: Tensor) -> Tensor:
         r"""The dataset's images of nodes :obj:`index` at every hop, hop

@@ -33,8 +33,8 @@ The protocol (:func:`run_nodes`), top to bottom:
    constant-predictor floor; mean and standard deviation over seeds (over
    ensembles for an ensemble).
 3. **Baselines**: ESZSL and SAE (:mod:`apnet_pyg.zsl.nodes.closed_form`)
-   on DGPN's inputs, ESZSL on APNet's, their hyper-parameters chosen as
-   APNet's.
+   on DGPN's inputs, ESZSL on APNet's (as it is and refined into
+   prototypes), their hyper-parameters chosen as APNet's.
 4. With :obj:`gzsl`, **generalized zero-shot** for APNet, ESZSL and SAE
    (:mod:`apnet_pyg.zsl.nodes.gzsl`), raw and with calibrated stacking.
 
@@ -58,12 +58,23 @@ from apnet_pyg.zsl.metrics import first_best_index
 from apnet_pyg.zsl.nodes.closed_form import (
     DGPN_INPUTS,
     eszsl_nodes,
+    eszsl_refined_nodes,
     sae_nodes,
 )
 from apnet_pyg.zsl.nodes.gzsl import apnet_gzsl, closed_form_gzsl
-from apnet_pyg.zsl.nodes.inputs import SELECTIONS, NodeSetting, NodeTask
+from apnet_pyg.zsl.nodes.inputs import (
+    REFINEMENTS,
+    SELECTIONS,
+    NodeSetting,
+    NodeTask,
+)
 from apnet_pyg.zsl.nodes.report import PUBLISHED, node_metrics, summarise
-from apnet_pyg.zsl.nodes.scores import ScoreSmoother, setting_scores
+from apnet_pyg.zsl.nodes.scores import (
+    PrototypeRefiner,
+    ScoreSmoother,
+    evaluated_scores,
+    setting_scores,
+)
 from apnet_pyg.zsl.nodes.selection import (
     reading_grid,
     select_setting,
@@ -87,6 +98,11 @@ OTHER_ROWS: Tuple[Tuple[str, str, Callable[[NodeSetting], bool]], ...] = (
         'APNet (best without score smoothing)',
         'APNet (best with score smoothing)',
         lambda s: s.smoothing != 'none',
+    ),
+    (
+        'APNet (best without prototype refinement)',
+        'APNet (best with prototype refinement)',
+        lambda s: s.refinement != 'none',
     ),
 )
 
@@ -122,7 +138,8 @@ def evaluate_rows(
     (:func:`~apnet_pyg.zsl.nodes.training.record_scores`, up to the most
     epochs a row of it needs), each row read from those runs at its epoch
     count (its smoothing; for an ensemble of :math:`S`, the
-    :math:`\lfloor |seeds| / S \rfloor` ensembles of consecutive seeds)."""
+    :math:`\lfloor |seeds| / S \rfloor` ensembles of consecutive seeds;
+    its refinement over the split's unseen classes' nodes)."""
     by_training: Dict[Tuple, List[int]] = {}
     for i, (_, candidate) in enumerate(candidates):
         by_training.setdefault(candidate['setting'].training_key(), []).append(
@@ -144,6 +161,9 @@ def evaluate_rows(
                 ]
             )
             target = nodes.data.y[task.unseen_nodes]
+            refiner = PrototypeRefiner(
+                task.propagated_features[task.unseen_nodes]
+            )
             for i in members:
                 row = candidates[i][1]
                 scores = setting_scores(
@@ -155,7 +175,12 @@ def evaluate_rows(
                     [
                         node_metrics(
                             split.unseen[
-                                group[task.unseen_nodes].argmax(dim=1)
+                                evaluated_scores(
+                                    group,
+                                    task.unseen_nodes,
+                                    row['setting'].refinement,
+                                    refiner,
+                                ).argmax(dim=1)
                             ],
                             target,
                             split.unseen,
@@ -209,6 +234,7 @@ def run_nodes(
     select: bool = True,
     selection: str = 'split',
     gzsl: bool = False,
+    refine: bool = False,
     log=print,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring) on :obj:`nodes` for
@@ -230,10 +256,16 @@ def run_nodes(
        selection's runs;
     3. ESZSL and SAE on DGPN's inputs
        (:data:`~apnet_pyg.zsl.nodes.closed_form.DGPN_INPUTS`), and ESZSL
-       on APNet's chosen inputs, hyper-parameters chosen as APNet's
-       (fixed ones without a selection);
+       on APNet's chosen inputs, as it is and with its scores refined
+       into prototypes, hyper-parameters chosen as APNet's (fixed ones
+       without a selection);
     4. with :obj:`gzsl`, generalized zero-shot for the chosen APNet, ESZSL
        and SAE.
+
+    With :obj:`refine`, every reading is also tried with the scores
+    refined into class prototypes
+    (:class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`), and ESZSL on
+    APNet's inputs is also shown refined.
 
     Returns a dictionary by CSD kind (:func:`format_nodes` prints it).
     """
@@ -301,7 +333,9 @@ def run_nodes(
                 selection_seeds,
                 log,
                 folds,
-                reading_grid(ensemble_sizes),
+                reading_grid(
+                    ensemble_sizes, REFINEMENTS if refine else ('none',)
+                ),
             )
             candidates = [('APNet (chosen)', selected['chosen'])]
             candidates += _other_rows(selected)
@@ -359,6 +393,24 @@ def run_nodes(
                     **apnet_inputs,
                 }
             )
+        if select and refine:
+            # What the prototype refinement gives without APNet.
+            refined = eszsl_refined_nodes(
+                nodes,
+                csd,
+                chosen['setting'],
+                splits,
+                (apnet_inputs['gamma'], apnet_inputs['lam']),
+            )
+            rows.append(
+                {
+                    'method': "ESZSL (APNet's inputs), prototypes refined",
+                    'setting': f'gamma={refined["gamma"]:g}, '
+                    f'lambda={refined["lam"]:g} (the row above), '
+                    'prototypes refined (k-means over the nodes scored)',
+                    **refined,
+                }
+            )
 
         # 4. Generalized zero-shot: every test node among all classes.
         gzsl_rows = None
@@ -402,6 +454,11 @@ def run_nodes(
                 'setting': selected['oracle']['setting'].describe(),
             },
             'gzsl': gzsl_rows,
+            **(
+                {'refinement_chosen': chosen['setting'].refinement != 'none'}
+                if refine
+                else {}
+            ),
             'published': PUBLISHED.get(nodes.name.lower(), {}).get(csd, {}),
         }
     return results
@@ -421,10 +478,12 @@ def _gzsl_rows(
     log,
 ) -> List[Dict[str, Any]]:
     # APNet (its chosen setting, reading and epochs), ESZSL and SAE (their
-    # chosen hyper-parameters) in generalized zero-shot.
+    # chosen hyper-parameters) in generalized zero-shot. APNet's scores are
+    # read without the prototype refinement: its prototypes are the unseen
+    # classes' nodes' clusters, and a generalized task mixes seen nodes in.
     start = time.perf_counter()
     label, candidate = chosen
-    setting = candidate['setting']
+    setting = candidate['setting'].replace(refinement='none')
     rows = [
         {
             'method': label,

@@ -185,6 +185,11 @@ def format_nodes(results: Dict[str, Any]) -> str:
                 + ('yes' if block['knn_chosen'] else 'no')
                 + f' (the chosen setting: {_graph_of(block["rows"][0])})',
             ]
+        if 'refinement_chosen' in block:
+            lines.append(
+                'prototype refinement chosen: '
+                + ('yes' if block['refinement_chosen'] else 'no')
+            )
         if oracle is not None:
             cells = []
             for name in names:

@@ -3,7 +3,9 @@ r"""The scores of zero-shot node classification
 node at every hop, calibrated and averaged (:class:`NodeScores`), then,
 transductively and without a label, smoothed over the node graph
 (:class:`ScoreSmoother`) and averaged over the models of a seed ensemble
-(:func:`setting_scores`).
+(:func:`setting_scores`); last, the scores of the nodes a task classifies
+may be refined into prototypes of their classes
+(:class:`PrototypeRefiner`, :func:`evaluated_scores`).
 
 Smoothing is label propagation of the scores, not of labels: the unseen
 classes' score matrix :math:`\mathbf{S}` (every node of the graph against
@@ -16,14 +18,21 @@ node graph (self-loops added): the mean over a node and its neighbours
 share its class, so their scores vote with its own.
 """
 
+import math
 from typing import Dict, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
 from apnet_pyg.zsl.evaluate import apnet_score_fn
-from apnet_pyg.zsl.nodes.inputs import SMOOTHINGS, NodeSetting, NodeTask
+from apnet_pyg.zsl.nodes.inputs import (
+    REFINEMENTS,
+    SMOOTHINGS,
+    NodeSetting,
+    NodeTask,
+)
 
 
 def combine_hop_scores(
@@ -255,3 +264,104 @@ def setting_scores(
         [steps],
         setting.smoothing_temperature,
     )[steps]
+
+
+#: The most k-means steps of :class:`PrototypeRefiner` (it stops earlier
+#: once no node changes its class).
+PROTOTYPE_STEPS = 20
+
+
+class PrototypeRefiner:
+    r"""Refines the zero-shot scores of the :math:`n` nodes a task
+    classifies into prototypes of the candidate classes, transductively
+    and without a label: structured prediction for zero-shot learning
+    (Zhang and Saligrama, ECCV 2016). The nodes of the unseen classes form
+    clusters in feature space; the zero-shot scores only have to name
+    them.
+
+    With :math:`\mathbf{z}_i` node :math:`i`'s :obj:`features` centred
+    over the :math:`n` nodes and scaled to unit length, class :math:`c`'s
+    prototype starts as the normalised mean of the :math:`\lceil n / 2C
+    \rceil` nodes of highest score :math:`s_{ic}` (a ranking within the
+    class's column, which its calibration offset cannot change; half the
+    nodes a class would have if the :math:`C` classes were equal), then
+    k-means with the cosine: every node joins its most similar prototype,
+    every prototype becomes the normalised mean of its nodes (a prototype
+    left without a node stays), at most :obj:`steps` times. The refined
+    score of node :math:`i` for class :math:`c` is
+    :math:`\cos(\mathbf{z}_i, \mathbf{p}_c)`.
+
+    Args:
+        features (Tensor): The features of the :math:`n` nodes, one row
+            each (e.g. :attr:`NodeTask.propagated_features` of them).
+        steps (int): The most k-means steps. (default:
+            :data:`PROTOTYPE_STEPS`)
+    """
+
+    def __init__(self, features: Tensor, steps: int = PROTOTYPE_STEPS):
+        if features.dim() != 2 or features.size(0) == 0:
+            raise ValueError(
+                "'features' must be [nodes, channels] with at least one "
+                f'node (got shape {tuple(features.shape)})'
+            )
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(
+                f"'steps' must be a positive integer (got {steps!r})"
+            )
+        z = features.float()
+        self.z = F.normalize(z - z.mean(dim=0), dim=1)
+        self.steps = steps
+
+    @torch.no_grad()
+    def __call__(self, scores: Tensor) -> Tensor:
+        r"""The refined scores :math:`(n, C)` of the scores
+        :obj:`scores` :math:`(n, C)` of the same nodes."""
+        if scores.dim() != 2 or scores.size(0) != self.z.size(0):
+            raise ValueError(
+                f"'scores' must be [{self.z.size(0)} nodes, classes] "
+                f'(got shape {tuple(scores.shape)})'
+            )
+        num_classes = scores.size(1)
+        top = math.ceil(scores.size(0) / (2 * num_classes))
+        first = scores.topk(top, dim=0).indices  # [top, C]
+        prototypes = F.normalize(self.z[first].mean(dim=0), dim=1)
+        assignment = None
+        for _ in range(self.steps):
+            nearest = (self.z @ prototypes.T).argmax(dim=1)
+            if assignment is not None and torch.equal(nearest, assignment):
+                break
+            assignment = nearest
+            members = F.one_hot(nearest, num_classes).to(self.z.dtype)
+            sums = members.T @ self.z
+            filled = (members.sum(dim=0) > 0).unsqueeze(1)
+            prototypes = torch.where(
+                filled, F.normalize(sums, dim=1), prototypes
+            )
+        return (self.z @ prototypes.T).to(scores.dtype)
+
+
+def evaluated_scores(
+    scores: Tensor,
+    index: Tensor,
+    refinement: str = 'none',
+    refiner: Optional[PrototypeRefiner] = None,
+) -> Tensor:
+    r"""The scores :math:`(n, C)` of the nodes :obj:`index` a task
+    classifies, from the score matrix :obj:`scores` :math:`(N, C)` of
+    every node, read as :obj:`refinement` (:data:`REFINEMENTS`) says:
+    as they are, or refined by :obj:`refiner` (built on the same nodes'
+    features)."""
+    if refinement not in REFINEMENTS:
+        raise ValueError(
+            f"'refinement' must be one of {', '.join(REFINEMENTS)} "
+            f'(got {refinement!r})'
+        )
+    out = scores[index]
+    if refinement == 'prototypes':
+        if refiner is None:
+            raise ValueError(
+                "refinement='prototypes' needs a 'refiner' (a "
+                'PrototypeRefiner of the same nodes)'
+            )
+        out = refiner(out)
+    return out

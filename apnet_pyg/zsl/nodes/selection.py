@@ -9,7 +9,10 @@ The grid has two parts, fixed in advance:
 * the *readings* of a trained model's scores (:func:`reading_grid`): no
   smoothing, or the score matrix smoothed over the node graph
   (:data:`SMOOTHING_READINGS`), each for a single model and for the seed
-  ensemble of the selection's seeds.
+  ensemble of the selection's seeds; on request (:obj:`refine` of
+  :func:`~apnet_pyg.zsl.nodes.protocol.run_nodes`) each also with the
+  scores of the nodes classified refined into class prototypes
+  (:class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`).
 
 Every training setting is trained once per selection seed (and class
 fold); every reading of it is scored from the same runs
@@ -41,7 +44,12 @@ from apnet_pyg.zsl.nodes.inputs import (
     node_features,
     scale_features,
 )
-from apnet_pyg.zsl.nodes.scores import ScoreSmoother, read_scores
+from apnet_pyg.zsl.nodes.scores import (
+    PrototypeRefiner,
+    ScoreSmoother,
+    evaluated_scores,
+    read_scores,
+)
 from apnet_pyg.zsl.nodes.training import record_scores
 
 #: The smoothings of the reading grid: (smoothing, steps K, temperature).
@@ -129,20 +137,27 @@ def selection_grid(
     return grid
 
 
-def reading_grid(ensemble_sizes: Sequence[int] = (1,)) -> List[Dict]:
+def reading_grid(
+    ensemble_sizes: Sequence[int] = (1,),
+    refinements: Sequence[str] = ('none',),
+) -> List[Dict]:
     r"""The readings of a trained setting's scores, fixed in advance: each
     smoothing of :data:`SMOOTHING_READINGS` for each seed-ensemble size of
-    :obj:`ensemble_sizes` (single models first), as changes of a
-    :class:`NodeSetting`."""
+    :obj:`ensemble_sizes` (single models first), each with every
+    refinement of :obj:`refinements`
+    (:data:`~apnet_pyg.zsl.nodes.inputs.REFINEMENTS`; default: none), as
+    changes of a :class:`NodeSetting`."""
     return [
         {
             'smoothing': smoothing,
             'smoothing_steps': steps,
             'smoothing_temperature': temperature,
             'ensemble': size,
+            'refinement': refinement,
         }
         for size in ensemble_sizes
         for smoothing, steps, temperature in SMOOTHING_READINGS
+        for refinement in refinements
     ]
 
 
@@ -161,12 +176,18 @@ def reading_curves(
     readings: Sequence[Dict],
     smoother: ScoreSmoother,
     metric,
+    index: Tensor,
+    refiner: Optional[PrototypeRefiner] = None,
 ) -> List[Tensor]:
     r"""For each reading of :obj:`readings`, the :obj:`metric` of its
     scores after every epoch, one row per seed (a single model) or per
     ensemble: from the recorded scores :obj:`scores`
-    :math:`(\text{seeds}, E, N, C)`; :obj:`metric` maps one
-    :math:`(N, C)` score matrix to a number."""
+    :math:`(\text{seeds}, E, N, C)`, the scores of the nodes
+    :obj:`index` read as the reading says
+    (:func:`~apnet_pyg.zsl.nodes.scores.evaluated_scores`, with
+    :obj:`refiner` for a refined reading); :obj:`metric` maps those
+    :math:`(n, C)` scores to a number, or to a tuple of numbers (a last
+    dimension of the curves)."""
     out: List[Optional[Tensor]] = [None] * len(readings)
     # The readings of one smoothing and ensemble size share their pass.
     groups: Dict[tuple, List[int]] = {}
@@ -180,8 +201,15 @@ def reading_curves(
         )
         for i in members:
             value = read[readings[i]['smoothing_steps']]
+            refinement = readings[i].get('refinement', 'none')
             out[i] = torch.tensor(
-                [[metric(m) for m in per_seed] for per_seed in value],
+                [
+                    [
+                        metric(evaluated_scores(m, index, refinement, refiner))
+                        for m in per_seed
+                    ]
+                    for per_seed in value
+                ],
                 dtype=torch.float64,
             )
     return out
@@ -245,12 +273,17 @@ def select_setting(
             val = torch.stack([r['val'] for r in recorded])
             target = y[task.val_nodes]
 
-            def balanced(scores, task=task, fold=fold, target=target):
-                prediction = fold.val[scores[task.val_nodes].argmax(1)]
+            def balanced(scores, fold=fold, target=target):
+                prediction = fold.val[scores.argmax(1)]
                 return 100.0 * per_class_accuracy(prediction, target, fold.val)
 
+            refiner = PrototypeRefiner(
+                task.propagated_features[task.val_nodes]
+            )
             for i, curve in enumerate(
-                reading_curves(val, readings, smoother, balanced)
+                reading_curves(
+                    val, readings, smoother, balanced, task.val_nodes, refiner
+                )
             ):
                 curves[i].append(curve)
             if 'unseen' in class_sets:
@@ -302,6 +335,8 @@ def _reading_name(setting: NodeSetting) -> str:
         if setting.smoothing == 'none'
         else f'{setting.smoothing}{setting.smoothing_steps}'
     )
+    if setting.refinement == 'prototypes':
+        name += '+proto'
     return name + (f' x{setting.ensemble}' if setting.ensemble > 1 else '')
 
 
@@ -317,27 +352,31 @@ def _oracle_rows(
     split, y = task.split, task.nodes.data.y
     target = y[task.unseen_nodes]
 
-    def accuracy(scores):
-        prediction = split.unseen[scores[task.unseen_nodes].argmax(1)]
-        return 100.0 * float((prediction == target).double().mean())
-
-    def balanced(scores):
-        prediction = split.unseen[scores[task.unseen_nodes].argmax(1)]
-        return 100.0 * per_class_accuracy(prediction, target, split.unseen)
-
-    rows = []
-    accuracies = reading_curves(unseen, readings, smoother, accuracy)
-    balances = reading_curves(unseen, readings, smoother, balanced)
-    for reading, acc, bal in zip(readings, accuracies, balances):
-        rows.append(
-            {
-                'setting': setting.replace(**reading),
-                'split': split.name,
-                'acc': acc,
-                'balanced': bal,
-            }
+    def accuracy_and_balanced(scores):
+        prediction = split.unseen[scores.argmax(1)]
+        return (
+            100.0 * float((prediction == target).double().mean()),
+            100.0 * per_class_accuracy(prediction, target, split.unseen),
         )
-    return rows
+
+    refiner = PrototypeRefiner(task.propagated_features[task.unseen_nodes])
+    curves = reading_curves(
+        unseen,
+        readings,
+        smoother,
+        accuracy_and_balanced,
+        task.unseen_nodes,
+        refiner,
+    )
+    return [
+        {
+            'setting': setting.replace(**reading),
+            'split': split.name,
+            'acc': curve[..., 0],
+            'balanced': curve[..., 1],
+        }
+        for reading, curve in zip(readings, curves)
+    ]
 
 
 def oracle_choice(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:

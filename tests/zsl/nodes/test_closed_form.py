@@ -1,9 +1,17 @@
 import pytest
 
-from apnet_pyg.zsl.nodes.closed_form import DGPN_INPUTS, eszsl_nodes, sae_nodes
+from apnet_pyg.zsl.baselines.eszsl import eszsl_scores, fit_eszsl
+from apnet_pyg.zsl.nodes.closed_form import (
+    DGPN_INPUTS,
+    eszsl_nodes,
+    eszsl_refined_nodes,
+    sae_nodes,
+)
 from apnet_pyg.zsl.nodes.inputs import NodeTask
+from apnet_pyg.zsl.nodes.report import node_metrics
+from apnet_pyg.zsl.nodes.scores import PrototypeRefiner
 from apnet_pyg.zsl.nodes.selection import selection_folds
-from tests.helpers.zero_shot_nodes import relabel_unseen
+from tests.helpers.zero_shot_nodes import TINY_NODES, relabel_unseen
 
 
 @pytest.mark.parametrize('selection', ['split', 'folds'])
@@ -57,3 +65,31 @@ def test_closed_form_choice_on_split_ii_is_the_validated_fit(tiny):
     sae = sae_nodes(nodes, 'text', DGPN_INPUTS, [split])
     assert (sae['lam'], sae['space']) == (lam, space)
     assert sae['val_balanced'] == pytest.approx(accuracy, abs=1e-9)
+
+
+def test_eszsl_refined_is_eszsl_read_through_the_refiner(tiny):
+    # The same fit as ESZSL's row, its unseen scores refined over the
+    # unseen classes' nodes' propagated features.
+    _, nodes = tiny
+    splits = [nodes.split('I'), nodes.split('II')]
+    setting = TINY_NODES.replace(scoring='single')
+    out = eszsl_refined_nodes(nodes, 'text', setting, splits, (1.0, 10.0))
+    assert (out['gamma'], out['lam']) == (1.0, 10.0)
+    y = nodes.data.y
+    for split in splits:
+        task = NodeTask(nodes, split, 'text', setting)
+        x, s = task.features.double(), task.descriptions.double()
+        v = fit_eszsl(
+            x[task.seen_nodes], y[task.seen_nodes], s, split.seen, 1.0, 10.0
+        )
+        index = task.unseen_nodes
+        scores = PrototypeRefiner(task.features[index])(
+            eszsl_scores(v, x[index], s, split.unseen)
+        )
+        expected = node_metrics(
+            split.unseen[scores.argmax(1)], y[index], split.unseen
+        )
+        assert out['splits'][split.name]['acc'] == pytest.approx(
+            expected['acc']
+        )
+        assert out['splits'][split.name]['seeds'] == 1

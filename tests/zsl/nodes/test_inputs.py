@@ -111,6 +111,8 @@ def test_bad_setting():
         NodeSetting(candidates='unseen')
     with pytest.raises(ValueError, match="'smoothing' must be one of"):
         NodeSetting(smoothing='gcn')
+    with pytest.raises(ValueError, match="'refinement' must be one of"):
+        NodeSetting(refinement='kmeans')
     for name in ('smoothing_steps', 'ensemble'):
         with pytest.raises(ValueError, match=f"'{name}' must be a positive"):
             NodeSetting(**{name: 0})
@@ -133,6 +135,13 @@ def test_readings_share_the_training():
     assert read.key() != TINY_NODES.key()
     assert read.describe().endswith(
         ', scores smoothed: attention (gamma=2) x 64, ensemble of 2 seeds'
+    )
+    refined = read.replace(refinement='prototypes')
+    assert refined.training_key() == TINY_NODES.training_key()
+    assert refined.key() != read.key()
+    assert refined.describe().endswith(
+        'ensemble of 2 seeds, prototypes refined (k-means over the nodes '
+        'scored)'
     )
     assert (
         TINY_NODES.replace(smoothing='mean')
@@ -171,3 +180,20 @@ def test_task_holds_out_nodes(tiny):
     assert not bool(torch.isin(trained, held_out).any())
     assert trained.numel() == (TINY_NODES.hops + 1) * task.seen_nodes.numel()
     assert torch.equal(task.unseen_nodes, whole.unseen_nodes)
+
+
+def test_propagated_features_are_the_last_hop(tiny):
+    _, nodes = tiny
+    split = nodes.split('II')
+    n = nodes.data.y.numel()
+    hops = NodeTask(nodes, split, 'text', TINY_NODES)
+    assert torch.equal(
+        hops.propagated_features, hops.features[TINY_NODES.hops * n :]
+    )
+    single = NodeTask(
+        nodes, split, 'text', TINY_NODES.replace(scoring='single')
+    )
+    assert torch.equal(single.propagated_features, single.features)
+    assert torch.allclose(
+        single.propagated_features, hops.propagated_features, atol=1e-6
+    )

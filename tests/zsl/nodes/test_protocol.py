@@ -36,6 +36,7 @@ def test_run_nodes_table(tiny):
         base=TINY_NODES,
         grid=quick_grid(TINY_NODES),
         gzsl=True,
+        refine=True,
         log=lambda line: None,
     )
     block = results['csds']['text']
@@ -43,11 +44,12 @@ def test_run_nodes_table(tiny):
     methods = [row['method'] for row in rows]
     assert methods[0] == 'APNet (chosen)'
     # The best with the other choice of the k-NN graph and of smoothing.
-    assert len(methods) == 1 + len(OTHER_ROWS) + 3
-    assert methods[-3:] == [
+    assert len(methods) == 1 + len(OTHER_ROWS) + 4
+    assert methods[-4:] == [
         "ESZSL (DGPN's inputs)",
         "SAE (DGPN's inputs)",
         "ESZSL (APNet's inputs)",
+        "ESZSL (APNet's inputs), prototypes refined",
     ]
     chosen = rows[0]
     knn = 'graph=knn' in chosen['setting']
@@ -60,17 +62,22 @@ def test_run_nodes_table(tiny):
     assert ('graph=knn' in rows[1]['setting']) != knn
     smoothed = 'scores smoothed' in chosen['setting']
     assert ('scores smoothed' in rows[2]['setting']) != smoothed
+    refined = 'prototypes refined' in chosen['setting']
+    assert block['refinement_chosen'] == refined
+    assert ('prototypes refined' in rows[3]['setting']) != refined
     # An ensemble row: over its ensembles of consecutive seeds.
     expected = 2 if 'ensemble of 2 seeds' in chosen['setting'] else 4
     assert chosen['splits']['I']['seeds'] == expected
     # Every setting and reading of the grid, with its validation figure.
-    assert len(block['selection']) == 2 * 10
+    assert len(block['selection']) == 2 * 20
     assert block['oracle']['split'] == 'II'
     assert [row['method'] for row in block['gzsl']] == [
         'APNet (chosen)',
         "ESZSL (DGPN's inputs)",
         "SAE (DGPN's inputs)",
     ]
+    # Generalized zero-shot reads APNet's scores unrefined.
+    assert 'prototypes refined' not in block['gzsl'][0]['setting']
     for row in block['gzsl']:
         assert row['calibration'] is not None
         assert set(row['splits']) == {'I', 'II'}
@@ -81,6 +88,9 @@ def test_run_nodes_table(tiny):
     # balanced accuracy.
     assert '| 25.00 |' in table and '| 33.33 |' in table
     assert 'k-NN class graph chosen: ' + ('yes' if knn else 'no') in table
+    assert (
+        'prototype refinement chosen: ' + ('yes' if refined else 'no') in table
+    )
     assert 'Diagnosis only, not a result' in table
     assert 'Generalized zero-shot (--gzsl)' in table
     folds = run_nodes(
@@ -99,6 +109,9 @@ def test_run_nodes_table(tiny):
         and '6 folds' in folds['selection']
     )
     assert 'class-level cross-validation' in format_nodes(folds)
+    # Without refine, no reading is refined and no line or row says so.
+    assert 'prototype' not in format_nodes(folds)
+    assert 'refinement_chosen' not in folds['csds']['text']
     with pytest.raises(ValueError, match="'selection' must be one of"):
         run_nodes(nodes, splits[:1], ['text'], selection='test')
     fixed = run_nodes(
@@ -146,6 +159,15 @@ def test_command_smoke(tiny, tmp_path, capsys):
     assert 'APNet (chosen)' in printed and out.is_file()
     assert "ESZSL (DGPN's inputs)" in printed
     assert 'Generalized zero-shot (--gzsl)' in printed
+    assert 'prototype' not in printed
+    status = main(
+        ['nodes', '--dataset', 'tiny', '--root', str(root), '--csd', 'text']
+        + ['--quick', '--refine']
+    )
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert 'prototype refinement chosen: ' in printed
+    assert "ESZSL (APNet's inputs), prototypes refined" in printed
     status = main(
         [
             'nodes',

@@ -11,9 +11,11 @@ from apnet_pyg.zsl.nodes.inputs import (
 )
 from apnet_pyg.zsl.nodes.scores import (
     NodeScores,
+    PrototypeRefiner,
     ScoreSmoother,
     combine_hop_scores,
     ensembles,
+    evaluated_scores,
     read_scores,
     setting_scores,
 )
@@ -243,3 +245,111 @@ def test_ensembles_and_reading_scores(tiny):
         setting_scores(models[:, 0], setting, smoother)[0],
         smoother(models[:, 0].mean(0), 'attention', 3),
     )
+
+
+def _kmeans_reference(features, scores, steps):
+    # PrototypeRefiner in float64 and plain loops: seeds from each
+    # column's top ceil(n / 2C) nodes, then cosine k-means.
+    z = features.double() - features.double().mean(0)
+    z = [row / row.norm() for row in z]
+    n, num_classes = scores.shape
+    top = -(-n // (2 * num_classes))
+    prototypes = []
+    for c in range(num_classes):
+        order = sorted(range(n), key=lambda i: -float(scores[i, c]))[:top]
+        mean = sum(z[i] for i in order) / top
+        prototypes.append(mean / mean.norm())
+    assignment = None
+    for _ in range(steps):
+        nearest = [
+            max(range(num_classes), key=lambda c: float(z[i] @ prototypes[c]))
+            for i in range(n)
+        ]
+        if nearest == assignment:
+            break
+        assignment = nearest
+        for c in range(num_classes):
+            members = [z[i] for i in range(n) if nearest[i] == c]
+            if members:
+                total = sum(members)
+                prototypes[c] = total / total.norm()
+    return torch.tensor(
+        [[float(z[i] @ p) for p in prototypes] for i in range(n)],
+        dtype=torch.double,
+    )
+
+
+def _clusters(gen, per_class=12, num_classes=3, channels=6):
+    # Well separated clusters around random centres; labels by cluster.
+    centres = 4.0 * torch.randn(num_classes, channels, generator=gen)
+    labels = torch.arange(num_classes).repeat_interleave(per_class)
+    features = centres[labels] + torch.randn(
+        labels.numel(), channels, generator=gen
+    )
+    return features, labels
+
+
+def test_prototype_refiner_matches_float64_reference():
+    gen = torch.Generator().manual_seed(0)
+    features, _ = _clusters(gen)
+    scores = torch.randn(features.size(0), 3, generator=gen)
+    for steps in (1, 2, 20):
+        refined = PrototypeRefiner(features, steps)(scores)
+        reference = _kmeans_reference(features, scores, steps)
+        assert refined.dtype == scores.dtype
+        assert torch.allclose(refined.double(), reference, atol=1e-5)
+
+
+def test_prototype_refiner_names_the_clusters():
+    # Scores that rank each class's nodes first in its own column, under
+    # offsets that make one class win every argmax (an uncalibrated
+    # model): the refinement recovers every node's class, and no column
+    # offset changes it.
+    gen = torch.Generator().manual_seed(1)
+    features, labels = _clusters(gen)
+    hint = torch.nn.functional.one_hot(labels, 3).float()
+    scores = hint + 0.3 * torch.randn(hint.shape, generator=gen)
+    biased = scores + torch.tensor([10.0, 0.0, -3.0])
+    assert bool((biased.argmax(1) == 0).all())
+    refiner = PrototypeRefiner(features)
+    refined = refiner(biased)
+    assert torch.equal(refined.argmax(1), labels)
+    assert torch.equal(refined, refiner(scores))
+    # Cosines: at most one in size.
+    assert float(refined.abs().max()) <= 1.0 + 1e-6
+
+
+def test_prototype_refiner_keeps_a_prototype_without_nodes():
+    # Two clusters, three candidate classes: the third class's seed joins
+    # no node after the first step and keeps its place.
+    gen = torch.Generator().manual_seed(2)
+    features, labels = _clusters(gen, num_classes=2)
+    scores = torch.nn.functional.one_hot(labels, 3).float()
+    scores[:, 2] = torch.arange(labels.numel()).float() / 100
+    refined = PrototypeRefiner(features)(scores)
+    assert refined.shape == (labels.numel(), 3)
+    assert torch.isfinite(refined).all()
+    assert set(refined.argmax(1).tolist()) <= {0, 1, 2}
+
+
+def test_evaluated_scores_and_bad_input():
+    gen = torch.Generator().manual_seed(3)
+    features, _ = _clusters(gen)
+    every = torch.randn(50, 3, generator=gen)
+    index = torch.arange(5, 5 + features.size(0))
+    assert torch.equal(evaluated_scores(every, index), every[index])
+    refiner = PrototypeRefiner(features)
+    assert torch.equal(
+        evaluated_scores(every, index, 'prototypes', refiner),
+        refiner(every[index]),
+    )
+    with pytest.raises(ValueError, match="'refinement' must be one of"):
+        evaluated_scores(every, index, 'kmeans', refiner)
+    with pytest.raises(ValueError, match="needs a 'refiner'"):
+        evaluated_scores(every, index, 'prototypes')
+    with pytest.raises(ValueError, match="'scores' must be"):
+        refiner(every)
+    with pytest.raises(ValueError, match="'features' must be"):
+        PrototypeRefiner(features[0])
+    with pytest.raises(ValueError, match="'steps' must be a positive"):
+        PrototypeRefiner(features, 0)

@@ -71,15 +71,27 @@ def test_selection_grid_changes_one_choice_at_a_time():
 
 
 def test_reading_grid():
-    readings = reading_grid((1, 2))
-    assert len(readings) == 2 * len(SMOOTHING_READINGS)
-    assert [r['ensemble'] for r in readings] == [1] * 5 + [2] * 5
+    assert reading_grid((1, 2)) == [
+        r
+        for r in reading_grid((1, 2), ('none', 'prototypes'))
+        if r['refinement'] == 'none'
+    ]
+    readings = reading_grid((1, 2), ('none', 'prototypes'))
+    assert len(readings) == 2 * 2 * len(SMOOTHING_READINGS)
+    assert [r['ensemble'] for r in readings] == [1] * 10 + [2] * 10
     assert readings[0] == {
         'smoothing': 'none',
         'smoothing_steps': 16,
         'smoothing_temperature': 1.0,
         'ensemble': 1,
+        'refinement': 'none',
     }
+    # Each smoothing as it is, then refined into prototypes.
+    assert readings[1] == dict(readings[0], refinement='prototypes')
+    assert [r['refinement'] for r in readings[:4]] == [
+        'none',
+        'prototypes',
+    ] * 2
     assert {(r['smoothing'], r['smoothing_steps']) for r in readings} == {
         ('none', 16),
         ('mean', 16),
