@@ -214,9 +214,9 @@ class APNetConv(MessagePassing):
     .. math::
         \mathbf{x}^{\prime} = \sum_{t=0}^{T} \theta_t \mathbf{x}^{(t)},
 
-    :math:`\theta` starting at :math:`\theta_1 = 1` (one step). On a
-    homophilic graph it learns to smooth over several hops; on a
-    heterophilic one, to keep the node's own features (:math:`\theta_0`).
+    :math:`\theta` starting at :math:`\theta_1 = 1` (one step): free to
+    smooth over several hops (a homophilic graph) or to keep the node's
+    own features, :math:`\theta_0` (a heterophilic one).
     With :obj:`proj_channels=None`, :obj:`num_steps=1`,
     :obj:`learn_step_weights=False` and no weights it equals
     :class:`~torch_geometric.nn.conv.AGNNConv` (:math:`\beta = \gamma`).
