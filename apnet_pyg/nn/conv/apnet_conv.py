@@ -170,6 +170,17 @@ def initial_step_weights(num_steps: int) -> Tensor:
     return weights
 
 
+def step_weights_parameter(
+    num_steps: int, learn_step_weights: bool
+) -> Optional[Parameter]:
+    r"""A layer's learned step weights :math:`\theta_0, \ldots, \theta_T`
+    at their start (:func:`initial_step_weights`), or :obj:`None` where
+    :obj:`learn_step_weights` is :obj:`False` (the last step's output)."""
+    if not check_bool(learn_step_weights, 'learn_step_weights'):
+        return None
+    return Parameter(initial_step_weights(num_steps))
+
+
 def combine_steps(step_weights: OptTensor, steps: Sequence[Tensor]) -> Tensor:
     r"""A layer's output from its input and every step's output,
     :obj:`steps` :math:`= (\mathbf{x}^{(0)}, \ldots,
@@ -338,13 +349,11 @@ class APNetConv(MessagePassing):
             self.register_buffer('temperature', torch.empty(()))
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
-        self.learn_step_weights = check_bool(
-            learn_step_weights, 'learn_step_weights'
+        self.learn_step_weights = learn_step_weights
+        self.register_parameter(
+            'step_weights',
+            step_weights_parameter(self.num_steps, learn_step_weights),
         )
-        if learn_step_weights:
-            self.step_weights = Parameter(torch.empty(self.num_steps + 1))
-        else:
-            self.register_parameter('step_weights', None)
         self.kernel = kernel
         self.cached = check_bool(cached, 'cached')
         self._cached_structure = None

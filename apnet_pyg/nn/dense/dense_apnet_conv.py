@@ -23,6 +23,7 @@ from apnet_pyg.nn.conv.apnet_conv import (
     initial_step_weights,
     projection_input_size,
     projections,
+    step_weights_parameter,
 )
 from apnet_pyg.nn.functional import compute_dtype
 
@@ -141,13 +142,11 @@ class DenseAPNetConv(torch.nn.Module):
         else:
             self.register_buffer('temperature', torch.empty(()))
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
-        self.learn_step_weights = check_bool(
-            learn_step_weights, 'learn_step_weights'
+        self.learn_step_weights = learn_step_weights
+        self.register_parameter(
+            'step_weights',
+            step_weights_parameter(self.num_steps, learn_step_weights),
         )
-        if learn_step_weights:
-            self.step_weights = Parameter(torch.empty(self.num_steps + 1))
-        else:
-            self.register_parameter('step_weights', None)
         self.reset_parameters()
 
     def reset_parameters(self):
