@@ -158,23 +158,25 @@ def eszsl_refined_nodes(
     those nodes' features
     (:class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`), as APNet's
     refined reading: what the refinement gives without APNet."""
-    out = {}
-    for split in splits:
-        x, y, s, task = closed_form_parts(nodes, split, csd, setting)
-        v = fit_eszsl(
-            x[task.seen_nodes], y[task.seen_nodes], s, split.seen, *choice
-        )
-        index = task.unseen_nodes
-        refiner = PrototypeRefiner(task.propagated_features[index])
-        scores = refiner(eszsl_scores(v, x[index], s, split.unseen))
-        out[split.name] = summarise(
-            [
-                node_metrics(
-                    split.unseen[scores.argmax(1)], y[index], split.unseen
-                )
-            ]
-        )
-    return {'gamma': choice[0], 'lam': choice[1], 'splits': out}
+
+    def fit(x, y, s, classes):
+        return fit_eszsl(x, y, s, classes, *choice)
+
+    def predict(v, x, s, classes):
+        # x: the unseen classes' nodes' features after the propagation.
+        scores = PrototypeRefiner(x)(eszsl_scores(v, x, s, classes))
+        return classes[scores.argmax(1)]
+
+    return {
+        'gamma': choice[0],
+        'lam': choice[1],
+        'splits': {
+            split.name: _unseen_metrics(
+                nodes, split, csd, setting, fit, predict
+            )
+            for split in splits
+        },
+    }
 
 
 def sae_nodes(

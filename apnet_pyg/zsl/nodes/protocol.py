@@ -33,8 +33,8 @@ The protocol (:func:`run_nodes`), top to bottom:
    constant-predictor floor; mean and standard deviation over seeds (over
    ensembles for an ensemble).
 3. **Baselines**: ESZSL and SAE (:mod:`apnet_pyg.zsl.nodes.closed_form`)
-   on DGPN's inputs, ESZSL on APNet's (as it is and refined into
-   prototypes), their hyper-parameters chosen as APNet's.
+   on DGPN's inputs, ESZSL on APNet's (with :obj:`refine`, also refined
+   into prototypes), their hyper-parameters chosen as APNet's.
 4. With :obj:`gzsl`, **generalized zero-shot** for APNet, ESZSL and SAE
    (:mod:`apnet_pyg.zsl.nodes.gzsl`), raw and with calibrated stacking.
 
@@ -256,9 +256,8 @@ def run_nodes(
        selection's runs;
     3. ESZSL and SAE on DGPN's inputs
        (:data:`~apnet_pyg.zsl.nodes.closed_form.DGPN_INPUTS`), and ESZSL
-       on APNet's chosen inputs, as it is and with its scores refined
-       into prototypes, hyper-parameters chosen as APNet's (fixed ones
-       without a selection);
+       on APNet's chosen inputs, hyper-parameters chosen as APNet's (fixed
+       ones without a selection);
     4. with :obj:`gzsl`, generalized zero-shot for the chosen APNet, ESZSL
        and SAE.
 

@@ -308,18 +308,27 @@ class PrototypeRefiner:
             raise ValueError(
                 f"'steps' must be a positive integer (got {steps!r})"
             )
-        z = features.float()
-        self.z = F.normalize(z - z.mean(dim=0), dim=1)
-        self.steps = steps
+        self.features, self.steps = features, steps
+        self._z: Optional[Tensor] = None
+
+    @property
+    def z(self) -> Tensor:
+        r"""The features centred over the nodes and scaled to unit
+        length, made at the first refinement (a protocol builds a refiner
+        for every task, whether or not a reading refines)."""
+        if self._z is None:
+            z = self.features.float()
+            self._z = F.normalize(z - z.mean(dim=0), dim=1)
+        return self._z
 
     @torch.no_grad()
     def __call__(self, scores: Tensor) -> Tensor:
         r"""The refined scores :math:`(n, C)` of the scores
         :obj:`scores` :math:`(n, C)` of the same nodes."""
-        if scores.dim() != 2 or scores.size(0) != self.z.size(0):
+        if scores.dim() != 2 or scores.size(0) != self.features.size(0):
             raise ValueError(
-                f"'scores' must be [{self.z.size(0)} nodes, classes] "
-                f'(got shape {tuple(scores.shape)})'
+                f"'scores' must be [{self.features.size(0)} nodes, "
+                f'classes] (got shape {tuple(scores.shape)})'
             )
         num_classes = scores.size(1)
         top = math.ceil(scores.size(0) / (2 * num_classes))
