@@ -476,17 +476,22 @@ def describe_runs(rows: List[dict]) -> str:
     )
 
 
-def render_table(
-    results: Dict[str, Dict[str, List[dict]]],
-    graphs: Sequence[str],
-    command: str,
-) -> str:
-    rows = [
+def all_runs(results: Dict[str, Dict[str, List[dict]]]) -> List[dict]:
+    r"""Every run of :obj:`results` (by layer, then graph), one list."""
+    return [
         r
         for by_graph in results.values()
         for rs in by_graph.values()
         for r in rs
     ]
+
+
+def render_table(
+    results: Dict[str, Dict[str, List[dict]]],
+    graphs: Sequence[str],
+    command: str,
+) -> str:
+    rows = all_runs(results)
     kinds = ', '.join(
         f'{name}: {mean_std_count(results, name)}' for name in graphs
     )
@@ -543,12 +548,7 @@ def render_search(
     ranked: List[dict],
     command: str,
 ) -> str:
-    rows = [
-        r
-        for by_graph in results.values()
-        for rs in by_graph.values()
-        for r in rs
-    ]
+    rows = all_runs(results)
     lines = [
         "# APNetConv's constructor defaults: the validation search",
         '',
