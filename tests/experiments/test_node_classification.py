@@ -114,8 +114,10 @@ def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):
     assert 'never computes a test accuracy' in page
     ranked = [line for line in page.splitlines() if line.startswith('| `')]
     assert len(ranked) == len(grid)
-    gaps = [float(line.split('|')[-3]) for line in ranked]
-    assert gaps == sorted(gaps, reverse=True)
+    worst = [float(line.split('|')[-3]) for line in ranked]
+    mean_gap = [float(line.split('|')[-2]) for line in ranked]
+    order = [(w < 0, -m if w >= 0 else -w) for w, m in zip(worst, mean_gap)]
+    assert order == sorted(order)
     records = [
         json.loads(line)
         for line in (tmp_path / 'search.jsonl').read_text().splitlines()
@@ -156,3 +158,32 @@ def test_an_incomplete_record_is_stale(roots, tmp_path):
     assert (
         'the record lacks run 0 of MLP on Texas' in runner.check(str(out))[0]
     )
+
+
+def test_rank_puts_no_loss_first_then_mean_gap():
+    def runs(*vals):
+        return [{'val': v, 'test': None} for v in vals]
+
+    graphs = ('A', 'B')
+    results = {
+        'AGNNConv': {'A': runs(0.80), 'B': runs(0.60)},
+        'GATConv': {'A': runs(0.70), 'B': runs(0.65)},
+        # Worst gap +1 point (A), mean gap +6: loses nowhere.
+        'small': {'A': runs(0.81), 'B': runs(0.76)},
+        # Worst gap 0 (A), mean gap +10: loses nowhere, gains more.
+        'large': {'A': runs(0.80), 'B': runs(0.85)},
+        # Worst gap -1 (A): loses on A, however much it gains on B.
+        'loses': {'A': runs(0.79), 'B': runs(0.95)},
+        # Worst gap -10: ranked after the smaller loss.
+        'loses more': {'A': runs(0.70), 'B': runs(0.99)},
+    }
+    configs = ['loses more', 'loses', 'small', 'large']
+    ranked = runner.rank(results, graphs, configs)
+    assert [row['config'] for row in ranked] == [
+        'large',
+        'small',
+        'loses',
+        'loses more',
+    ]
+    assert ranked[0]['worst_gap'] == pytest.approx(0.0)
+    assert ranked[0]['mean_gap'] == pytest.approx(10.0)  # points

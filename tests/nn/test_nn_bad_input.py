@@ -513,6 +513,18 @@ case(
     ValueError,
     r"'learn_step_weights' must be",
 )
+case(
+    'APNetConv/teleport-above-one',
+    lambda c: APNetConv(6, teleport=1.5),
+    ValueError,
+    r"'teleport' must lie in \[0, 1\] \(got 1.5\)",
+)
+case(
+    'DenseAPNetConv/teleport-not-number',
+    lambda c: DenseAPNetConv(6, teleport='half'),
+    ValueError,
+    r"'teleport' must be a real number",
+)
 
 # ---------------------------------------------------------------------------
 # Operators: DenseAPNetConv

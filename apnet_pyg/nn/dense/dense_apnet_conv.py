@@ -24,6 +24,7 @@ from apnet_pyg.nn.conv.apnet_conv import (
     projection_input_size,
     projections,
     step_weights_parameter,
+    step_weights_repr,
 )
 from apnet_pyg.nn.functional import compute_dtype
 
@@ -91,8 +92,12 @@ class DenseAPNetConv(torch.nn.Module):
         learn_step_weights (bool, optional): If set to :obj:`False`, the
             output is the last step's; otherwise the learned combination
             :math:`\sum_{t=0}^{T} \theta_t \mathbf{X}^{(t)}` of the input
-            and every step, :math:`\theta` starting at :math:`\theta_1 = 1`,
-            as in :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`True`)
+            and every step, as in :class:`~apnet_pyg.nn.APNetConv`.
+            (default: :obj:`True`)
+        teleport (float, optional): Where learned step weights start:
+            personalized PageRank's weights with this teleport
+            probability, or with :obj:`None` one step's output, as in
+            :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`0.8`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
@@ -118,6 +123,7 @@ class DenseAPNetConv(torch.nn.Module):
         learn_temperature: bool = True,
         num_steps: int = 4,
         learn_step_weights: bool = True,
+        teleport: Optional[float] = 0.8,
         proj_init: str = 'glorot',
     ):
         super().__init__()
@@ -143,9 +149,12 @@ class DenseAPNetConv(torch.nn.Module):
             self.register_buffer('temperature', torch.empty(()))
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         self.learn_step_weights = learn_step_weights
+        self.teleport = teleport
         self.register_parameter(
             'step_weights',
-            step_weights_parameter(self.num_steps, learn_step_weights),
+            step_weights_parameter(
+                self.num_steps, learn_step_weights, teleport
+            ),
         )
         self.reset_parameters()
 
@@ -156,7 +165,9 @@ class DenseAPNetConv(torch.nn.Module):
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
             if self.step_weights is not None:
-                self.step_weights.copy_(initial_step_weights(self.num_steps))
+                self.step_weights.copy_(
+                    initial_step_weights(self.num_steps, self.teleport)
+                )
 
     def forward(
         self,
@@ -321,7 +332,9 @@ class DenseAPNetConv(torch.nn.Module):
             f'{self.__class__.__name__}({self.in_channels}, '
             f'proj_channels={self.proj_channels}, '
             f'temperature={self.initial_temperature}, '
-            f'num_steps={self.num_steps})'
+            f'num_steps={self.num_steps}'
+            + step_weights_repr(self.step_weights, self.teleport)
+            + ')'
         )
 
 

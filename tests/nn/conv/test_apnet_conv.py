@@ -54,6 +54,7 @@ def graph(
 #: The constructor's number of steps (experiments/node-classification-
 #: search.md chose it).
 DEFAULT_STEPS = 4
+DEFAULT_TELEPORT = 0.8
 
 
 def conv64(*args, seed=0, device='cpu', **kwargs):
@@ -116,31 +117,36 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     # three heterophilic graphs, experiments/node-classification-search.md):
     # AGNNConv's attention with the temperature learned from 1, over
     # DEFAULT_STEPS steps whose outputs (and the input) are combined with
-    # learned weights, starting at one step's output: AGNNConv's.
+    # learned weights, starting at personalized PageRank's.
     assert str(conv) == (
         'APNetConv(32, proj_channels=None, temperature=1.0, '
-        f'num_steps={DEFAULT_STEPS})'
+        f'num_steps={DEFAULT_STEPS}, teleport={DEFAULT_TELEPORT})'
     )
     assert isinstance(conv.lin, torch.nn.Identity)
     assert conv.temperature.item() == 1.0
     assert conv.temperature.requires_grad
     assert conv.learn_step_weights and conv.step_weights.requires_grad
-    assert conv.step_weights.tolist() == [0.0, 1.0] + [0.0] * (
-        DEFAULT_STEPS - 1
-    )
+    ppr = [
+        DEFAULT_TELEPORT * (1 - DEFAULT_TELEPORT) ** t
+        for t in range(DEFAULT_STEPS)
+    ] + [(1 - DEFAULT_TELEPORT) ** DEFAULT_STEPS]
+    assert conv.step_weights.tolist() == pytest.approx(ppr, abs=1e-7)
+    assert conv.step_weights.sum().item() == pytest.approx(1.0)
     assert (
         conv.proj_init == 'glorot'
         and conv.add_self_loops
         and conv.kernel == 'auto'
         and not conv.cached
     )
-    assert torch.allclose(
-        conv(x, edge_index),
-        apnet_reference(x, edge_index, None, temperature=1.0, num_steps=1),
-        atol=1e-12,
+    expected = apnet_reference(
+        x,
+        edge_index,
+        None,
+        temperature=1.0,
+        num_steps=DEFAULT_STEPS,
+        step_weights=torch.tensor(ppr, dtype=torch.float64),
     )
-    agnn = AGNNConv(requires_grad=True).double()
-    assert torch.allclose(conv(x, edge_index), agnn(x, edge_index), atol=1e-12)
+    assert torch.allclose(conv(x, edge_index), expected, atol=1e-12)
     with torch.no_grad():
         conv.step_weights.copy_(torch.randn(DEFAULT_STEPS + 1))
     expected = apnet_reference(
@@ -153,7 +159,7 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
     )
     assert torch.allclose(conv(x, edge_index), expected, atol=1e-12)
     conv.reset_parameters()
-    assert conv.step_weights[1].item() == 1.0
+    assert conv.step_weights.tolist() == pytest.approx(ppr, abs=1e-7)
     dense = DenseAPNetConv(32).double()
     assert str(dense) == str(conv).replace('APNetConv', 'DenseAPNetConv')
     dense.load_state_dict(conv.state_dict())
@@ -170,6 +176,34 @@ def test_apnet_conv_defaults(make_random_graph, apnet_reference):
         'APNetConv(16, proj_channels=256, temperature=10.0, num_steps=1)'
     )
     assert paper.lin.weight.size() == (256, 16)
+
+
+@pytest.mark.parametrize('num_steps', [1, 3])
+def test_apnet_conv_teleport_start(num_steps, make_random_graph):
+    x, edge_index, _ = graph(
+        channels=8, dtype=torch.float64, make_random_graph=make_random_graph
+    )
+
+    def start(**kwargs):
+        conv = APNetConv(8, num_steps=num_steps, **kwargs).double()
+        return conv, conv(x, edge_index)
+
+    # teleport=None starts at one step's output: AGNNConv's, for any T.
+    conv, out = start(teleport=None)
+    assert conv.step_weights.tolist() == [0.0, 1.0] + [0.0] * (num_steps - 1)
+    assert str(conv).endswith(', teleport=None)')
+    agnn = AGNNConv(requires_grad=True).double()
+    assert torch.allclose(out, agnn(x, edge_index), atol=1e-12)
+    # teleport=0 starts at the last step's output, as without weights.
+    _, out = start(teleport=0.0)
+    _, last = start(learn_step_weights=False)
+    assert torch.allclose(out, last, atol=1e-12)
+    # teleport=1 starts at the input: the layer is the identity.
+    _, out = start(teleport=1.0)
+    assert torch.allclose(out, x, atol=1e-12)
+    # Without learned weights teleport has nothing to start: no parameter.
+    conv, _ = start(learn_step_weights=False, teleport=0.3)
+    assert conv.step_weights is None and 'teleport' not in str(conv)
 
 
 def test_apnet_conv_identity_init():
