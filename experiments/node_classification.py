@@ -18,7 +18,9 @@ epoch of best validation accuracy. Only the two propagation layers change:
 Graphs are named as PyG names them and read offline from the raw files of
 PyG's datasets: the Planetoid graphs (Cora, CiteSeer, PubMed) from
 ``--planetoid-root`` (``<root>/<Name>/raw/ind.<name>.*``), public split,
-features row-normalised as in PyG's AGNN example, one run per seed; the
+features row-normalised as in PyG's AGNN example, one run per seed (named
+with ``-random``, e.g. ``Cora-random``: PyG's random splits, one a run);
+the
 Geom-GCN graphs (Cornell, Texas, Wisconsin: PyG's ``WebKB``; Actor) from
 ``--geom-gcn-root`` (``<root>/<name>/raw``, copied to a temporary folder,
 where PyG writes its processed copy), features as PyG reads them, one run
@@ -75,10 +77,18 @@ EPOCHS = 200
 PLANETOID = ('Cora', 'CiteSeer', 'PubMed')
 WEBKB = ('Cornell', 'Texas', 'Wisconsin')
 GEOM_GCN = WEBKB + ('Actor',)
-#: The graphs of the table and the search: one homophilic, three
-#: heterophilic.
+#: A Planetoid graph's name with this suffix: PyG's random splits
+#: (``Planetoid(split='random')``: 20 training nodes a class, 500
+#: validation and 1000 test nodes drawn from the rest), one a run.
+RANDOM = '-random'
+#: The graphs of the search: one homophilic, three heterophilic.
 GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor')
-OTHER_GRAPHS = tuple(g for g in PLANETOID + GEOM_GCN if g not in GRAPHS)
+#: The table's: also Cora on random splits, which tells whether a gap on
+#: its public split is the split's.
+TABLE_GRAPHS = GRAPHS + ('Cora' + RANDOM,)
+OTHER_GRAPHS = tuple(
+    g for g in PLANETOID + GEOM_GCN if g not in GRAPHS
+) + tuple(g + RANDOM for g in PLANETOID if g + RANDOM not in TABLE_GRAPHS)
 
 #: The layers of the table, by name: a function of the layer's index (0 or
 #: 1) that makes it.
@@ -243,16 +253,24 @@ def load_graph(
     name: str, planetoid_root: str, geom_gcn_root: str, num_runs: int
 ) -> Graph:
     r"""The graph :obj:`name` with :obj:`num_runs` runs: a Planetoid graph
-    on its public split (a seed a run), a Geom-GCN graph on its first
-    :obj:`num_runs` splits."""
-    if name in PLANETOID:
+    on its public split (a seed a run) or, named with :data:`RANDOM`, on
+    :obj:`num_runs` random splits (split and seed: the run), a Geom-GCN
+    graph on its first :obj:`num_runs` splits."""
+    planetoid = name[: -len(RANDOM)] if name.endswith(RANDOM) else name
+    if planetoid in PLANETOID:
         try:
-            data = read_raw_planetoid(planetoid_root, name)
+            data = read_raw_planetoid(planetoid_root, planetoid)
         except (OSError, ValueError) as error:  # The message names the file.
             raise type(error)(f'--planetoid-root: {error}') from None
         data = T.NormalizeFeatures()(data)
-        split = (data.train_mask, data.val_mask, data.test_mask)
-        return Graph(name, data, [split] * num_runs, 'seeds, public split')
+        if planetoid == name:
+            split = (data.train_mask, data.val_mask, data.test_mask)
+            return Graph(name, data, [split] * num_runs, 'seeds, public split')
+        try:
+            splits = [random_split(data.y, run) for run in range(num_runs)]
+        except ValueError as error:
+            raise ValueError(f'--graphs {name}: {error}') from None
+        return Graph(name, data, splits, 'random splits')
     if name not in GEOM_GCN:
         raise ValueError(
             f"--graphs: unknown graph '{name}'; choose among "
@@ -282,6 +300,30 @@ def load_graph(
         )
     splits = [tuple(mask[:, i] for mask in masks) for i in range(num_runs)]
     return Graph(name, data, splits, 'public splits')
+
+
+def random_split(y: torch.Tensor, seed: int) -> tuple:
+    r"""PyG's random Planetoid split (``Planetoid(split='random')``):
+    20 training nodes a class, then 500 validation and 1000 test nodes
+    from the rest, drawn with :obj:`seed`; (train, validation, test)
+    masks."""
+    generator = torch.Generator().manual_seed(seed)
+    train = torch.zeros(y.numel(), dtype=torch.bool)
+    for c in range(int(y.max()) + 1):
+        nodes = (y == c).nonzero().view(-1)
+        order = torch.randperm(nodes.numel(), generator=generator)
+        train[nodes[order[:20]]] = True
+    rest = (~train).nonzero().view(-1)
+    rest = rest[torch.randperm(rest.numel(), generator=generator)]
+    if rest.numel() < 1500:
+        raise ValueError(
+            f'a random split needs 1500 nodes beyond the training ones '
+            f'(got {rest.numel()}); use the public split'
+        )
+    val, test = torch.zeros_like(train), torch.zeros_like(train)
+    val[rest[:500]] = True
+    test[rest[500:1500]] = True
+    return train, val, test
 
 
 class Net(torch.nn.Module):
@@ -687,9 +729,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument(
         '--graphs',
         nargs='+',
-        default=list(GRAPHS),
-        help=f'graphs, as PyG names them (default: {" ".join(GRAPHS)}; '
-        f'also {", ".join(OTHER_GRAPHS)})',
+        default=None,
+        help='graphs, as PyG names them, a Planetoid one with '
+        f'{RANDOM} on random splits (default: {" ".join(TABLE_GRAPHS)}; '
+        f'with --search {" ".join(GRAPHS)}; also '
+        f'{", ".join(OTHER_GRAPHS)})',
     )
     parser.add_argument(
         '--planetoid-root',
@@ -750,7 +794,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     record = args.record or osp.splitext(out)[0] + '.jsonl'
     graphs = [
         load_graph(name, args.planetoid_root, args.geom_gcn_root, args.runs)
-        for name in args.graphs
+        for name in args.graphs or (GRAPHS if args.search else TABLE_GRAPHS)
     ]
     if args.search:
         layers = {name: LAYERS[name] for name in REFERENCES}

@@ -5,6 +5,7 @@ Geom-GCN, its search of the defaults, its record and the page check."""
 import json
 
 import pytest
+import torch
 
 from apnet_pyg.scripting import run_script
 from tests.helpers.geom_gcn_toy import write_raw_webkb
@@ -187,3 +188,24 @@ def test_rank_puts_no_loss_first_then_mean_gap():
     ]
     assert ranked[0]['worst_gap'] == pytest.approx(0.0)
     assert ranked[0]['mean_gap'] == pytest.approx(10.0)  # points
+
+
+def test_random_split_is_pyg_random_planetoid_split():
+    y = torch.arange(3).repeat_interleave(700)  # 3 classes, 2100 nodes
+    train, val, test = runner.random_split(y, seed=0)
+    assert [int(train[y == c].sum()) for c in range(3)] == [20, 20, 20]
+    assert (int(val.sum()), int(test.sum())) == (500, 1000)
+    assert not (train & val).any() and not (train & test).any()
+    assert not (val & test).any()
+    again = runner.random_split(y, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(again, (train, val, test)))
+    other = runner.random_split(y, seed=1)
+    assert not torch.equal(other[1], val)
+
+
+def test_random_split_of_a_small_graph_is_refused(roots):
+    planetoid = roots[1]
+    with pytest.raises(
+        ValueError, match='--graphs Cora-random: a random split'
+    ):
+        runner.load_graph('Cora-random', planetoid, roots[3], 2)
