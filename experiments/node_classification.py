@@ -12,16 +12,15 @@ epoch of best validation accuracy. Only the two propagation layers change:
 - ``GATConv``: ``GATConv(16, 16)`` twice (one head);
 - ``APNetConv``: ``APNetConv(16)`` twice, the constructor defaults;
 - ``APNetConv (paper)``: ``APNetConv(16, proj_channels=256,
-  temperature=10.0, learn_temperature=False, num_steps=1)``, the APNet
-  paper's configuration.
+  temperature=10.0, learn_temperature=False, num_steps=1,
+  learn_step_weights=False)``, the APNet paper's configuration.
 
 Graphs are named as PyG names them and read offline from the raw files of
 PyG's datasets: the Planetoid graphs (Cora, CiteSeer, PubMed) from
 ``--planetoid-root`` (``<root>/<Name>/raw/ind.<name>.*``), public split,
 features row-normalised as in PyG's AGNN example, one run per seed (named
 with ``-random``, e.g. ``Cora-random``: PyG's random splits, one a run);
-the
-Geom-GCN graphs (Cornell, Texas, Wisconsin: PyG's ``WebKB``; Actor) from
+the Geom-GCN graphs (Cornell, Texas, Wisconsin: PyG's ``WebKB``; Actor) from
 ``--geom-gcn-root`` (``<root>/<name>/raw``, copied to a temporary folder,
 where PyG writes its processed copy), features as PyG reads them, one run
 per public split (60/20/20, seed = split). Every run is kept in a record
