@@ -80,14 +80,26 @@ GEOM_GCN = WEBKB + ('Actor',)
 #: (``Planetoid(split='random')``: 20 training nodes a class, 500
 #: validation and 1000 test nodes drawn from the rest), one a run.
 RANDOM = '-random'
-#: The graphs of the search: one homophilic, three heterophilic.
-GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor')
-#: The table's: also Cora on random splits, which tells whether a gap on
-#: its public split is the split's.
-TABLE_GRAPHS = GRAPHS + ('Cora' + RANDOM,)
+#: A Planetoid graph's name with this suffix: random splits of the nodes
+#: outside its public test split, 20 training nodes a class and every
+#: other one to validate (no test node: for the search, whose validation
+#: it makes three times larger and drawn anew each run).
+NONTEST = '-nontest'
+#: The graphs of the table: one homophilic (on its public split and on
+#: random splits, which tell whether a gap is the public split's), three
+#: heterophilic.
+TABLE_GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor', 'Cora' + RANDOM)
+#: The graphs of the search: Cora on its public split and on random
+#: splits of its non-test nodes, and the three heterophilic graphs.
+GRAPHS = ('Cora', 'Cora' + NONTEST, 'Texas', 'Cornell', 'Actor')
 OTHER_GRAPHS = tuple(
     g for g in PLANETOID + GEOM_GCN if g not in GRAPHS
-) + tuple(g + RANDOM for g in PLANETOID if g + RANDOM not in TABLE_GRAPHS)
+) + tuple(
+    g + suffix
+    for suffix in (RANDOM, NONTEST)
+    for g in PLANETOID
+    if g + suffix not in TABLE_GRAPHS + GRAPHS
+)
 
 #: The layers of the table, by name: a function of the layer's index (0 or
 #: 1) that makes it.
@@ -255,7 +267,10 @@ def load_graph(
     on its public split (a seed a run) or, named with :data:`RANDOM`, on
     :obj:`num_runs` random splits (split and seed: the run), a Geom-GCN
     graph on its first :obj:`num_runs` splits."""
-    planetoid = name[: -len(RANDOM)] if name.endswith(RANDOM) else name
+    planetoid = name
+    for suffix in (RANDOM, NONTEST):
+        if name.endswith(suffix):
+            planetoid = name[: -len(suffix)]
     if planetoid in PLANETOID:
         try:
             data = read_raw_planetoid(planetoid_root, planetoid)
@@ -265,6 +280,12 @@ def load_graph(
         if planetoid == name:
             split = (data.train_mask, data.val_mask, data.test_mask)
             return Graph(name, data, [split] * num_runs, 'seeds, public split')
+        if name.endswith(NONTEST):
+            splits = [
+                nontest_split(data.y, data.test_mask, run)
+                for run in range(num_runs)
+            ]
+            return Graph(name, data, splits, 'random splits of non-test nodes')
         try:
             splits = [random_split(data.y, run) for run in range(num_runs)]
         except ValueError as error:
@@ -323,6 +344,22 @@ def random_split(y: torch.Tensor, seed: int) -> tuple:
     val[rest[:500]] = True
     test[rest[500:1500]] = True
     return train, val, test
+
+
+def nontest_split(y: torch.Tensor, test: torch.Tensor, seed: int) -> tuple:
+    r"""A random split of the nodes outside :obj:`test`, drawn with
+    :obj:`seed`: 20 training nodes a class (fewer where a class has fewer),
+    every other one to validate, and no test node; (train, validation,
+    :obj:`None`) masks, so that a test accuracy cannot be computed."""
+    generator = torch.Generator().manual_seed(seed)
+    pool = (~test).nonzero().view(-1)
+    pool = pool[torch.randperm(pool.numel(), generator=generator)]
+    train = torch.zeros(y.numel(), dtype=torch.bool)
+    for c in range(int(y.max()) + 1):
+        train[pool[y[pool] == c][:20]] = True
+    val = torch.zeros_like(train)
+    val[pool] = True
+    return train, val & ~train, None
 
 
 class Net(torch.nn.Module):
@@ -713,6 +750,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         values = getattr(args, flag) or []
         if len(set(values)) < len(values):
             raise ValueError(f'--{flag} names one twice ({" ".join(values)})')
+    if not args.search and any(g.endswith(NONTEST) for g in args.graphs or []):
+        raise ValueError(
+            f'--graphs: a graph named with {NONTEST} has no test nodes; '
+            f'use it with --search'
+        )
     if args.search and args.layers is not None:
         raise ValueError(
             '--layers goes with the table, not --search (the search trains '
@@ -730,7 +772,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         nargs='+',
         default=None,
         help='graphs, as PyG names them, a Planetoid one with '
-        f'{RANDOM} on random splits (default: {" ".join(TABLE_GRAPHS)}; '
+        f'{RANDOM} on random splits, with {NONTEST} on random splits of '
+        f'its non-test nodes (search only) (default: '
+        f'{" ".join(TABLE_GRAPHS)}; '
         f'with --search {" ".join(GRAPHS)}; also '
         f'{", ".join(OTHER_GRAPHS)})',
     )

@@ -209,3 +209,28 @@ def test_random_split_of_a_small_graph_is_refused(roots):
         ValueError, match='--graphs Cora-random: a random split'
     ):
         runner.load_graph('Cora-random', planetoid, roots[3], 2)
+
+
+def test_nontest_split_never_touches_the_test_nodes():
+    y = torch.arange(3).repeat_interleave(100)
+    test = torch.zeros(300, dtype=torch.bool)
+    test[::3] = True
+    train, val, no_test = runner.nontest_split(y, test, seed=0)
+    assert no_test is None
+    assert [int(train[y == c].sum()) for c in range(3)] == [20, 20, 20]
+    assert not ((train | val) & test).any()
+    assert torch.equal(train | val, ~test) and not (train & val).any()
+    other, _, _ = runner.nontest_split(y, test, seed=1)
+    assert not torch.equal(other, train)
+
+
+def test_nontest_graph_goes_with_the_search_only(roots, tmp_path, monkeypatch):
+    flags = ['--graphs', 'Cora-nontest', '--runs', '1', '--epochs', '1']
+    with pytest.raises(
+        ValueError, match='no test nodes; use it with --search'
+    ):
+        runner.main(flags + roots + ['--out', str(tmp_path / 't.md')])
+    monkeypatch.setattr(runner, 'SEARCH_GRID', runner.SEARCH_GRID[:1])
+    out = tmp_path / 'search.md'
+    runner.main(flags + roots + ['--search', '--out', str(out)])
+    assert '| layer | Cora-nontest |' in out.read_text()

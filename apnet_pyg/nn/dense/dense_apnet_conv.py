@@ -97,7 +97,7 @@ class DenseAPNetConv(torch.nn.Module):
         teleport (float, optional): Where learned step weights start:
             personalized PageRank's weights with this teleport
             probability, or with :obj:`None` one step's output, as in
-            :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`0.8`)
+            :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`0.2`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
@@ -123,7 +123,7 @@ class DenseAPNetConv(torch.nn.Module):
         learn_temperature: bool = True,
         num_steps: int = 4,
         learn_step_weights: bool = True,
-        teleport: Optional[float] = 0.8,
+        teleport: Optional[float] = 0.2,
         proj_init: str = 'glorot',
     ):
         super().__init__()

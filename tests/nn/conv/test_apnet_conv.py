@@ -54,7 +54,7 @@ def graph(
 #: The constructor's number of steps (experiments/node-classification-
 #: search.md chose it).
 DEFAULT_STEPS = 4
-DEFAULT_TELEPORT = 0.8
+DEFAULT_TELEPORT = 0.2
 
 
 def conv64(*args, seed=0, device='cpu', **kwargs):
