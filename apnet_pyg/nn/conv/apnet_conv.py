@@ -181,17 +181,41 @@ def initial_step_weights(num_steps: int, teleport: Optional[float]) -> Tensor:
     return weights
 
 
-def step_weights_parameter(
-    num_steps: int, learn_step_weights: bool, teleport: Optional[float]
-) -> Optional[Parameter]:
-    r"""A layer's learned step weights :math:`\theta_0, \ldots, \theta_T`
-    at their start (:func:`initial_step_weights`), or :obj:`None` where
-    :obj:`learn_step_weights` is :obj:`False` (the last step's output)."""
+def register_step_weights(
+    layer: torch.nn.Module,
+    num_steps: int,
+    learn_step_weights: bool,
+    teleport: Optional[float],
+) -> None:
+    r"""Sets up a layer's step weights, the same way in every layer that
+    has them: :obj:`layer.learn_step_weights`, :obj:`layer.teleport` and
+    the parameter :obj:`layer.step_weights`, :math:`\theta_0, \ldots,
+    \theta_T` at their start (:func:`initial_step_weights`), or
+    :obj:`None` where :obj:`learn_step_weights` is :obj:`False` (the last
+    step's output)."""
     if teleport is not None:
         check_number(teleport, 'teleport', minimum=0.0, maximum=1.0)
-    if not check_bool(learn_step_weights, 'learn_step_weights'):
-        return None
-    return Parameter(initial_step_weights(num_steps, teleport))
+    layer.learn_step_weights = check_bool(
+        learn_step_weights, 'learn_step_weights'
+    )
+    layer.teleport = teleport
+    layer.register_parameter(
+        'step_weights',
+        Parameter(initial_step_weights(num_steps, teleport))
+        if learn_step_weights
+        else None,
+    )
+
+
+def reset_step_weights(layer: torch.nn.Module) -> None:
+    r"""Puts :obj:`layer.step_weights` (if any) back at their start."""
+    if layer.step_weights is not None:
+        with torch.no_grad():
+            layer.step_weights.copy_(
+                initial_step_weights(
+                    layer.step_weights.numel() - 1, layer.teleport
+                )
+            )
 
 
 def step_weights_repr(
@@ -383,13 +407,8 @@ class APNetConv(MessagePassing):
             self.register_buffer('temperature', torch.empty(()))
         self.add_self_loops = check_bool(add_self_loops, 'add_self_loops')
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
-        self.learn_step_weights = learn_step_weights
-        self.teleport = teleport
-        self.register_parameter(
-            'step_weights',
-            step_weights_parameter(
-                self.num_steps, learn_step_weights, teleport
-            ),
+        register_step_weights(
+            self, self.num_steps, learn_step_weights, teleport
         )
         self.kernel = kernel
         self.cached = check_bool(cached, 'cached')
@@ -403,10 +422,7 @@ class APNetConv(MessagePassing):
                 lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
-            if self.step_weights is not None:
-                self.step_weights.copy_(
-                    initial_step_weights(self.num_steps, self.teleport)
-                )
+        reset_step_weights(self)
 
     def forward(
         self,

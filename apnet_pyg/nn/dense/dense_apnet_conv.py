@@ -20,10 +20,10 @@ from apnet_pyg.checks import (
 from apnet_pyg.nn.conv.apnet_conv import (
     check_projection_dtype,
     combine_steps,
-    initial_step_weights,
     projection_input_size,
     projections,
-    step_weights_parameter,
+    register_step_weights,
+    reset_step_weights,
     step_weights_repr,
 )
 from apnet_pyg.nn.functional import compute_dtype
@@ -148,13 +148,8 @@ class DenseAPNetConv(torch.nn.Module):
         else:
             self.register_buffer('temperature', torch.empty(()))
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
-        self.learn_step_weights = learn_step_weights
-        self.teleport = teleport
-        self.register_parameter(
-            'step_weights',
-            step_weights_parameter(
-                self.num_steps, learn_step_weights, teleport
-            ),
+        register_step_weights(
+            self, self.num_steps, learn_step_weights, teleport
         )
         self.reset_parameters()
 
@@ -164,10 +159,7 @@ class DenseAPNetConv(torch.nn.Module):
             self.lin.reset_parameters()
         with torch.no_grad():
             self.temperature.fill_(self.initial_temperature)
-            if self.step_weights is not None:
-                self.step_weights.copy_(
-                    initial_step_weights(self.num_steps, self.teleport)
-                )
+        reset_step_weights(self)
 
     def forward(
         self,
