@@ -63,8 +63,10 @@ SMOOTHINGS = ('none', 'mean', 'attention')
 #: :class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`): :obj:`"none"`,
 #: or :obj:`"prototypes"`: every candidate class's prototype seeded by the
 #: nodes it scores highest, refined by k-means over those nodes' features,
-#: each node scored by its cosine to every prototype.
-REFINEMENTS = ('none', 'prototypes')
+#: each node scored by its cosine to every prototype; or
+#: :obj:`"clusters"`: k-means clusters of those nodes found without the
+#: scores, each given one class by the scores (a different class each).
+REFINEMENTS = ('none', 'prototypes', 'clusters')
 
 #: Where the choices are made: :obj:`"split"`, on Split II's validation
 #: classes (trained on its seen classes); :obj:`"folds"`, by class-level
@@ -258,6 +260,11 @@ class NodeSetting:
             out += f', ensemble of {self.ensemble} seeds'
         if self.refinement == 'prototypes':
             out += ', prototypes refined (k-means over the nodes scored)'
+        elif self.refinement == 'clusters':
+            out += (
+                ', clusters named (k-means over the nodes scored, a class '
+                'each)'
+            )
         return out
 
     def key(self) -> Tuple:

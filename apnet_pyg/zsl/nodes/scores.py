@@ -23,6 +23,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
+from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 from apnet_pyg.nn.conv.apnet_conv import APNetConv
@@ -291,6 +292,18 @@ class PrototypeRefiner:
     score of node :math:`i` for class :math:`c` is
     :math:`\cos(\mathbf{z}_i, \mathbf{p}_c)`.
 
+    :meth:`name_clusters` instead names clusters found without the
+    scores: k-means with the cosine into :math:`C` clusters (k-means++
+    starts drawn with a fixed seed, the best of :data:`CLUSTER_RESTARTS`
+    by the summed cosine to the centres), then every cluster is given
+    one class, a different class each (the assignment of highest total
+    affinity, Hungarian), a cluster's affinity to class :math:`c` being
+    its nodes' mean rank in class :math:`c`'s column of the scores (a
+    ranking, which a calibration offset cannot change). The seeded
+    prototypes can fall into one cluster when the columns of the scores
+    rank the same nodes first, and a class then loses every node; named
+    clusters give every class one.
+
     Args:
         features (Tensor): The features of the :math:`n` nodes, one row
             each (e.g. :attr:`NodeTask.propagated_features` of them).
@@ -310,6 +323,7 @@ class PrototypeRefiner:
             )
         self.features, self.steps = features, steps
         self._z: Optional[Tensor] = None
+        self._centres: Dict[int, Tensor] = {}
 
     @property
     def z(self) -> Tensor:
@@ -348,6 +362,88 @@ class PrototypeRefiner:
             )
         return (self.z @ prototypes.T).to(scores.dtype)
 
+    def centres(self, num_clusters: int) -> Tensor:
+        r"""The :obj:`num_clusters` unit-length centres of k-means with
+        the cosine over the nodes (found once for each count: they do not
+        depend on the scores)."""
+        if num_clusters not in self._centres:
+            self._centres[num_clusters] = spherical_kmeans(
+                self.z, num_clusters, self.steps
+            )
+        return self._centres[num_clusters]
+
+    @torch.no_grad()
+    def name_clusters(self, scores: Tensor) -> Tensor:
+        r"""The scores :math:`(n, C)` of the nodes as clusters named by
+        :obj:`scores` :math:`(n, C)`: node :math:`i`'s cosine to the
+        centre of the cluster given class :math:`c`."""
+        if scores.dim() != 2 or scores.size(0) != self.features.size(0):
+            raise ValueError(
+                f"'scores' must be [{self.features.size(0)} nodes, "
+                f'classes] (got shape {tuple(scores.shape)})'
+            )
+        num_classes = scores.size(1)
+        centres = self.centres(num_classes)
+        cluster = (self.z @ centres.T).argmax(dim=1)
+        # Ranks within each class's column: 0 the lowest score, 1 the top.
+        ranks = scores.float().argsort(dim=0).argsort(dim=0).float()
+        ranks = ranks / max(scores.size(0) - 1, 1)
+        members = F.one_hot(cluster, num_classes).float()
+        affinity = (members.T @ ranks) / members.sum(0).clamp(min=1)[:, None]
+        clusters, classes = linear_sum_assignment(affinity.numpy(), True)
+        order = torch.empty(num_classes, dtype=torch.long)
+        order[torch.as_tensor(classes)] = torch.as_tensor(clusters)
+        return (self.z @ centres[order].T).to(scores.dtype)
+
+
+#: The k-means++ restarts of :meth:`PrototypeRefiner.centres` (the best
+#: by the summed cosine of the nodes to their centres is kept).
+CLUSTER_RESTARTS = 10
+
+
+def spherical_kmeans(
+    z: Tensor, num_clusters: int, steps: int, restarts: int = CLUSTER_RESTARTS
+) -> Tensor:
+    r"""The :obj:`num_clusters` unit-length centres of k-means with the
+    cosine over the unit-length rows of :obj:`z`: k-means++ starts from a
+    generator of fixed seed (the same centres every call), at most
+    :obj:`steps` steps each, the best of :obj:`restarts` by the summed
+    cosine of the rows to their centres. A centre left without a row
+    stays where it was."""
+    if not 1 <= num_clusters <= z.size(0):
+        raise ValueError(
+            f"'num_clusters' must be between 1 and the {z.size(0)} rows "
+            f'(got {num_clusters})'
+        )
+    generator = torch.Generator().manual_seed(0)
+    best, best_fit = None, -math.inf
+    for _ in range(restarts):
+        first = int(torch.randint(z.size(0), (1,), generator=generator))
+        centres = z[first : first + 1]
+        while centres.size(0) < num_clusters:
+            # k-means++: the next start is drawn in proportion to the
+            # squared distance to the nearest start (2 - 2 cos).
+            distance = (2 - 2 * (z @ centres.T).max(dim=1).values).clamp(0)
+            if float(distance.sum()) == 0:
+                distance = torch.ones_like(distance)
+            index = torch.multinomial(distance, 1, generator=generator)
+            centres = torch.cat([centres, z[index]])
+        assignment = None
+        for _ in range(steps):
+            nearest = (z @ centres.T).argmax(dim=1)
+            if assignment is not None and torch.equal(nearest, assignment):
+                break
+            assignment = nearest
+            members = F.one_hot(nearest, num_clusters).to(z.dtype)
+            filled = (members.sum(dim=0) > 0).unsqueeze(1)
+            centres = torch.where(
+                filled, F.normalize(members.T @ z, dim=1), centres
+            )
+        fit = float((z @ centres.T).max(dim=1).values.sum())
+        if fit > best_fit:
+            best, best_fit = centres, fit
+    return best
+
 
 def evaluated_scores(
     scores: Tensor,
@@ -366,11 +462,13 @@ def evaluated_scores(
             f'(got {refinement!r})'
         )
     out = scores[index]
+    if refinement != 'none' and refiner is None:
+        raise ValueError(
+            f"refinement={refinement!r} needs a 'refiner' (a "
+            'PrototypeRefiner of the same nodes)'
+        )
     if refinement == 'prototypes':
-        if refiner is None:
-            raise ValueError(
-                "refinement='prototypes' needs a 'refiner' (a "
-                'PrototypeRefiner of the same nodes)'
-            )
         out = refiner(out)
+    elif refinement == 'clusters':
+        out = refiner.name_clusters(out)
     return out

@@ -337,6 +337,8 @@ def _reading_name(setting: NodeSetting) -> str:
     )
     if setting.refinement == 'prototypes':
         name += '+proto'
+    elif setting.refinement == 'clusters':
+        name += '+clusters'
     return name + (f' x{setting.ensemble}' if setting.ensemble > 1 else '')
 
 

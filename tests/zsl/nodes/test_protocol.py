@@ -24,6 +24,10 @@ def test_ensemble_sizes():
     assert ensemble_sizes_of(4, 1) == (1,)
 
 
+def is_refined(setting: str) -> bool:
+    return 'prototypes refined' in setting or 'clusters named' in setting
+
+
 def test_run_nodes_table(tiny):
     _, nodes = tiny
     splits = [nodes.split('I'), nodes.split('II')]
@@ -62,14 +66,15 @@ def test_run_nodes_table(tiny):
     assert ('graph=knn' in rows[1]['setting']) != knn
     smoothed = 'scores smoothed' in chosen['setting']
     assert ('scores smoothed' in rows[2]['setting']) != smoothed
-    refined = 'prototypes refined' in chosen['setting']
+    refined = is_refined(chosen['setting'])
     assert block['refinement_chosen'] == refined
-    assert ('prototypes refined' in rows[3]['setting']) != refined
+    assert is_refined(rows[3]['setting']) != refined
     # An ensemble row: over its ensembles of consecutive seeds.
     expected = 2 if 'ensemble of 2 seeds' in chosen['setting'] else 4
     assert chosen['splits']['I']['seeds'] == expected
     # Every setting and reading of the grid, with its validation figure.
-    assert len(block['selection']) == 2 * 20
+    # (10 readings a refinement: none, prototypes, clusters).
+    assert len(block['selection']) == 2 * 30
     assert block['oracle']['split'] == 'II'
     assert [row['method'] for row in block['gzsl']] == [
         'APNet (chosen)',
@@ -77,7 +82,7 @@ def test_run_nodes_table(tiny):
         "SAE (DGPN's inputs)",
     ]
     # Generalized zero-shot reads APNet's scores unrefined.
-    assert 'prototypes refined' not in block['gzsl'][0]['setting']
+    assert not is_refined(block['gzsl'][0]['setting'])
     for row in block['gzsl']:
         assert row['calibration'] is not None
         assert set(row['splits']) == {'I', 'II'}

@@ -18,6 +18,7 @@ from apnet_pyg.zsl.nodes.scores import (
     evaluated_scores,
     read_scores,
     setting_scores,
+    spherical_kmeans,
 )
 from apnet_pyg.zsl.nodes.training import train_node_model
 from tests.helpers.zero_shot_nodes import TINY_NODES, dense_graph
@@ -332,6 +333,44 @@ def test_prototype_refiner_keeps_a_prototype_without_nodes():
     assert set(refined.argmax(1).tolist()) <= {0, 1, 2}
 
 
+def test_spherical_kmeans_finds_separated_clusters_the_same_every_call():
+    gen = torch.Generator().manual_seed(4)
+    features, labels = _clusters(gen, num_classes=4)
+    z = torch.nn.functional.normalize(features - features.mean(0), dim=1)
+    centres = spherical_kmeans(z, 4, steps=20)
+    assert torch.allclose(centres.norm(dim=1), torch.ones(4), atol=1e-5)
+    found = (z @ centres.T).argmax(1)
+    # Each cluster is one class (up to the order of the centres).
+    for c in range(4):
+        assert found[labels == c].unique().numel() == 1
+    assert found.unique().numel() == 4
+    assert torch.equal(centres, spherical_kmeans(z, 4, steps=20))
+    with pytest.raises(ValueError, match="'num_clusters' must be between"):
+        spherical_kmeans(z, z.size(0) + 1, steps=20)
+
+
+def test_named_clusters_give_every_class_one_cluster():
+    # Two columns that rank the same nodes first (the descriptions of
+    # two classes nearly parallel): the seeded prototypes coincide, and
+    # k-means gives class 0's cluster to class 1 and cluster 1 to class 0.
+    # Named clusters give each class its own: class 1 ranks cluster 1
+    # above cluster 2, whatever the offsets.
+    gen = torch.Generator().manual_seed(5)
+    features, labels = _clusters(gen)
+    hint = torch.nn.functional.one_hot(labels, 3).float()
+    first = 2 * hint[:, 0] + 0.01 * torch.randn(labels.numel(), generator=gen)
+    third = hint[:, 2] + 0.01 * torch.randn(labels.numel(), generator=gen)
+    scores = torch.stack([first, first + hint[:, 1], third], dim=1)
+    refiner = PrototypeRefiner(features)
+    assert not torch.equal(refiner(scores).argmax(1), labels)
+    named = refiner.name_clusters(scores)
+    assert named.shape == scores.shape and named.dtype == scores.dtype
+    assert torch.equal(named.argmax(1), labels)
+    offset = scores + torch.tensor([5.0, -2.0, 0.0])
+    assert torch.equal(refiner.name_clusters(offset), named)
+    assert float(named.abs().max()) <= 1.0 + 1e-6
+
+
 def test_evaluated_scores_and_bad_input():
     gen = torch.Generator().manual_seed(3)
     features, _ = _clusters(gen)
@@ -343,6 +382,14 @@ def test_evaluated_scores_and_bad_input():
         evaluated_scores(every, index, 'prototypes', refiner),
         refiner(every[index]),
     )
+    assert torch.equal(
+        evaluated_scores(every, index, 'clusters', refiner),
+        refiner.name_clusters(every[index]),
+    )
+    with pytest.raises(ValueError, match="needs a 'refiner'"):
+        evaluated_scores(every, index, 'clusters')
+    with pytest.raises(ValueError, match="'scores' must be"):
+        refiner.name_clusters(every)
     with pytest.raises(ValueError, match="'refinement' must be one of"):
         evaluated_scores(every, index, 'kmeans', refiner)
     with pytest.raises(ValueError, match="needs a 'refiner'"):
