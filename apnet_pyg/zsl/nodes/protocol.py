@@ -104,6 +104,11 @@ OTHER_ROWS: Tuple[Tuple[str, str, Callable[[NodeSetting], bool]], ...] = (
         'APNet (best with prototype refinement)',
         lambda s: s.refinement != 'none',
     ),
+    (
+        'APNet (best without named clusters)',
+        'APNet (best with named clusters)',
+        lambda s: s.refinement == 'clusters',
+    ),
 )
 
 

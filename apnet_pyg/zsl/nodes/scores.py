@@ -390,7 +390,9 @@ class PrototypeRefiner:
         ranks = ranks / max(scores.size(0) - 1, 1)
         members = F.one_hot(cluster, num_classes).float()
         affinity = (members.T @ ranks) / members.sum(0).clamp(min=1)[:, None]
-        clusters, classes = linear_sum_assignment(affinity.numpy(), True)
+        clusters, classes = linear_sum_assignment(
+            affinity.numpy(), maximize=True
+        )
         order = torch.empty(num_classes, dtype=torch.long)
         order[torch.as_tensor(classes)] = torch.as_tensor(clusters)
         return (self.z @ centres[order].T).to(scores.dtype)

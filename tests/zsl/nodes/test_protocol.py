@@ -69,6 +69,13 @@ def test_run_nodes_table(tiny):
     refined = is_refined(chosen['setting'])
     assert block['refinement_chosen'] == refined
     assert is_refined(rows[3]['setting']) != refined
+    named = 'clusters named' in chosen['setting']
+    assert ('clusters named' in rows[4]['setting']) != named
+    assert methods[4] == (
+        'APNet (best without named clusters)'
+        if named
+        else 'APNet (best with named clusters)'
+    )
     # An ensemble row: over its ensembles of consecutive seeds.
     expected = 2 if 'ensemble of 2 seeds' in chosen['setting'] else 4
     assert chosen['splits']['I']['seeds'] == expected
