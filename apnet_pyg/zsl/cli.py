@@ -384,8 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
         action='store_true',
         help='also read every setting with its scores refined into class '
         'prototypes (k-means over the nodes classified, seeded by the '
-        'nodes each class scores highest; transductive, label-free), and '
-        'ESZSL the same way',
+        'nodes each class scores highest; transductive, label-free), or '
+        'as named clusters (k-means without the scores, each cluster given '
+        'one class by them), and ESZSL the first way',
     )
     nodes.add_argument(
         '--quick',
