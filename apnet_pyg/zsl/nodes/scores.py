@@ -348,18 +348,7 @@ class PrototypeRefiner:
         top = math.ceil(scores.size(0) / (2 * num_classes))
         first = scores.topk(top, dim=0).indices  # [top, C]
         prototypes = F.normalize(self.z[first].mean(dim=0), dim=1)
-        assignment = None
-        for _ in range(self.steps):
-            nearest = (self.z @ prototypes.T).argmax(dim=1)
-            if assignment is not None and torch.equal(nearest, assignment):
-                break
-            assignment = nearest
-            members = F.one_hot(nearest, num_classes).to(self.z.dtype)
-            sums = members.T @ self.z
-            filled = (members.sum(dim=0) > 0).unsqueeze(1)
-            prototypes = torch.where(
-                filled, F.normalize(sums, dim=1), prototypes
-            )
+        prototypes = cosine_kmeans(self.z, prototypes, self.steps)
         return (self.z @ prototypes.T).to(scores.dtype)
 
     def centres(self, num_clusters: int) -> Tensor:
@@ -391,11 +380,32 @@ class PrototypeRefiner:
         members = F.one_hot(cluster, num_classes).float()
         affinity = (members.T @ ranks) / members.sum(0).clamp(min=1)[:, None]
         clusters, classes = linear_sum_assignment(
-            affinity.numpy(), maximize=True
+            affinity.cpu().numpy(), maximize=True
         )
         order = torch.empty(num_classes, dtype=torch.long)
         order[torch.as_tensor(classes)] = torch.as_tensor(clusters)
-        return (self.z @ centres[order].T).to(scores.dtype)
+        named = centres[order.to(centres.device)]
+        return (self.z @ named.T).to(scores.dtype)
+
+
+def cosine_kmeans(z: Tensor, centres: Tensor, steps: int) -> Tensor:
+    r"""k-means with the cosine over the unit-length rows of :obj:`z`
+    from :obj:`centres` (unit length): every row joins its most similar
+    centre, every centre becomes the normalised mean of its rows (a centre
+    left without a row stays), at most :obj:`steps` times, fewer once no
+    row changes its centre; the centres."""
+    assignment = None
+    for _ in range(steps):
+        nearest = (z @ centres.T).argmax(dim=1)
+        if assignment is not None and torch.equal(nearest, assignment):
+            break
+        assignment = nearest
+        members = F.one_hot(nearest, centres.size(0)).to(z.dtype)
+        filled = (members.sum(dim=0) > 0).unsqueeze(1)
+        centres = torch.where(
+            filled, F.normalize(members.T @ z, dim=1), centres
+        )
+    return centres
 
 
 #: The k-means++ restarts of :meth:`PrototypeRefiner.centres` (the best
@@ -408,10 +418,9 @@ def spherical_kmeans(
 ) -> Tensor:
     r"""The :obj:`num_clusters` unit-length centres of k-means with the
     cosine over the unit-length rows of :obj:`z`: k-means++ starts from a
-    generator of fixed seed (the same centres every call), at most
-    :obj:`steps` steps each, the best of :obj:`restarts` by the summed
-    cosine of the rows to their centres. A centre left without a row
-    stays where it was."""
+    generator of fixed seed (the same centres every call), then
+    :func:`cosine_kmeans` for at most :obj:`steps` steps, the best of
+    :obj:`restarts` by the summed cosine of the rows to their centres."""
     if not 1 <= num_clusters <= z.size(0):
         raise ValueError(
             f"'num_clusters' must be between 1 and the {z.size(0)} rows "
@@ -430,17 +439,7 @@ def spherical_kmeans(
                 distance = torch.ones_like(distance)
             index = torch.multinomial(distance, 1, generator=generator)
             centres = torch.cat([centres, z[index]])
-        assignment = None
-        for _ in range(steps):
-            nearest = (z @ centres.T).argmax(dim=1)
-            if assignment is not None and torch.equal(nearest, assignment):
-                break
-            assignment = nearest
-            members = F.one_hot(nearest, num_clusters).to(z.dtype)
-            filled = (members.sum(dim=0) > 0).unsqueeze(1)
-            centres = torch.where(
-                filled, F.normalize(members.T @ z, dim=1), centres
-            )
+        centres = cosine_kmeans(z, centres, steps)
         fit = float((z @ centres.T).max(dim=1).values.sum())
         if fit > best_fit:
             best, best_fit = centres, fit
