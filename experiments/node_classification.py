@@ -120,158 +120,66 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
 #: The layers a search configuration is measured against.
 REFERENCES = ('AGNNConv', 'GATConv')
 
+
+def search_config(
+    num_steps: int,
+    learn_step_weights: bool = True,
+    teleport: Optional[float] = None,
+    proj_channels: Optional[int] = None,
+    temperature: float = 1.0,
+    learn_temperature: bool = True,
+) -> dict:
+    r"""A configuration of the search, every argument of
+    :class:`APNetConv` it varies given, in one order (its name, and so its
+    records, do not change with the defaults); :obj:`teleport` only where
+    the step weights are learned (it sets where they start, and has no
+    effect otherwise)."""
+    config = {
+        'proj_channels': proj_channels,
+        'temperature': temperature,
+        'learn_temperature': learn_temperature,
+        'num_steps': num_steps,
+        'learn_step_weights': learn_step_weights,
+    }
+    if learn_step_weights:
+        config['teleport'] = teleport
+    return config
+
+
 #: The configurations of the defaults' search, APNetConv(16, **config):
 #: the projection (none: the attention compares the features themselves,
 #: as AGNNConv's), the temperature (fixed or learned, and where it starts),
 #: the number of steps and whether the output is the last step's or a
-#: learned combination of the input and every step, every argument given
-#: (a configuration's name does not change with the defaults). The
-#: finalists of a wider screening (a learned self-loop weight, a learned
-#: mix with the input, the temperature learned as exp of a parameter, 1 or
-#: 2 steps; the closing notes of issue 51), then the learned combination
-#: over 1 to 4 steps (at most four propagations a layer: the cost a
-#: drop-in layer may have), started at one step's output
-#: (``teleport=None``) or at personalized PageRank's weights (teleport
-#: 0.1 to 0.8). ``teleport`` is given where the weights are learned (it
-#: sets where they start, and has no effect otherwise).
+#: learned combination of the input and every step. The finalists of a
+#: wider screening (a learned self-loop weight, a learned mix with the
+#: input, the temperature learned as exp of a parameter, 1 or 2 steps; the
+#: closing notes of issue 51), then the learned combination over 1 to 4
+#: steps, started at one step's output (``teleport=None``) or at
+#: personalized PageRank's weights (teleport 0.1 to 0.8); at the chosen
+#: start, 2 and 8 steps and a fixed temperature (8 steps cost twice the
+#: four propagations a layer a drop-in layer may have: tried to see
+#: whether more hops help).
 SEARCH_GRID: List[dict] = [
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': 0.1,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': 0.2,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': 0.5,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': 0.8,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 2,
-        'learn_step_weights': True,
-        'teleport': 0.2,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 8,
-        'learn_step_weights': True,
-        'teleport': 0.2,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': False,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': 0.2,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 1,
-        'learn_step_weights': True,
-        'teleport': None,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 2,
-        'learn_step_weights': True,
-        'teleport': None,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 3,
-        'learn_step_weights': True,
-        'teleport': None,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 4,
-        'learn_step_weights': True,
-        'teleport': None,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 1,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 2,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 2.0,
-        'learn_temperature': True,
-        'num_steps': 1,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': None,
-        'temperature': 1.0,
-        'learn_temperature': False,
-        'num_steps': 1,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': 16,
-        'temperature': 1.0,
-        'learn_temperature': True,
-        'num_steps': 1,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': 16,
-        'temperature': 0.5,
-        'learn_temperature': True,
-        'num_steps': 2,
-        'learn_step_weights': False,
-    },
-    {
-        'proj_channels': 16,
-        'temperature': 0.5,
-        'learn_temperature': False,
-        'num_steps': 2,
-        'learn_step_weights': False,
-    },
+    *(search_config(4, teleport=t) for t in (0.1, 0.2, 0.5, 0.8)),
+    search_config(2, teleport=0.2),
+    search_config(8, teleport=0.2),
+    search_config(4, teleport=0.2, learn_temperature=False),
+    *(search_config(steps) for steps in (1, 2, 3, 4)),
+    search_config(1, learn_step_weights=False),
+    search_config(2, learn_step_weights=False),
+    search_config(1, learn_step_weights=False, temperature=2.0),
+    search_config(1, learn_step_weights=False, learn_temperature=False),
+    search_config(1, learn_step_weights=False, proj_channels=16),
+    search_config(
+        2, learn_step_weights=False, proj_channels=16, temperature=0.5
+    ),
+    search_config(
+        2,
+        learn_step_weights=False,
+        proj_channels=16,
+        temperature=0.5,
+        learn_temperature=False,
+    ),
 ]
 
 
