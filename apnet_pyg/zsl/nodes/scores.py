@@ -323,7 +323,7 @@ class PrototypeRefiner:
             )
         self.features, self.steps = features, steps
         self._z: Optional[Tensor] = None
-        self._centres: Dict[int, Tensor] = {}
+        self._cluster_cosines: Dict[int, Tensor] = {}
 
     @property
     def z(self) -> Tensor:
@@ -335,15 +335,20 @@ class PrototypeRefiner:
             self._z = F.normalize(z - z.mean(dim=0), dim=1)
         return self._z
 
-    @torch.no_grad()
-    def __call__(self, scores: Tensor) -> Tensor:
-        r"""The refined scores :math:`(n, C)` of the scores
-        :obj:`scores` :math:`(n, C)` of the same nodes."""
+    def check_scores(self, scores: Tensor) -> None:
+        r"""Refuses scores that are not :math:`(n, C)` for the :math:`n`
+        nodes of :obj:`features`."""
         if scores.dim() != 2 or scores.size(0) != self.features.size(0):
             raise ValueError(
                 f"'scores' must be [{self.features.size(0)} nodes, "
                 f'classes] (got shape {tuple(scores.shape)})'
             )
+
+    @torch.no_grad()
+    def __call__(self, scores: Tensor) -> Tensor:
+        r"""The refined scores :math:`(n, C)` of the scores
+        :obj:`scores` :math:`(n, C)` of the same nodes."""
+        self.check_scores(scores)
         num_classes = scores.size(1)
         top = math.ceil(scores.size(0) / (2 * num_classes))
         first = scores.topk(top, dim=0).indices  # [top, C]
@@ -351,29 +356,24 @@ class PrototypeRefiner:
         prototypes = cosine_kmeans(self.z, prototypes, self.steps)
         return (self.z @ prototypes.T).to(scores.dtype)
 
-    def centres(self, num_clusters: int) -> Tensor:
-        r"""The :obj:`num_clusters` unit-length centres of k-means with
-        the cosine over the nodes (found once for each count: they do not
-        depend on the scores)."""
-        if num_clusters not in self._centres:
-            self._centres[num_clusters] = spherical_kmeans(
-                self.z, num_clusters, self.steps
-            )
-        return self._centres[num_clusters]
+    def cluster_cosines(self, num_clusters: int) -> Tensor:
+        r"""Every node's cosine :math:`(n, K)` to the :obj:`num_clusters`
+        centres of k-means with the cosine over the nodes (found once for
+        each count: they do not depend on the scores)."""
+        if num_clusters not in self._cluster_cosines:
+            centres = spherical_kmeans(self.z, num_clusters, self.steps)
+            self._cluster_cosines[num_clusters] = self.z @ centres.T
+        return self._cluster_cosines[num_clusters]
 
     @torch.no_grad()
     def name_clusters(self, scores: Tensor) -> Tensor:
         r"""The scores :math:`(n, C)` of the nodes as clusters named by
         :obj:`scores` :math:`(n, C)`: node :math:`i`'s cosine to the
         centre of the cluster given class :math:`c`."""
-        if scores.dim() != 2 or scores.size(0) != self.features.size(0):
-            raise ValueError(
-                f"'scores' must be [{self.features.size(0)} nodes, "
-                f'classes] (got shape {tuple(scores.shape)})'
-            )
+        self.check_scores(scores)
         num_classes = scores.size(1)
-        centres = self.centres(num_classes)
-        cluster = (self.z @ centres.T).argmax(dim=1)
+        cosines = self.cluster_cosines(num_classes)
+        cluster = cosines.argmax(dim=1)
         # Ranks within each class's column: 0 the lowest score, 1 the top.
         ranks = scores.float().argsort(dim=0).argsort(dim=0).float()
         ranks = ranks / max(scores.size(0) - 1, 1)
@@ -384,8 +384,7 @@ class PrototypeRefiner:
         )
         order = torch.empty(num_classes, dtype=torch.long)
         order[torch.as_tensor(classes)] = torch.as_tensor(clusters)
-        named = centres[order.to(centres.device)]
-        return (self.z @ named.T).to(scores.dtype)
+        return cosines[:, order.to(cosines.device)].to(scores.dtype)
 
 
 def cosine_kmeans(z: Tensor, centres: Tensor, steps: int) -> Tensor:
@@ -408,7 +407,7 @@ def cosine_kmeans(z: Tensor, centres: Tensor, steps: int) -> Tensor:
     return centres
 
 
-#: The k-means++ restarts of :meth:`PrototypeRefiner.centres` (the best
+#: The k-means++ restarts of :func:`spherical_kmeans` (the best
 #: by the summed cosine of the nodes to their centres is kept).
 CLUSTER_RESTARTS = 10
 
