@@ -395,7 +395,19 @@ def build_parser() -> argparse.ArgumentParser:
         'a grid of the base and the k-NN class graph',
     )
     nodes.add_argument(
-        '--threads', type=int, default=1, help='torch threads (default: 1)'
+        '--workers',
+        type=int,
+        default=None,
+        help="processes that train APNet's seeds side by side, one torch "
+        'thread each; the results are the same for any number (default: '
+        'the cores this process may use)',
+    )
+    nodes.add_argument(
+        '--threads',
+        type=int,
+        default=1,
+        help='torch threads of this process, and of the runs with '
+        '--workers 1 (default: 1)',
     )
     nodes.add_argument(
         '--out', default=None, help='also write the results to this JSON file'

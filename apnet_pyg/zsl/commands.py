@@ -354,10 +354,18 @@ def nodes_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.zsl.nodes.protocol import quick_grid, run_nodes
     from apnet_pyg.zsl.nodes.report import format_nodes
     from apnet_pyg.zsl.nodes.selection import selection_grid
+    from apnet_pyg.zsl.nodes.training import available_cores
 
     if args.out is not None:
         check_output_file(args.out, '--out', 'a JSON file name')
-    for flag in ('seeds', 'selection_seeds', 'threads', 'epochs', 'episodes'):
+    for flag in (
+        'seeds',
+        'selection_seeds',
+        'workers',
+        'threads',
+        'epochs',
+        'episodes',
+    ):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise ValueError(
                 f'--{flag.replace("_", "-")} must be at least '
@@ -402,6 +410,7 @@ def nodes_command(args: argparse.Namespace) -> Dict:
         gzsl=args.gzsl,
         refine=args.refine,
         log=lambda line: print(line, flush=True),
+        workers=args.workers or available_cores(),
     )
     if args.quick:
         results['quick'] = True

@@ -38,7 +38,7 @@ from apnet_pyg.zsl.nodes.closed_form import closed_form_parts
 from apnet_pyg.zsl.nodes.inputs import NodeSetting, NodeTask
 from apnet_pyg.zsl.nodes.report import summarise_gzsl
 from apnet_pyg.zsl.nodes.scores import ScoreSmoother, setting_scores
-from apnet_pyg.zsl.nodes.training import record_scores
+from apnet_pyg.zsl.nodes.training import record_runs
 
 #: The share of every class's nodes held out as test nodes.
 GZSL_TEST_SHARE = 0.2
@@ -157,13 +157,16 @@ def apnet_gzsl(
     calibration_seeds: Sequence[int],
     validation_split: Optional[ClassSplit],
     smoother: ScoreSmoother,
+    workers: int = 1,
 ) -> Dict[str, Any]:
     r"""APNet with :obj:`setting` (its reading: smoothing, ensemble)
     trained :obj:`epochs` epochs on each split's seen nodes less the test
     nodes, once per seed of :obj:`seeds`, and evaluated on every split's
     test nodes (see the module docstring); the calibration constant
     chosen on :obj:`validation_split`'s validation task with the models
-    of :obj:`calibration_seeds` (none without a validation split)."""
+    of :obj:`calibration_seeds` (none without a validation split). The
+    runs use :obj:`workers` processes
+    (:func:`~apnet_pyg.zsl.nodes.training.record_runs`)."""
     y = nodes.data.y
     test_nodes = gzsl_test_nodes(nodes)
     constant = None
@@ -175,10 +178,14 @@ def apnet_gzsl(
         classes = torch.cat([validation_split.seen, validation_split.val])
         recorded = torch.stack(
             [
-                record_scores(task, seed, {'gzsl': classes}, [epochs])['gzsl'][
-                    0
-                ]
-                for seed in calibration_seeds
+                run['gzsl'][0]
+                for run in record_runs(
+                    task,
+                    calibration_seeds,
+                    {'gzsl': classes},
+                    [epochs],
+                    workers,
+                )
             ]
         )
         constant = best_calibration(
@@ -198,10 +205,10 @@ def apnet_gzsl(
         classes = torch.cat([split.seen, split.unseen])
         recorded = torch.stack(
             [
-                record_scores(task, seed, {'gzsl': classes}, [epochs])['gzsl'][
-                    0
-                ]
-                for seed in seeds
+                run['gzsl'][0]
+                for run in record_runs(
+                    task, seeds, {'gzsl': classes}, [epochs], workers
+                )
             ]
         )
         runs = [

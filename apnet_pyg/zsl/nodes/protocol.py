@@ -82,7 +82,7 @@ from apnet_pyg.zsl.nodes.selection import (
     selection_grid,
     smoother_of,
 )
-from apnet_pyg.zsl.nodes.training import record_scores
+from apnet_pyg.zsl.nodes.training import record_runs
 
 #: The rows of APNet besides the chosen one: for each choice, the best
 #: setting of the selection (by validation balanced accuracy) that makes
@@ -136,15 +136,17 @@ def evaluate_rows(
     seeds: Sequence[int],
     smoother: ScoreSmoother,
     log=print,
+    workers: int = 1,
 ) -> List[Dict[str, Any]]:
     r"""Every candidate row (:obj:`(label, {'setting', 'epochs',
     'val_balanced'})`) evaluated on the unseen classes of every split:
     each training setting trained once per seed of :obj:`seeds` and split
-    (:func:`~apnet_pyg.zsl.nodes.training.record_scores`, up to the most
-    epochs a row of it needs), each row read from those runs at its epoch
-    count (its smoothing; for an ensemble of :math:`S`, the
-    :math:`\lfloor |seeds| / S \rfloor` ensembles of consecutive seeds;
-    its refinement over the split's unseen classes' nodes)."""
+    (:func:`~apnet_pyg.zsl.nodes.training.record_runs` in :obj:`workers`
+    processes, up to the most epochs a row of it needs), each row read
+    from those runs at its epoch count (its smoothing; for an ensemble of
+    :math:`S`, the :math:`\lfloor |seeds| / S \rfloor` ensembles of
+    consecutive seeds; its refinement over the split's unseen classes'
+    nodes)."""
     by_training: Dict[Tuple, List[int]] = {}
     for i, (_, candidate) in enumerate(candidates):
         by_training.setdefault(candidate['setting'].training_key(), []).append(
@@ -159,10 +161,10 @@ def evaluate_rows(
             task = NodeTask(nodes, split, csd, setting)
             recorded = torch.stack(
                 [
-                    record_scores(task, seed, {'unseen': split.unseen}, at)[
-                        'unseen'
-                    ]
-                    for seed in seeds
+                    run['unseen']
+                    for run in record_runs(
+                        task, seeds, {'unseen': split.unseen}, at, workers
+                    )
                 ]
             )
             target = nodes.data.y[task.unseen_nodes]
@@ -241,6 +243,7 @@ def run_nodes(
     gzsl: bool = False,
     refine: bool = False,
     log=print,
+    workers: int = 1,
 ) -> Dict[str, Any]:
     r"""The whole protocol (see the module docstring) on :obj:`nodes` for
     every class split of :obj:`splits` and CSD kind of :obj:`csds`:
@@ -270,6 +273,10 @@ def run_nodes(
     refined into class prototypes
     (:class:`~apnet_pyg.zsl.nodes.scores.PrototypeRefiner`), and ESZSL on
     APNet's inputs is also shown refined.
+
+    APNet's runs of a setting are trained in :obj:`workers` processes
+    (:func:`~apnet_pyg.zsl.nodes.training.record_runs`): the same results
+    for any number, sooner.
 
     Returns a dictionary by CSD kind (:func:`format_nodes` prints it).
     """
@@ -340,6 +347,7 @@ def run_nodes(
                 reading_grid(
                     ensemble_sizes, REFINEMENTS if refine else ('none',)
                 ),
+                workers=workers,
             )
             candidates = [('APNet (chosen)', selected['chosen'])]
             candidates += _other_rows(selected)
@@ -359,7 +367,7 @@ def run_nodes(
         # 2. APNet's rows, on every split's unseen classes.
         smoother = smoother_of(nodes, chosen['setting'])
         rows = evaluate_rows(
-            nodes, csd, candidates, splits, seeds, smoother, log
+            nodes, csd, candidates, splits, seeds, smoother, log, workers
         )
 
         # 3. The closed-form baselines, chosen alike (without validation
@@ -431,6 +439,7 @@ def run_nodes(
                 eszsl,
                 sae,
                 log,
+                workers,
             )
 
         results['csds'][csd] = {
@@ -480,6 +489,7 @@ def _gzsl_rows(
     eszsl: Dict[str, Any],
     sae: Optional[Dict[str, Any]],
     log,
+    workers: int,
 ) -> List[Dict[str, Any]]:
     # APNet (its chosen setting, reading and epochs), ESZSL and SAE (their
     # chosen hyper-parameters) in generalized zero-shot. APNet's scores are
@@ -503,6 +513,7 @@ def _gzsl_rows(
                 selection_seeds,
                 validation_split,
                 smoother,
+                workers,
             ),
         }
     ]

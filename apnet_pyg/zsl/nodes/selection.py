@@ -16,7 +16,7 @@ The grid has two parts, fixed in advance:
 
 Every training setting is trained once per selection seed (and class
 fold); every reading of it is scored from the same runs
-(:func:`~apnet_pyg.zsl.nodes.training.record_scores`), after every epoch.
+(:func:`~apnet_pyg.zsl.nodes.training.record_runs`), after every epoch.
 The choice (:func:`select_setting`) is the setting, reading and epoch
 count of highest mean balanced accuracy on the validation classes' nodes
 among the validation classes, over the seeds (for an ensemble, of the
@@ -50,7 +50,7 @@ from apnet_pyg.zsl.nodes.scores import (
     evaluated_scores,
     read_scores,
 )
-from apnet_pyg.zsl.nodes.training import record_scores
+from apnet_pyg.zsl.nodes.training import record_runs
 
 #: The smoothings of the reading grid: (smoothing, steps K, temperature).
 #: The mean over K in {16, 64} (a node's scores mixed over about sqrt(K)
@@ -224,6 +224,7 @@ def select_setting(
     folds: Optional[Sequence[ClassSplit]] = None,
     readings: Optional[Sequence[Dict]] = None,
     oracle: bool = True,
+    workers: int = 1,
 ) -> Dict[str, Any]:
     r"""Chooses the training setting of :obj:`grid`, the reading of
     :obj:`readings` (default: :func:`reading_grid` with single models)
@@ -232,7 +233,9 @@ def select_setting(
     :obj:`seeds` (the first best in grid order, the fewest epochs among
     equals). Reads no label of the unseen classes for the choice; with
     :obj:`oracle`, the same runs on the first fold are also scored on its
-    unseen classes (:func:`oracle_choice`), apart.
+    unseen classes (:func:`oracle_choice`), apart. The runs of a setting
+    use :obj:`workers` processes
+    (:func:`~apnet_pyg.zsl.nodes.training.record_runs`).
 
     Returns:
         dict: :obj:`'chosen'` and :obj:`'rows'` (every setting and
@@ -264,12 +267,13 @@ def select_setting(
             class_sets = {'val': fold.val}
             if oracle and number == 0:
                 class_sets['unseen'] = fold.unseen
-            recorded = [
-                record_scores(
-                    task, seed, class_sets, range(1, setting.config.epochs + 1)
-                )
-                for seed in seeds
-            ]
+            recorded = record_runs(
+                task,
+                seeds,
+                class_sets,
+                range(1, setting.config.epochs + 1),
+                workers,
+            )
             val = torch.stack([r['val'] for r in recorded])
             target = y[task.val_nodes]
 

@@ -2,12 +2,16 @@ r"""The training runs of zero-shot node classification
 (:mod:`apnet_pyg.zsl.nodes.protocol`): a fresh APNet trained on a task's
 seen nodes (:func:`train_node_model`), and the calibrated scores of every
 node against class sets recorded after chosen epochs
-(:func:`record_scores`). One run serves every reading of its scores (the
+(:func:`record_scores`), for many seeds at once in worker processes
+(:func:`record_runs`). One run serves every reading of its scores (the
 smoothings, the ensembles, the class sets), so settings that differ only
 in how scores are read share their runs.
 """
 
-from typing import Dict, List, Sequence
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -97,3 +101,57 @@ def record_scores(
 
     train_node_model(task, seed, epochs[-1], record, device)
     return {name: torch.stack(values) for name, values in recorded.items()}
+
+
+def available_cores() -> int:
+    r"""The cores this process may run on (its CPU affinity where the
+    platform reports one): the default number of workers of
+    :func:`record_runs` in :obj:`apnet-zsl nodes`."""
+    if hasattr(os, 'sched_getaffinity'):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _recorded_run(job: Tuple) -> Dict[str, Tensor]:
+    # One run in a worker process: one torch thread, so that the workers
+    # share the cores instead of oversubscribing them; the scores travel
+    # back as arrays (no shared-memory handles to keep alive).
+    torch.set_num_threads(1)
+    task, seed, class_sets, at = job
+    recorded = record_scores(task, seed, class_sets, at)
+    return {name: values.numpy() for name, values in recorded.items()}
+
+
+def record_runs(
+    task: NodeTask,
+    seeds: Sequence[int],
+    class_sets: Dict[str, Tensor],
+    at: Sequence[int],
+    workers: int = 1,
+) -> List[Dict[str, Tensor]]:
+    r""":func:`record_scores` of :obj:`task` for every seed of
+    :obj:`seeds`, in their order: in this process, or with
+    :obj:`workers > 1` in that many worker processes (forked where the
+    platform can, spawned elsewhere) of one torch thread each. Every run
+    is seeded on its own, so the results are the same for any
+    :obj:`workers` (tested); only the wall clock changes."""
+    if workers < 1:
+        raise ValueError(f"'workers' must be at least 1 (got {workers})")
+    seeds = [int(seed) for seed in seeds]
+    at = [int(epoch) for epoch in at]
+    if workers == 1 or len(seeds) < 2:
+        return [record_scores(task, seed, class_sets, at) for seed in seeds]
+    method = (
+        'fork'
+        if 'fork' in multiprocessing.get_all_start_methods()
+        else 'spawn'
+    )
+    jobs = [(task, seed, dict(class_sets), at) for seed in seeds]
+    with ProcessPoolExecutor(
+        min(workers, len(seeds)),
+        mp_context=multiprocessing.get_context(method),
+    ) as pool:
+        return [
+            {name: torch.from_numpy(values) for name, values in run.items()}
+            for run in pool.map(_recorded_run, jobs)
+        ]

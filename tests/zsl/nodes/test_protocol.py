@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,23 @@ def test_command_smoke(tiny, tmp_path, capsys):
     assert 'class-level cross-validation' in printed
 
 
+def test_command_same_results_for_any_workers(tiny, tmp_path, capsys):
+    # --workers changes where the seeds train, never what they give: the
+    # whole record (choices, rows, GZSL) of one process and of two.
+    root, _ = tiny
+    records = []
+    for workers in ('1', '2'):
+        out = tmp_path / f'workers-{workers}.json'
+        status = main(
+            ['nodes', '--dataset', 'tiny', '--root', str(root)]
+            + ['--csd', 'text', '--quick', '--gzsl', '--workers', workers]
+            + ['--out', str(out)]
+        )
+        assert status == 0, capsys.readouterr().out
+        records.append(json.loads(out.read_text()))
+    assert records[0] == records[1]
+
+
 @pytest.mark.parametrize(
     'extra, message',
     [
@@ -216,6 +234,7 @@ def test_command_smoke(tiny, tmp_path, capsys):
             'not both',
         ),
         (['--seeds', '0'], '--seeds must be at least 1'),
+        (['--workers', '0'], '--workers must be at least 1'),
         (['--seen', '0', '--unseen', '2', '3'], "'seen' needs at least 2"),
         (['--quick', '--full-grid'], 'give --quick or --full-grid, not both'),
     ],

@@ -1,10 +1,18 @@
+import multiprocessing
+
 import pytest
 import torch
 
+import apnet_pyg.zsl.nodes.training as training
 import apnet_pyg.zsl.train as nodes_train
 from apnet_pyg.zsl.nodes.inputs import NodeTask
 from apnet_pyg.zsl.nodes.scores import NodeScores
-from apnet_pyg.zsl.nodes.training import record_scores, train_node_model
+from apnet_pyg.zsl.nodes.training import (
+    available_cores,
+    record_runs,
+    record_scores,
+    train_node_model,
+)
 from tests.helpers.zero_shot_nodes import TINY_NODES
 
 
@@ -80,3 +88,40 @@ def test_record_scores_after_chosen_epochs(tiny, monkeypatch):
             )
     with pytest.raises(ValueError, match="'at' must hold positive epoch"):
         record_scores(task, 0, classes, [0, 1])
+
+
+@pytest.mark.parametrize('method', ['fork', 'spawn'])
+def test_record_runs_in_workers_equal_one_process(tiny, monkeypatch, method):
+    # Each run is seeded on its own: side by side in worker processes
+    # (forked, or spawned as where the platform cannot fork) they give the
+    # very scores of the runs one after another, in the seeds' order.
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f'this platform has no {method!r} start method')
+    _, nodes = tiny
+    split = nodes.split('II')
+    task = NodeTask(nodes, split, 'text', TINY_NODES)
+    classes = {'val': split.val, 'unseen': split.unseen}
+    alone = record_runs(task, [2, 0, 1], classes, [1, 2])
+    assert len(alone) == 3
+    torch.testing.assert_close(
+        alone[0]['val'], record_scores(task, 2, classes, [1, 2])['val']
+    )
+    monkeypatch.setattr(
+        training.multiprocessing,
+        'get_all_start_methods',
+        lambda: [method],
+    )
+    threads = torch.get_num_threads()
+    side_by_side = record_runs(task, [2, 0, 1], classes, [1, 2], workers=2)
+    assert torch.get_num_threads() == threads  # this process's, unchanged
+    assert len(side_by_side) == 3
+    for a, b in zip(alone, side_by_side):
+        assert a.keys() == b.keys()
+        for name in a:
+            assert torch.equal(a[name], b[name]), name
+    with pytest.raises(ValueError, match="'workers' must be at least 1"):
+        record_runs(task, [0], classes, [1], workers=0)
+
+
+def test_available_cores():
+    assert 1 <= available_cores() <= (multiprocessing.cpu_count() or 1)
