@@ -133,8 +133,9 @@ def record_runs(
     :obj:`seeds`, in their order: in this process, or with
     :obj:`workers > 1` in that many worker processes (forked where the
     platform can, spawned elsewhere) of one torch thread each. Every run
-    is seeded on its own, so the results are the same for any
-    :obj:`workers` (tested); only the wall clock changes."""
+    is seeded on its own, so the results are those of the runs one after
+    another in this process at one torch thread, for any :obj:`workers`
+    (tested); only the wall clock changes."""
     if workers < 1:
         raise ValueError(f"'workers' must be at least 1 (got {workers})")
     seeds = [int(seed) for seed in seeds]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import apnet_pyg.zsl.nodes.selection as selection_module
+import apnet_pyg.zsl.nodes.training as training_module
 from apnet_pyg.zsl.metrics import per_class_accuracy
 from apnet_pyg.zsl.nodes.inputs import NodeSetting
 from apnet_pyg.zsl.nodes.selection import (
@@ -182,7 +182,8 @@ def test_select_setting_averages_every_fold_and_seed(tiny, monkeypatch):
         runs.append((task.split, seed, scores['val']))
         return scores
 
-    monkeypatch.setattr(selection_module, 'record_scores', record)
+    # The runs of record_runs in this process (workers=1).
+    monkeypatch.setattr(training_module, 'record_scores', record)
     readings = [
         dict(
             smoothing='none',
