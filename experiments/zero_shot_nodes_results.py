@@ -37,7 +37,9 @@ ARGUMENTS = [
     'text',
     'label',
     '--seeds',
-    '10',
+    '20',
+    '--workers',
+    '2',
     '--gzsl',
 ]
 #: The command of each selection (its arguments) and its block's markers.
@@ -115,15 +117,15 @@ grids, both fixed in advance:
   (`apnet_pyg.zsl.nodes.scores`: 16 or 64 steps of the mean over a node
   and its neighbours, or of that mean weighted by `APNetConv`'s attention
   over the node features), each for a single model and for a seed
-  ensemble of 2 (the mean of two models' calibrated scores).
+  ensemble of 4 (the mean of four models' calibrated scores).
 
-Each training setting is trained once per selection seed (4), and every
+Each training setting is trained once per selection seed (8), and every
 reading of it is scored from the same runs after every epoch; the chosen
 (setting, reading, epoch count) is the one of highest mean balanced
 accuracy on the validation classes' nodes among the validation classes.
 The table shows it, the best setting with the other choice of the k-NN
 class graph, and the best with the other choice of smoothing, each
-trained once per seed (10) on each split; an ensemble row's mean and
+trained once per seed (20) on each split; an ensemble row's mean and
 standard deviation are over its 5 ensembles of consecutive seeds. A line
 says whether the k-NN class graph was chosen.
 
@@ -255,6 +257,7 @@ def main(argv=None) -> int:
     from apnet_pyg.zsl.cli import main as apnet_zsl
 
     arguments, begin, end = BLOCKS[args.block]
+    workers = arguments[arguments.index('--workers') + 1]
     buffer = io.StringIO()
     # The machine may be shared: its load says what the wall clock means.
     load = os.getloadavg()[0]
@@ -284,7 +287,8 @@ def main(argv=None) -> int:
         }
     blocks[args.block] = (
         begin + '\n' + f'`{command_line(args.block)}` (run from the '
-        f'repository root, 1 torch thread, on {processor}, '
+        f'repository root, {workers} worker processes of 1 torch thread '
+        f'each, on {processor}, '
         f'{seconds / 60:.1f} min wall clock; load average {load:.1f} '
         f'on {os.cpu_count()} cores when it started) printed:\n\n'
         + table.strip()

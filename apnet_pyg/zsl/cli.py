@@ -35,6 +35,7 @@ from apnet_pyg.scripting import error_line
 from apnet_pyg.zsl.commands import COMMANDS
 from apnet_pyg.zsl.config import RECIPES, VARIANTS, TrainConfig, option_parser
 from apnet_pyg.zsl.nodes.inputs import SELECTIONS
+from apnet_pyg.zsl.nodes.protocol import SEEDS, SELECTION_SEEDS
 
 
 def _add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -330,14 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help='APNet runs per row, seeds 0..N-1; an ensemble row groups '
-        'them by the ensemble size (default: 10; --quick: 2)',
+        f'them by the ensemble size (default: {SEEDS}; --quick: 2)',
     )
     nodes.add_argument(
         '--selection-seeds',
         type=int,
         default=None,
         help='runs per setting in the selection; the seed ensembles it '
-        'may choose have half as many models (default: 4)',
+        'may choose have half as many models (default: '
+        f'{SELECTION_SEEDS}; --quick: 4)',
     )
     nodes.add_argument(
         '--selection',
@@ -399,8 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="processes that train APNet's seeds side by side, one torch "
-        'thread each; the results are the same for any number (default: '
-        'the cores this process may use)',
+        'thread each; the results are the same for any number (with '
+        '--threads 1, the default) (default: the cores this process may '
+        'use)',
     )
     nodes.add_argument(
         '--threads',

@@ -351,7 +351,12 @@ def baselines_command(args: argparse.Namespace) -> Dict:
 def nodes_command(args: argparse.Namespace) -> Dict:
     from apnet_pyg.data.zero_shot_nodes import read_zero_shot_nodes
     from apnet_pyg.zsl.nodes.inputs import NodeSetting
-    from apnet_pyg.zsl.nodes.protocol import quick_grid, run_nodes
+    from apnet_pyg.zsl.nodes.protocol import (
+        SEEDS,
+        SELECTION_SEEDS,
+        quick_grid,
+        run_nodes,
+    )
     from apnet_pyg.zsl.nodes.report import format_nodes
     from apnet_pyg.zsl.nodes.selection import selection_grid
     from apnet_pyg.zsl.nodes.training import available_cores
@@ -399,8 +404,8 @@ def nodes_command(args: argparse.Namespace) -> Dict:
         nodes,
         splits,
         args.csd,
-        range(args.seeds or quick or 10),
-        range(args.selection_seeds or 4),
+        range(args.seeds or quick or SEEDS),
+        range(args.selection_seeds or (4 if args.quick else SELECTION_SEEDS)),
         base=base,
         grid=quick_grid(base)
         if args.quick

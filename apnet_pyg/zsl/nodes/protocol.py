@@ -112,6 +112,14 @@ OTHER_ROWS: Tuple[Tuple[str, str, Callable[[NodeSetting], bool]], ...] = (
 )
 
 
+#: APNet's runs per row (seeds 0..N-1) and per setting in the selection
+#: (:func:`run_nodes`, :obj:`apnet-zsl nodes`): 8 selection seeds make the
+#: choosable seed ensembles four models each, and 20 seeds five of them
+#: per row.
+SEEDS = 20
+SELECTION_SEEDS = 8
+
+
 def ensemble_sizes_of(selection_seeds: int, seeds: int) -> Tuple[int, ...]:
     r"""The seed-ensemble sizes of the reading grid: single models, and
     ensembles of half the selection's seeds where that makes at least two
@@ -234,8 +242,8 @@ def run_nodes(
     nodes: ZeroShotNodes,
     splits: Sequence[ClassSplit],
     csds: Sequence[str] = DESCRIPTION_KINDS,
-    seeds: Sequence[int] = tuple(range(10)),
-    selection_seeds: Sequence[int] = (0, 1, 2, 3),
+    seeds: Sequence[int] = tuple(range(SEEDS)),
+    selection_seeds: Sequence[int] = tuple(range(SELECTION_SEEDS)),
     base: Optional[NodeSetting] = None,
     grid: Optional[Sequence[NodeSetting]] = None,
     select: bool = True,
