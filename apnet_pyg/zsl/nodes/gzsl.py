@@ -169,28 +169,31 @@ def apnet_gzsl(
     (:func:`~apnet_pyg.zsl.nodes.training.record_runs`)."""
     y = nodes.data.y
     test_nodes = gzsl_test_nodes(nodes)
+
+    def recorded(split, held_out, classes, run_seeds):
+        # Every node's scores against classes, once per seed, after the
+        # chosen epochs of training on split's seen nodes less held_out.
+        task = NodeTask(nodes, split, csd, setting, None, held_out)
+        runs = record_runs(
+            task, run_seeds, {'gzsl': classes}, [epochs], workers
+        )
+        return torch.stack([run['gzsl'][0] for run in runs])
+
     constant = None
     if validation_split is not None:
         held_out, seen_val, unseen_val = validation_nodes(
             nodes, validation_split, test_nodes
         )
-        task = NodeTask(nodes, validation_split, csd, setting, None, held_out)
         classes = torch.cat([validation_split.seen, validation_split.val])
-        recorded = torch.stack(
-            [
-                run['gzsl'][0]
-                for run in record_runs(
-                    task,
-                    calibration_seeds,
-                    {'gzsl': classes},
-                    [epochs],
-                    workers,
-                )
-            ]
-        )
         constant = best_calibration(
             pooled_gzsl_scores(
-                setting_scores(recorded, setting, smoother),
+                setting_scores(
+                    recorded(
+                        validation_split, held_out, classes, calibration_seeds
+                    ),
+                    setting,
+                    smoother,
+                ),
                 y,
                 seen_val,
                 unseen_val,
@@ -200,17 +203,9 @@ def apnet_gzsl(
         )
     out = {'calibration': constant, 'splits': {}}
     for split in splits:
-        task = NodeTask(nodes, split, csd, setting, None, test_nodes)
         seen_test, unseen_test = gzsl_test_split(nodes, split, test_nodes)
         classes = torch.cat([split.seen, split.unseen])
-        recorded = torch.stack(
-            [
-                run['gzsl'][0]
-                for run in record_runs(
-                    task, seeds, {'gzsl': classes}, [epochs], workers
-                )
-            ]
-        )
+        scores = recorded(split, test_nodes, classes, seeds)
         runs = [
             _run_metrics(
                 pooled_gzsl_scores(
@@ -223,7 +218,7 @@ def apnet_gzsl(
                 ),
                 constant,
             )
-            for group in setting_scores(recorded, setting, smoother)
+            for group in setting_scores(scores, setting, smoother)
         ]
         out['splits'][split.name] = summarise_gzsl(runs)
     return out
