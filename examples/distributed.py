@@ -7,17 +7,16 @@ model and the whole graph, takes its shard of the training nodes (a
 shuffled split in the manner of
 :class:`~torch.utils.data.DistributedSampler`: equal shards, padded by
 repeating a few nodes, so that every rank runs the same number of steps),
-samples neighbourhoods of its mini-batches with a
-:class:`NeighborLoader` over that shard, and DDP all-reduces (averages) the
-gradients, so that every replica takes the same optimiser step. The
-model: dropout 0.5, Linear(F, 16), ReLU, one ``APNetConv(16,
-num_steps=1, learn_step_weights=False)`` per sampled hop, dropout 0.5,
-Linear(16, C); Adam (lr 0.01, weight decay 5e-4). After the last epoch
-the ranks compare their parameters (they must be bitwise identical) and
-rank 0 evaluates the validation and test accuracy on the full graph (no
-model selection: the last epoch is reported). Rank 0 prints the loss of
-every epoch (the mean over all ranks' mini-batches). Nothing is saved
-unless ``--result`` names a JSON file.
+samples neighbourhoods of its mini-batches with a :class:`NeighborLoader`
+over that shard, and DDP all-reduces (averages) the gradients, so that
+every replica takes the same optimiser step. The model: dropout 0.5,
+Linear(F, 16), ReLU, one ``APNetConv(16, num_steps=1, teleport=None)`` per
+sampled hop, dropout 0.5, Linear(16, C); Adam (lr 0.01, weight decay 5e-4).
+After the last epoch the ranks compare their parameters (they must be
+bitwise identical) and rank 0 evaluates the validation and test accuracy on
+the full graph (no model selection: the last epoch is reported). Rank 0
+prints the loss of every epoch (the mean over all ranks' mini-batches).
+Nothing is saved unless ``--result`` names a JSON file.
 
 Launch with ``torchrun`` (one process per GPU with NCCL; on CPU with
 Gloo), or let the script start the processes itself (``--nprocs``)::
@@ -320,9 +319,7 @@ class Net(torch.nn.Module):
         self.lin1 = torch.nn.Linear(in_channels, hidden_channels)
         self.convs = torch.nn.ModuleList(
             [
-                APNetConv(
-                    hidden_channels, num_steps=1, learn_step_weights=False
-                )
+                APNetConv(hidden_channels, num_steps=1, teleport=None)
                 for _ in range(num_layers)
             ]
         )

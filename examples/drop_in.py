@@ -37,6 +37,7 @@ class Net(torch.nn.Module):
                 proj_channels=64,
                 num_steps=2,
                 learn_step_weights=False,
+                teleport=None,
             )
             if propagate
             else None

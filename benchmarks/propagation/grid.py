@@ -72,6 +72,7 @@ PAPER_CONFIG = dict(
     learn_temperature=False,
     num_steps=1,
     learn_step_weights=False,
+    teleport=None,
 )
 
 

@@ -776,7 +776,7 @@ def write_report(
         f'`torch.cuda.max_memory_allocated()` above the inputs (the '
         f"resident set's peak on the CPU). Layers: `APNetConv(F, "
         f'proj_channels={PROJ_CHANNELS}, '
-        f'temperature=10, num_steps=1, learn_step_weights=False, '
+        f'temperature=10, num_steps=1, teleport=None, '
         f'kernel=...)` in the dtype named, '
         f'self-loops added; AGNNConv with a trainable beta. "pattern '
         f'cached": called with the same `edge_index` every time; "rebuilt": '

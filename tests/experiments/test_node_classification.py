@@ -82,7 +82,10 @@ def test_a_changed_layer_is_trained_again(roots, tmp_path, monkeypatch):
         runner.LAYERS,
         'APNetConv',
         lambda i: runner.APNetConv(
-            16, learn_temperature=False, learn_step_weights=False
+            16,
+            learn_temperature=False,
+            learn_step_weights=False,
+            teleport=None,
         ),
     )
     runner.main(flags + roots)

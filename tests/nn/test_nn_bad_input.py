@@ -443,7 +443,11 @@ case(
 case(
     'APNetConv/bipartite-target-to-source',
     lambda c: APNetConv(
-        (6, 4), 3, learn_step_weights=False, flow='target_to_source'
+        (6, 4),
+        3,
+        learn_step_weights=False,
+        teleport=None,
+        flow='target_to_source',
     )((X_SRC, X_DST), BIPARTITE.flip(0)),
     ValueError,
     r"A bipartite 'x' needs flow='source_to_target'.*flip edge_index",
@@ -493,7 +497,7 @@ case(
 )
 case(
     'APNetConv/bipartite-x[1]-nan-debug',
-    lambda c: APNetConv((6, 4), 3, learn_step_weights=False)(
+    lambda c: APNetConv((6, 4), 3, learn_step_weights=False, teleport=None)(
         (X_SRC, X_DST + math.nan), BIPARTITE
     ),
     ValueError,
@@ -504,8 +508,9 @@ case(
     'APNetConv/bipartite-step-weights-widths',
     lambda c: APNetConv((6, 4), 3)((X_SRC, X_DST), BIPARTITE),
     ValueError,
-    r'learn_step_weights the output mixes in the input x\[1\].*same '
-    r'number of features \(got 6 and 4\).*learn_step_weights=False',
+    r'With step weights \(teleport=0.2\) the output mixes in the input '
+    r'x\[1\].*same number of features \(got 6 and 4\).*pass '
+    r'teleport=None, learn_step_weights=False',
 )
 case(
     'APNetConv/learn_step_weights-not-bool',

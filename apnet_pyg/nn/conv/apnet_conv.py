@@ -163,14 +163,14 @@ def _triton_installed() -> bool:
 
 
 def initial_step_weights(num_steps: int, teleport: Optional[float]) -> Tensor:
-    r"""Where learned step weights :math:`\theta_0, \ldots, \theta_T`
-    start: personalized PageRank's weights with teleport probability
-    :math:`\alpha` (:obj:`teleport`), :math:`\theta_t = \alpha
-    (1 - \alpha)^t` for :math:`t < T` and :math:`\theta_T = (1 -
+    r"""The step weights :math:`\theta_0, \ldots, \theta_T` (fixed ones,
+    or where learned ones start): personalized PageRank's weights with
+    teleport probability :math:`\alpha` (:obj:`teleport`), :math:`\theta_t
+    = \alpha (1 - \alpha)^t` for :math:`t < T` and :math:`\theta_T = (1 -
     \alpha)^T` (they sum to :math:`1`; :math:`\alpha = 0` is the last
     step's output), or with :obj:`teleport=None` :math:`\theta_1 = 1` and
-    the others :math:`0` (one step's output, so a layer of any :math:`T`
-    starts as a layer of one step)."""
+    the others :math:`0` (one step's output, so that learned weights of a
+    layer of any :math:`T` start as a layer of one step)."""
     weights = torch.zeros(num_steps + 1)
     if teleport is None:
         weights[1] = 1.0
@@ -189,22 +189,30 @@ def register_step_weights(
 ) -> None:
     r"""Sets up a layer's step weights, the same way in every layer that
     has them: :obj:`layer.learn_step_weights`, :obj:`layer.teleport` and
-    the parameter :obj:`layer.step_weights`, :math:`\theta_0, \ldots,
-    \theta_T` at their start (:func:`initial_step_weights`), or
-    :obj:`None` where :obj:`learn_step_weights` is :obj:`False` (the last
-    step's output)."""
+    :obj:`layer.step_weights`, :math:`\theta_0, \ldots, \theta_T`
+    (:func:`initial_step_weights`): a parameter where learned, a buffer
+    outside the :obj:`state_dict` (the constructor's arguments define it)
+    where fixed, or :obj:`None` for the last step's output (fixed weights
+    and :obj:`teleport=None`)."""
     if teleport is not None:
         check_number(teleport, 'teleport', minimum=0.0, maximum=1.0)
     layer.learn_step_weights = check_bool(
         learn_step_weights, 'learn_step_weights'
     )
     layer.teleport = teleport
-    layer.register_parameter(
-        'step_weights',
-        Parameter(initial_step_weights(num_steps, teleport))
-        if learn_step_weights
-        else None,
-    )
+    if learn_step_weights:
+        layer.register_parameter(
+            'step_weights',
+            Parameter(initial_step_weights(num_steps, teleport)),
+        )
+    elif teleport is not None:
+        layer.register_buffer(
+            'step_weights',
+            initial_step_weights(num_steps, teleport),
+            persistent=False,
+        )
+    else:
+        layer.register_parameter('step_weights', None)
 
 
 def reset_step_weights(layer: torch.nn.Module) -> None:
@@ -219,11 +227,16 @@ def reset_step_weights(layer: torch.nn.Module) -> None:
 
 
 def step_weights_repr(
-    step_weights: OptTensor, teleport: Optional[float]
+    learn_step_weights: bool, teleport: Optional[float]
 ) -> str:
     r"""What a layer's :obj:`__repr__` says of its step weights: where
-    learned ones start (nothing for the last step's output)."""
-    return '' if step_weights is None else f', teleport={teleport}'
+    learned ones start, or fixed ones (nothing for the last step's
+    output)."""
+    if learn_step_weights:
+        return f', teleport={teleport}'
+    if teleport is None:
+        return ''
+    return f', teleport={teleport}, learn_step_weights=False'
 
 
 def combine_steps(step_weights: OptTensor, steps: Sequence[Tensor]) -> Tensor:
@@ -263,33 +276,32 @@ class APNetConv(MessagePassing):
     self-loops). The step is repeated :math:`T` (:obj:`num_steps`) times,
     :math:`\mathbf{x}^{(t)} = \mathbf{P}(\mathbf{x}^{(t-1)})
     \mathbf{x}^{(t-1)}` from :math:`\mathbf{x}^{(0)} = \mathbf{x}`, and
-    the output is the last step's, :math:`\mathbf{x}^{(T)}`, or with
-    :obj:`learn_step_weights` a learned combination of the input and
-    every step,
+    the output is the last step's, :math:`\mathbf{x}^{(T)}`
+    (:obj:`teleport=None`), or a combination of the input and every
+    step,
 
     .. math::
         \mathbf{x}^{\prime} = \sum_{t=0}^{T} \theta_t \mathbf{x}^{(t)},
 
-    :math:`\theta` starting at personalized PageRank's weights,
-    :math:`\theta_t = \alpha (1 - \alpha)^t` for :math:`t < T` and
-    :math:`\theta_T = (1 - \alpha)^T` (:math:`\alpha`: :obj:`teleport`):
-    free to smooth over several hops (a homophilic graph) or to keep the
-    node's own features, :math:`\theta_0` (a heterophilic one).
+    with personalized PageRank's weights, :math:`\theta_t = \alpha (1 -
+    \alpha)^t` for :math:`t < T` and :math:`\theta_T = (1 - \alpha)^T`
+    (:math:`\alpha`: :obj:`teleport`), fixed (as APPNP's) or, with
+    :obj:`learn_step_weights`, learned from there: free to smooth over
+    several hops (a homophilic graph) or to keep the node's own features,
+    :math:`\theta_0` (a heterophilic one).
     With :obj:`proj_channels=None`, :obj:`num_steps=1`,
-    :obj:`learn_step_weights=False` (or :obj:`teleport=None`, which starts
-    at one step's output) and no weights it equals
+    :obj:`teleport=None` and no weights it equals
     :class:`~torch_geometric.nn.conv.AGNNConv` (:math:`\beta = \gamma`).
-    The defaults (no projection, :math:`\gamma` learned from :math:`1`,
-    :math:`T = 4` steps with learned weights starting at
-    :math:`\alpha = 0.2`) are the configuration whose worst gap to the
-    better of :class:`~torch_geometric.nn.conv.AGNNConv` and
-    :class:`~torch_geometric.nn.conv.GATConv` was best (none lost nowhere)
-    on the validation splits of a homophilic graph (Cora, public and
-    random splits) and three heterophilic ones (Texas, Cornell, Actor)
-    together; they cost four propagations a
-    layer (AGNNConv's cost: :obj:`num_steps=1, learn_step_weights=False`).
+    The defaults (no projection, :math:`\gamma` learned from :math:`3`,
+    :math:`T = 4` steps combined with fixed weights at :math:`\alpha =
+    0.2`) are the one configuration that lost to neither
+    :class:`~torch_geometric.nn.conv.AGNNConv` nor
+    :class:`~torch_geometric.nn.conv.GATConv` on the validation splits of a
+    homophilic graph (Cora, public and random splits) and three
+    heterophilic ones (Texas, Cornell, Actor); they cost four propagations
+    a layer (AGNNConv's cost: :obj:`num_steps=1, teleport=None`).
     The paper uses :obj:`proj_channels=256, temperature=10.0,
-    learn_temperature=False, num_steps=1, learn_step_weights=False`.
+    learn_temperature=False, num_steps=1, teleport=None`.
     Kernels, caching, precision, bipartite and heterogeneous graphs and
     the explainer: see :obj:`docs/operator.md`.
 
@@ -300,7 +312,7 @@ class APNetConv(MessagePassing):
         proj_channels (int, optional): Output size of :math:`f`;
             :obj:`None` for the identity. (default: :obj:`None`)
         temperature (float, optional): :math:`\gamma \geq 0`, the
-            initial value of a learned one. (default: :obj:`1.0`)
+            initial value of a learned one. (default: :obj:`3.0`)
         learn_temperature (bool, optional): If set to :obj:`False`,
             :math:`\gamma` is fixed. (default: :obj:`True`)
         add_self_loops (bool, optional): If set to :obj:`False`, will not add
@@ -310,18 +322,17 @@ class APNetConv(MessagePassing):
             :class:`~torch_geometric.nn.conv.GATConv`. (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps :math:`T`.
             (default: :obj:`4`)
-        learn_step_weights (bool, optional): If set to :obj:`False`, the
-            output is the last step's; otherwise the learned combination
-            of the input and every step. On a bipartite graph the input
-            term is :obj:`x[1]`, which needs :obj:`x[0]`'s number of
-            features. (default: :obj:`True`)
-        teleport (float, optional): Where learned step weights start:
-            personalized PageRank's weights with teleport probability
-            :math:`\alpha \in [0, 1]` (:math:`0`: the last step's output,
-            :math:`1`: the input), or with :obj:`None` one step's output
-            (:math:`\theta_1 = 1`: AGNNConv's for :obj:`num_steps=1`).
-            No effect without :obj:`learn_step_weights`.
-            (default: :obj:`0.2`)
+        learn_step_weights (bool, optional): If set to :obj:`True`, the
+            step weights :math:`\theta` are learned, starting where
+            :obj:`teleport` puts them. (default: :obj:`False`)
+        teleport (float, optional): The step weights: personalized
+            PageRank's with teleport probability :math:`\alpha \in [0, 1]`
+            (:math:`0`: the last step's output, :math:`1`: the input).
+            :obj:`None` for the last step's output alone (learned weights
+            then start at one step's output, :math:`\theta_1 = 1`:
+            AGNNConv's for :obj:`num_steps=1`). On a bipartite graph the
+            input term is :obj:`x[1]`, which needs :obj:`x[0]`'s number of
+            features. (default: :obj:`0.2`)
         proj_init (str, optional): :obj:`"glorot"` or :obj:`"identity"`.
             (default: :obj:`"glorot"`)
         kernel (str, optional): :obj:`"sparse"` (fused sparse kernels),
@@ -364,11 +375,11 @@ class APNetConv(MessagePassing):
         self,
         in_channels: Union[int, Tuple[int, int]],
         proj_channels: Optional[int] = None,
-        temperature: float = 1.0,
+        temperature: float = 3.0,
         learn_temperature: bool = True,
         add_self_loops: bool = True,
         num_steps: int = 4,
-        learn_step_weights: bool = True,
+        learn_step_weights: bool = False,
         teleport: Optional[float] = 0.2,
         proj_init: str = 'glorot',
         kernel: str = 'auto',
@@ -620,12 +631,13 @@ class APNetConv(MessagePassing):
                 f'they need the same number of features (got '
                 f'{x_src.size(-1)} and {x_dst.size(-1)})'
             )
-        if self.learn_step_weights and x_src.size(-1) != x_dst.size(-1):
+        if self.step_weights is not None and x_src.size(-1) != x_dst.size(-1):
             raise ValueError(
-                f'With learn_step_weights the output mixes in the '
-                f'input x[1], so x[0] and x[1] need the same number '
-                f'of features (got {x_src.size(-1)} and '
-                f'{x_dst.size(-1)}): pass learn_step_weights=False'
+                f'With step weights (teleport={self.teleport}) the output '
+                f'mixes in the input x[1], so x[0] and x[1] need the same '
+                f'number of features (got {x_src.size(-1)} and '
+                f'{x_dst.size(-1)}): pass teleport=None, '
+                f"learn_step_weights=False (the last step's output)"
             )
         assert_finite(x_src, 'x[0]')
         assert_finite(x_dst, 'x[1]')
@@ -997,7 +1009,7 @@ class APNetConv(MessagePassing):
             f'proj_channels={self.proj_channels}, '
             f'temperature={self.initial_temperature}, '
             f'num_steps={self.num_steps}'
-            + step_weights_repr(self.step_weights, self.teleport)
+            + step_weights_repr(self.learn_step_weights, self.teleport)
             + ')'
         )
 

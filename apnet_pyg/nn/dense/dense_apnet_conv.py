@@ -42,8 +42,8 @@ class DenseAPNetConv(torch.nn.Module):
     where the values of the adjacency are the prior edge weights
     :math:`w_{i,j} = A_{b,i,j} > 0` (a boolean adjacency means unit
     weights). The step is repeated :obj:`num_steps` times, and the output
-    is the last step's or, with :obj:`learn_step_weights`, the learned
-    combination of the input and every step, as in
+    is the last step's or the combination of the input and every step
+    (fixed or learned weights), as in
     :class:`~apnet_pyg.nn.APNetConv`. It has the same parameters (and
     :obj:`state_dict`) as :class:`~apnet_pyg.nn.APNetConv`, costs
     :math:`O(N^2)` per graph, and is the faster choice for small or dense
@@ -84,19 +84,19 @@ class DenseAPNetConv(torch.nn.Module):
         proj_channels (int, optional): Output size of the projection
             :math:`f`; :obj:`None` for the identity. (default: :obj:`None`)
         temperature (float, optional): The temperature :math:`\gamma \geq 0`,
-            the initial value of a learned one. (default: :obj:`1.0`)
+            the initial value of a learned one. (default: :obj:`3.0`)
         learn_temperature (bool, optional): If set to :obj:`False`,
             :math:`\gamma` is fixed. (default: :obj:`True`)
         num_steps (int, optional): Number of propagation steps :math:`T`.
             (default: :obj:`4`)
-        learn_step_weights (bool, optional): If set to :obj:`False`, the
-            output is the last step's; otherwise the learned combination
-            :math:`\sum_{t=0}^{T} \theta_t \mathbf{X}^{(t)}` of the input
-            and every step, as in :class:`~apnet_pyg.nn.APNetConv`.
-            (default: :obj:`True`)
-        teleport (float, optional): Where learned step weights start:
-            personalized PageRank's weights with this teleport
-            probability, or with :obj:`None` one step's output, as in
+        learn_step_weights (bool, optional): If set to :obj:`True`, the
+            step weights of :math:`\sum_{t=0}^{T} \theta_t
+            \mathbf{X}^{(t)}` are learned, starting where :obj:`teleport`
+            puts them, as in :class:`~apnet_pyg.nn.APNetConv`.
+            (default: :obj:`False`)
+        teleport (float, optional): The step weights: personalized
+            PageRank's with this teleport probability, or with :obj:`None`
+            the last step's output alone, as in
             :class:`~apnet_pyg.nn.APNetConv`. (default: :obj:`0.2`)
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
@@ -119,10 +119,10 @@ class DenseAPNetConv(torch.nn.Module):
         self,
         in_channels: int,
         proj_channels: Optional[int] = None,
-        temperature: float = 1.0,
+        temperature: float = 3.0,
         learn_temperature: bool = True,
         num_steps: int = 4,
-        learn_step_weights: bool = True,
+        learn_step_weights: bool = False,
         teleport: Optional[float] = 0.2,
         proj_init: str = 'glorot',
     ):
@@ -325,7 +325,7 @@ class DenseAPNetConv(torch.nn.Module):
             f'proj_channels={self.proj_channels}, '
             f'temperature={self.initial_temperature}, '
             f'num_steps={self.num_steps}'
-            + step_weights_repr(self.step_weights, self.teleport)
+            + step_weights_repr(self.learn_step_weights, self.teleport)
             + ')'
         )
 

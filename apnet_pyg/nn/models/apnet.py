@@ -256,6 +256,7 @@ class APNet(torch.nn.Module):
                 add_self_loops=graph != 'knn' or knn_loop,
                 num_steps=num_steps,
                 learn_step_weights=False,
+                teleport=None,
                 proj_init='glorot',
             )
             # Its initialisation must not draw from the global RNG, which
@@ -268,6 +269,7 @@ class APNet(torch.nn.Module):
                     learn_temperature=learn_propagation_temperature,
                     num_steps=num_steps,
                     learn_step_weights=False,
+                    teleport=None,
                     proj_init='glorot',
                 )
         # The dense form of conv, sharing its projection and temperature:

@@ -343,6 +343,7 @@ def propagate_features(
         learn_temperature=False,
         num_steps=hops,
         learn_step_weights=False,
+        teleport=None,
     )
     return conv(x, edge_index)
 

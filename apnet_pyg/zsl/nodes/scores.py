@@ -150,6 +150,7 @@ class ScoreSmoother:
                 learn_temperature=False,
                 num_steps=1,
                 learn_step_weights=False,
+                teleport=None,
             )
             with torch.no_grad():
                 _, (index, weight) = conv(

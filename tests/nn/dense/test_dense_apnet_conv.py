@@ -47,6 +47,7 @@ def conv64(*args, device='cpu', **kwargs):
     kwargs.setdefault('temperature', 0.5)
     kwargs.setdefault('num_steps', 1)
     kwargs.setdefault('learn_step_weights', False)
+    kwargs.setdefault('teleport', None)
     return DenseAPNetConv(*args, **kwargs).double().to(device)
 
 
@@ -91,9 +92,9 @@ def test_dense_apnet_conv_signature_matches_dense_gat_conv():
 
 @pytest.mark.parametrize('num_steps', [1, 2])
 @pytest.mark.parametrize('weighted', [False, True])
-@pytest.mark.parametrize('learn_step_weights', [False, True])
+@pytest.mark.parametrize('step_weights', ['last', 'fixed', 'learned'])
 def test_dense_apnet_conv_equals_reference(
-    num_steps, weighted, learn_step_weights, apnet_reference, device
+    num_steps, weighted, step_weights, apnet_reference, device
 ):
     x, adj, weight = dense_graph(device=device)
     weight[:, 1, 1] = 0.5  # An existing self-loop keeps its weight.
@@ -106,10 +107,11 @@ def test_dense_apnet_conv_equals_reference(
         temperature=4.0,
         learn_temperature=True,
         num_steps=num_steps,
-        learn_step_weights=learn_step_weights,
+        learn_step_weights=step_weights == 'learned',
+        teleport=0.3 if step_weights == 'fixed' else None,
         device=device,
     )
-    if learn_step_weights:  # Away from one step's output.
+    if step_weights == 'learned':  # Away from one step's output.
         with torch.no_grad():
             conv.step_weights.copy_(torch.randn(num_steps + 1))
     out = conv(x, adj)
@@ -129,7 +131,7 @@ def test_dense_apnet_conv_equals_reference(
         assert torch.allclose(out[b], expected, atol=1e-12)
         grad_out = torch.randn_like(expected)
         inputs = [x, weight, conv.lin.weight, conv.temperature]
-        inputs += [conv.step_weights] if learn_step_weights else []
+        inputs += [conv.step_weights] if step_weights == 'learned' else []
         grads = torch.autograd.grad(
             out[b], inputs, grad_out, retain_graph=True, allow_unused=True
         )
@@ -274,7 +276,12 @@ def test_dense_apnet_conv_compile(dtype, device):
     mask = torch.ones(3, 5, dtype=torch.bool, device=device)
     mask[1, 3:] = False
     conv = DenseAPNetConv(
-        6, 4, num_steps=2, learn_temperature=True, learn_step_weights=False
+        6,
+        4,
+        num_steps=2,
+        learn_temperature=True,
+        learn_step_weights=False,
+        teleport=None,
     ).to(device, dtype)
     explanation = torch._dynamo.explain(conv)(x, adj, mask)
     assert explanation.graph_break_count == 0, explanation.break_reasons
@@ -404,6 +411,7 @@ def test_dense_apnet_conv_half_precision_equals_reference(
         learn_temperature=True,
         num_steps=num_steps,
         learn_step_weights=False,
+        teleport=None,
     ).to(device, dtype)
     mask = torch.ones(3, 12, dtype=torch.bool, device=device)
     mask[1, 9:] = False
@@ -439,7 +447,12 @@ def test_dense_apnet_conv_autocast(dtype, device):
     adj = torch.ones(12, 12, dtype=torch.bool, device=device)
     torch.manual_seed(0)
     conv = DenseAPNetConv(
-        16, 32, temperature=10.0, num_steps=1, learn_step_weights=False
+        16,
+        32,
+        temperature=10.0,
+        num_steps=1,
+        learn_step_weights=False,
+        teleport=None,
     ).to(device)
     with torch.autocast(device.type, dtype=dtype):
         out, alpha = conv(x, adj, return_attention_weights=True)
