@@ -30,6 +30,8 @@ the record.
 
     python experiments/node_classification.py            # the table
     python experiments/node_classification.py --search   # choose the defaults
+    python experiments/node_classification.py --search --threads 1 \\
+        --workers 2                                       # two runs at a time
     python experiments/node_classification.py --graphs CiteSeer Wisconsin \\
         --out /tmp/held-out.md                            # other graphs
 
@@ -44,6 +46,7 @@ it never computes a test accuracy.
 import argparse
 import datetime
 import json
+import multiprocessing
 import os.path as osp
 import platform
 import shutil
@@ -52,6 +55,7 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
@@ -439,47 +443,102 @@ def measure(
     test: bool,
     stamp: Dict[str, str],
     log=print,
+    workers: int = 1,
 ) -> Dict[str, Dict[str, List[dict]]]:
     r"""Every layer on every graph and run (what :obj:`record` holds is
-    reused); the results by layer and graph."""
+    reused), the missing runs in :obj:`workers` forked processes of the
+    current torch threads each (a run's result does not depend on where
+    it ran: its seed is its own); the results by layer and graph."""
     done = read_records(record)
-    results: Dict[str, Dict[str, List[dict]]] = {}
-    for name, make_conv in layers.items():
-        built = describe_layers(make_conv)
+    built = {name: describe_layers(make) for name, make in layers.items()}
+    todo = []
+    for name in layers:
         for graph in graphs:
-            rows, start = [], time.perf_counter()
             for run in range(num_runs):
-                key = record_key(graph.name, name, run, epochs)
-                row = done.get(key)
-                stale = row is not None and row.get('layers', built) != built
-                if row is None or stale or (test and row['test'] is None):
-                    started = time.perf_counter()
-                    row = train(graph, run, make_conv, epochs, test)
-                    row.update(
-                        graph=graph.name,
-                        layer=name,
-                        layers=built,
-                        run=run,
-                        epochs=epochs,
-                        seconds=time.perf_counter() - started,
-                        **stamp,
-                    )
-                    if record is not None:
-                        with open(record, 'a') as f:
-                            f.write(json.dumps(row) + '\n')
-                rows.append(row)
-            results.setdefault(name, {})[graph.name] = rows
-            log(
-                f'{name} on {graph.name}: val '
-                f'{mean_std([r["val"] for r in rows])}'
-                + (
-                    f', test {mean_std([r["test"] for r in rows])}'
-                    if test
-                    else ''
+                row = done.get(record_key(graph.name, name, run, epochs))
+                stale = (
+                    row is not None
+                    and row.get('layers', built[name]) != built[name]
                 )
-                + f' ({time.perf_counter() - start:.0f} s)'
-            )
-    return results
+                if row is None or stale or (test and row['test'] is None):
+                    todo.append((name, graph.name, run))
+    missing: Dict[tuple, int] = {}
+    for name, graph, _ in todo:
+        missing[name, graph] = missing.get((name, graph), 0) + 1
+    by_name = {graph.name: graph for graph in graphs}
+    results: Dict[str, Dict[str, List[dict]]] = {}
+
+    def summarise(name: str, graph: Graph) -> None:
+        rows = [
+            done[record_key(graph.name, name, run, epochs)]
+            for run in range(num_runs)
+        ]
+        results.setdefault(name, {})[graph.name] = rows
+        log(
+            f'{name} on {graph.name}: val '
+            f'{mean_std([r["val"] for r in rows])}'
+            + (f', test {mean_std([r["test"] for r in rows])}' if test else '')
+            + f' ({sum(r["seconds"] for r in rows):.0f} s of training)'
+        )
+
+    global _MEASURED
+    _MEASURED = (by_name, layers, epochs, test)
+    for name, graph_name, run, row in run_jobs(todo, workers):
+        row.update(
+            graph=graph_name,
+            layer=name,
+            layers=built[name],
+            run=run,
+            epochs=epochs,
+            **stamp,
+        )
+        if record is not None:
+            with open(record, 'a') as f:
+                f.write(json.dumps(row) + '\n')
+        done[record_key(graph_name, name, run, epochs)] = row
+        missing[name, graph_name] -= 1
+        if missing[name, graph_name] == 0:
+            summarise(name, by_name[graph_name])
+    for name in layers:
+        for graph in graphs:
+            if (name, graph.name) not in missing:
+                summarise(name, graph)
+    return {
+        name: {graph.name: results[name][graph.name] for graph in graphs}
+        for name in layers
+    }
+
+
+#: What :func:`measure` trains, for the forked workers of :func:`run_jobs`
+#: (inherited, never pickled: the layers are closures).
+_MEASURED: Optional[tuple] = None
+
+
+def run_job(job: tuple) -> tuple:
+    r"""One run of :func:`measure`'s: (layer, graph, run) and its row."""
+    graphs, layers, epochs, test = _MEASURED
+    name, graph, run = job
+    started = time.perf_counter()
+    row = train(graphs[graph], run, layers[name], epochs, test)
+    row['seconds'] = time.perf_counter() - started
+    return (name, graph, run, row)
+
+
+def run_jobs(jobs: List[tuple], workers: int):
+    r"""The rows of :obj:`jobs`, in their order: trained one after
+    another, or side by side in :obj:`workers` forked processes."""
+    if workers == 1 or len(jobs) < 2:
+        yield from map(run_job, jobs)
+        return
+    threads = torch.get_num_threads()
+    context = multiprocessing.get_context('fork')
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=torch.set_num_threads,
+        initargs=(threads,),
+    ) as pool:
+        yield from pool.map(run_job, jobs)
 
 
 def mean_std(values: Sequence[float]) -> str:
@@ -688,6 +747,17 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(
             f'--threads must be a positive integer (got {args.threads})'
         )
+    if args.workers < 1:
+        raise ValueError(
+            f'--workers must be a positive integer (got {args.workers})'
+        )
+    if args.workers > 1 and (
+        'fork' not in multiprocessing.get_all_start_methods()
+    ):
+        raise ValueError(
+            '--workers above 1 needs forked processes, which this '
+            'platform lacks; pass --workers 1'
+        )
     for flag in ('graphs', 'layers'):
         values = getattr(args, flag) or []
         if len(set(values)) < len(values):
@@ -766,6 +836,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         default=None,
         help="torch threads (default: torch's)",
     )
+    parser.add_argument(
+        '--workers',
+        type=int,
+        default=1,
+        help='runs trained side by side in forked processes, each with '
+        '--threads torch threads (default: 1; the records are the same)',
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     check_arguments(args)
@@ -807,6 +884,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         test=not args.search,
         stamp=stamp,
         log=lambda line: print(line, flush=True),
+        workers=args.workers,
     )
     page = render_page(spec, read_records(record))
     atomic_write_text(page, out)

@@ -3,6 +3,7 @@ GATConv and an MLP on generated graphs in the raw layouts of Planetoid and
 Geom-GCN, its search of the defaults, its record and the page check."""
 
 import json
+import sys
 
 import pytest
 import torch
@@ -67,6 +68,31 @@ def test_the_table_on_both_kinds_of_graph(roots, tmp_path, capsys):
     assert len(record.read_text().splitlines()) == runs
     assert runner.check(str(out)) == []
     assert '- APNetConv: `APNetConv(16, ' in out.read_text()
+
+
+def test_workers_give_the_same_records(roots, tmp_path, monkeypatch):
+    # Runs trained side by side in forked processes: the same rows as one
+    # after another (each run seeds itself), in the same order. (The pool
+    # names its job function by module, as the script's __main__ when run.)
+    monkeypatch.setitem(sys.modules, runner.__name__, runner)
+    flags = ['--graphs', 'Cora', 'Texas', '--runs', '2', '--epochs', '3']
+    flags += ['--layers', 'MLP', 'APNetConv', '--threads', '1']
+    rows = {}
+    for workers in ('1', '2'):
+        out = tmp_path / f'table-{workers}.md'
+        runner.main(flags + roots + ['--out', str(out), '--workers', workers])
+        rows[workers] = [
+            json.loads(line)
+            for line in (tmp_path / f'table-{workers}.jsonl')
+            .read_text()
+            .splitlines()
+        ]
+        assert runner.check(str(out)) == []
+    assert len(rows['1']) == 2 * 2 * 2
+    keys = ('graph', 'layer', 'layers', 'run', 'val', 'test')
+    assert [[r[k] for k in keys] for r in rows['1']] == [
+        [r[k] for k in keys] for r in rows['2']
+    ]
 
 
 def test_a_changed_layer_is_trained_again(roots, tmp_path, monkeypatch):
@@ -136,6 +162,7 @@ def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):
         (['--runs', '0'], '--runs must be a positive integer (got 0)'),
         (['--epochs', '0'], '--epochs must be a positive integer (got 0)'),
         (['--threads', '0'], '--threads must be a positive integer (got 0)'),
+        (['--workers', '0'], '--workers must be a positive integer (got 0)'),
         (['--graphs', 'Cora', 'Cora'], '--graphs names one twice'),
         (['--layers', 'MLP', 'MLP'], '--layers names one twice'),
         (['--search', '--layers', 'MLP'], '--layers goes with the table'),
