@@ -55,6 +55,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
@@ -462,49 +463,49 @@ def measure(
                 )
                 if row is None or stale or (test and row['test'] is None):
                     todo.append((name, graph.name, run))
-    missing: Dict[tuple, int] = {}
-    for name, graph, _ in todo:
-        missing[name, graph] = missing.get((name, graph), 0) + 1
-    by_name = {graph.name: graph for graph in graphs}
-    results: Dict[str, Dict[str, List[dict]]] = {}
 
-    def summarise(name: str, graph: Graph) -> None:
-        rows = [
-            done[record_key(graph.name, name, run, epochs)]
+    def rows(name: str, graph: str) -> List[dict]:
+        return [
+            done[record_key(graph, name, run, epochs)]
             for run in range(num_runs)
         ]
-        results.setdefault(name, {})[graph.name] = rows
+
+    def summarise(name: str, graph: str) -> None:
+        runs = rows(name, graph)
         log(
-            f'{name} on {graph.name}: val '
-            f'{mean_std([r["val"] for r in rows])}'
-            + (f', test {mean_std([r["test"] for r in rows])}' if test else '')
-            + f' ({sum(r["seconds"] for r in rows):.0f} s of training)'
+            f'{name} on {graph}: val {mean_std([r["val"] for r in runs])}'
+            + (f', test {mean_std([r["test"] for r in runs])}' if test else '')
+            + f' ({sum(r["seconds"] for r in runs):.0f} s of training)'
         )
 
     global _MEASURED
-    _MEASURED = (by_name, layers, epochs, test)
-    for name, graph_name, run, row in run_jobs(todo, workers):
-        row.update(
-            graph=graph_name,
-            layer=name,
-            layers=built[name],
-            run=run,
-            epochs=epochs,
-            **stamp,
-        )
-        if record is not None:
-            with open(record, 'a') as f:
-                f.write(json.dumps(row) + '\n')
-        done[record_key(graph_name, name, run, epochs)] = row
-        missing[name, graph_name] -= 1
-        if missing[name, graph_name] == 0:
-            summarise(name, by_name[graph_name])
+    _MEASURED = ({graph.name: graph for graph in graphs}, layers, epochs, test)
+    left = Counter((name, graph) for name, graph, _ in todo)
+    try:
+        for name, graph, run, row in run_jobs(todo, workers):
+            row.update(
+                graph=graph,
+                layer=name,
+                layers=built[name],
+                run=run,
+                epochs=epochs,
+                **stamp,
+            )
+            if record is not None:
+                with open(record, 'a') as f:
+                    f.write(json.dumps(row) + '\n')
+            done[record_key(graph, name, run, epochs)] = row
+            left[name, graph] -= 1
+            if not left[name, graph]:
+                summarise(name, graph)
+    finally:
+        _MEASURED = None
     for name in layers:
         for graph in graphs:
-            if (name, graph.name) not in missing:
-                summarise(name, graph)
+            if (name, graph.name) not in left:  # Every run reused.
+                summarise(name, graph.name)
     return {
-        name: {graph.name: results[name][graph.name] for graph in graphs}
+        name: {graph.name: rows(name, graph.name) for graph in graphs}
         for name in layers
     }
 
