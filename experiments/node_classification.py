@@ -11,6 +11,10 @@ epoch of best validation accuracy. Only the two propagation layers change:
   ``AGNNConv(requires_grad=True)``, as in PyG's example;
 - ``GATConv``: ``GATConv(16, 16)`` twice (one head);
 - ``APNetConv``: ``APNetConv(16)`` twice, the constructor defaults;
+- ``APNetConv (learned weights)``: ``APNetConv(16,
+  learn_step_weights=True, teleport=0.8)``, the step weights learned from
+  mostly the node's own features (what ``docs/operator.md`` suggests for a
+  graph with many labels);
 - ``APNetConv (paper)``: ``APNetConv(16, proj_channels=256,
   temperature=10.0, learn_temperature=False, num_steps=1,
   learn_step_weights=False, teleport=None)``, the APNet paper's
@@ -24,9 +28,15 @@ with ``-random``, e.g. ``Cora-random``: PyG's random splits, one a run);
 the Geom-GCN graphs (Cornell, Texas, Wisconsin: PyG's ``WebKB``; Actor) from
 ``--geom-gcn-root`` (``<root>/<name>/raw``, copied to a temporary folder,
 where PyG writes its processed copy), features as PyG reads them, one run
-per public split (60/20/20, seed = split). Every run is kept in a record
-(JSON lines), so an interrupted run resumes and the page is rendered from
-the record.
+per public split (60/20/20, seed = split). Synthetic graphs, named
+``cSBM:<phi>``, are contextual stochastic block models (:func:`csbm`, two
+classes, 2,000 nodes, 200 Gaussian features) of homophily ``phi`` from -1
+(every edge across the classes) to 1 (every edge within one), on random
+60/20/20 splits, or with ``-random`` on 20 training nodes a class, 500
+validation and 1,000 test nodes: the held-out check of
+``node-classification-csbm.md``, never searched on. Every run is kept in a
+record (JSON lines), so an interrupted run resumes and the page is rendered
+from the record.
 
     python experiments/node_classification.py            # the table
     python experiments/node_classification.py --search   # choose the defaults
@@ -34,6 +44,10 @@ the record.
         --workers 2                                       # two runs at a time
     python experiments/node_classification.py --graphs CiteSeer Wisconsin \\
         --out /tmp/held-out.md                            # other graphs
+    python experiments/node_classification.py --graphs cSBM:-0.75 \\
+        cSBM:-0.25 cSBM:0.25 cSBM:0.75 cSBM:-0.75-random cSBM:-0.25-random \\
+        cSBM:0.25-random cSBM:0.75-random \\
+        --out experiments/node-classification-csbm.md     # synthetic graphs
 
 ``--search`` is how APNetConv's constructor defaults were chosen: every
 configuration of :data:`SEARCH_GRID` on every graph and split, ranked by
@@ -46,6 +60,7 @@ it never computes a test accuracy.
 import argparse
 import datetime
 import json
+import math
 import multiprocessing
 import os.path as osp
 import platform
@@ -75,6 +90,7 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED = osp.join(ROOT, '..', 'shared', 'data')
 HERE = osp.join(ROOT, 'experiments')
 TABLE_OUT = osp.join(HERE, 'node-classification.md')
+CSBM_OUT = osp.join(HERE, 'node-classification-csbm.md')
 SEARCH_OUT = osp.join(HERE, 'node-classification-search.md')
 HIDDEN = 16
 EPOCHS = 200
@@ -95,6 +111,18 @@ NONTEST = '-nontest'
 #: random splits, which tell whether a gap is the public split's), three
 #: heterophilic.
 TABLE_GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor', 'Cora' + RANDOM)
+#: A synthetic graph's name: ``cSBM:<phi>``, a contextual stochastic block
+#: model (:func:`csbm`) of homophily :math:`\phi \in [-1, 1]` on random
+#: 60/20/20 splits (one a run), or with :data:`RANDOM` on PyG's random
+#: Planetoid splits (20 training nodes a class).
+CSBM = 'cSBM:'
+#: The synthetic graphs of the held-out check (never searched on): from
+#: heterophilic to homophilic, with many labels and with few.
+CSBM_GRAPHS = tuple(
+    f'{CSBM}{phi}{suffix}'
+    for suffix in ('', RANDOM)
+    for phi in (-0.75, -0.25, 0.25, 0.75)
+)
 #: The graphs of the search: Cora on its public split and on random
 #: splits of its non-test nodes, and the three heterophilic graphs.
 GRAPHS = ('Cora', 'Cora' + NONTEST, 'Texas', 'Cornell', 'Actor')
@@ -114,6 +142,9 @@ LAYERS: Dict[str, Callable[[int], torch.nn.Module]] = {
     'AGNNConv': lambda i: AGNNConv(requires_grad=i == 1),
     'GATConv': lambda i: GATConv(HIDDEN, HIDDEN),
     'APNetConv': lambda i: APNetConv(HIDDEN),
+    'APNetConv (learned weights)': lambda i: APNetConv(
+        HIDDEN, learn_step_weights=True, teleport=0.8
+    ),
     'APNetConv (paper)': lambda i: APNetConv(
         HIDDEN,
         proj_channels=256,
@@ -214,6 +245,8 @@ def load_graph(
     on its public split (a seed a run) or, named with :data:`RANDOM`, on
     :obj:`num_runs` random splits (split and seed: the run), a Geom-GCN
     graph on its first :obj:`num_runs` splits."""
+    if name.startswith(CSBM):
+        return load_csbm(name, num_runs)
     planetoid = name
     for suffix in (RANDOM, NONTEST):
         if name.endswith(suffix):
@@ -267,6 +300,92 @@ def load_graph(
         )
     splits = [tuple(mask[:, i] for mask in masks) for i in range(num_runs)]
     return Graph(name, data, splits, 'public splits')
+
+
+def csbm(
+    phi: float,
+    seed: int = 0,
+    num_nodes: int = 2000,
+    num_features: int = 200,
+    degree: float = 5.0,
+    epsilon: float = 3.25,
+) -> Data:
+    r"""A contextual stochastic block model graph (Deshpande et al., 2018,
+    as GPR-GNN's experiments draw it): two balanced classes
+    :math:`v_i = \pm 1`; an edge joins two nodes of one class with
+    probability :math:`(d + \lambda \sqrt{d}) / n`, of two classes with
+    :math:`(d - \lambda \sqrt{d}) / n`; features :math:`\mathbf{x}_i =
+    \sqrt{\mu / n}\, v_i \mathbf{u} + \mathbf{z}_i / \sqrt{p}`, with
+    :math:`\mathbf{u} \sim \mathcal{N}(0, I / p)` and :math:`\mathbf{z}_i
+    \sim \mathcal{N}(0, I)`. :math:`\lambda` and :math:`\mu` split a fixed
+    signal, :math:`\lambda^2 + \mu^2 / \xi = 1 + \epsilon` (:math:`\xi =
+    n / p`), by :obj:`phi` :math:`= \frac{2}{\pi} \arctan(\lambda
+    \sqrt{\xi} / \mu)`: :math:`-1` every edge across classes, :math:`0`
+    edges that say nothing (the features alone), :math:`1` every edge within
+    a class. Drawn with :obj:`seed`."""
+    if not -1.0 <= phi <= 1.0:
+        raise ValueError(f'phi must be in [-1, 1] (got {phi})')
+    generator = torch.Generator().manual_seed(seed)
+    xi = num_nodes / num_features
+    lam = math.sqrt(1 + epsilon) * math.sin(math.pi * phi / 2)
+    mu = math.sqrt(xi * (1 + epsilon)) * math.cos(math.pi * phi / 2)
+    y = torch.arange(num_nodes) % 2
+    y = y[torch.randperm(num_nodes, generator=generator)]
+    same = y.view(-1, 1) == y.view(1, -1)
+    within = (degree + lam * math.sqrt(degree)) / num_nodes
+    across = (degree - lam * math.sqrt(degree)) / num_nodes
+    probability = torch.where(same, within, across)
+    upper = torch.rand(num_nodes, num_nodes, generator=generator)
+    adjacency = (upper < probability).triu(diagonal=1)
+    adjacency = adjacency | adjacency.t()
+    edge_index = adjacency.nonzero().t().contiguous()
+    u = torch.randn(num_features, generator=generator) / math.sqrt(
+        num_features
+    )
+    sign = (2 * y - 1).float().view(-1, 1)
+    z = torch.randn(num_nodes, num_features, generator=generator)
+    x = math.sqrt(mu / num_nodes) * sign * u + z / math.sqrt(num_features)
+    return Data(x=x, edge_index=edge_index, y=y)
+
+
+def load_csbm(name: str, num_runs: int) -> Graph:
+    r"""The :data:`CSBM` graph :obj:`name` (drawn with seed 0) and its
+    :obj:`num_runs` random splits (split and seed: the run)."""
+    text = name[len(CSBM) :]
+    planetoid_split = text.endswith(RANDOM)
+    if planetoid_split:
+        text = text[: -len(RANDOM)]
+    try:
+        phi = float(text)
+    except ValueError:
+        phi = math.nan
+    if not -1.0 <= phi <= 1.0:
+        raise ValueError(
+            f'--graphs {name}: a synthetic graph is named {CSBM}<phi> with '
+            f'phi in [-1, 1], e.g. {CSBM}0.5 or {CSBM}-0.5{RANDOM}'
+        )
+    data = csbm(phi)
+    if planetoid_split:
+        splits = [random_split(data.y, run) for run in range(num_runs)]
+        return Graph(name, data, splits, 'random splits, 20 a class')
+    splits = [fraction_split(data.y.numel(), run) for run in range(num_runs)]
+    return Graph(name, data, splits, 'random 60/20/20 splits')
+
+
+def fraction_split(num_nodes: int, seed: int) -> tuple:
+    r"""A random split of the nodes, drawn with :obj:`seed`: 60% to
+    train, 20% to validate, the rest to test (Geom-GCN's fractions);
+    (train, validation, test) masks."""
+    order = torch.randperm(
+        num_nodes, generator=torch.Generator().manual_seed(seed)
+    )
+    bounds = (0, int(0.6 * num_nodes), int(0.8 * num_nodes), num_nodes)
+    masks = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        mask = torch.zeros(num_nodes, dtype=torch.bool)
+        mask[order[start:end]] = True
+        masks.append(mask)
+    return tuple(masks)
 
 
 def random_split(y: torch.Tensor, seed: int) -> tuple:
@@ -326,16 +445,19 @@ class Net(torch.nn.Module):
         self.lin2 = torch.nn.Linear(HIDDEN, out_channels)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor):
-        # Dropout on the stored entries of the sparse features: the same
-        # distribution as dense dropout (dropping a zero does nothing),
-        # many times faster on CPU.
-        x = torch.sparse_csr_tensor(
-            x.crow_indices(),
-            x.col_indices(),
-            F.dropout(x.values(), p=0.5, training=self.training),
-            x.shape,
-        )
-        x = F.relu(x @ self.lin1.weight.t() + self.lin1.bias)
+        if x.layout == torch.sparse_csr:
+            # Dropout on the stored entries of the sparse features: the
+            # same distribution as dense dropout (dropping a zero does
+            # nothing), many times faster on CPU.
+            x = torch.sparse_csr_tensor(
+                x.crow_indices(),
+                x.col_indices(),
+                F.dropout(x.values(), p=0.5, training=self.training),
+                x.shape,
+            )
+            x = F.relu(x @ self.lin1.weight.t() + self.lin1.bias)
+        else:
+            x = F.relu(self.lin1(F.dropout(x, p=0.5, training=self.training)))
         x = self.propagate(self.prop1, x, edge_index)
         x = self.propagate(self.prop2, x, edge_index)
         x = F.dropout(x, p=0.5, training=self.training)
@@ -368,7 +490,9 @@ def train(
     optimizer = torch.optim.Adam(
         model.parameters(), lr=0.01, weight_decay=5e-4
     )
-    x = data.x.to_sparse_csr()
+    x = data.x
+    if x.count_nonzero() < x.numel() / 2:  # Bag-of-words features.
+        x = x.to_sparse_csr()
     best_val, test_acc = -1.0, None
     for _ in range(epochs):
         model.train()
@@ -789,7 +913,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         f'its non-test nodes (search only) (default: '
         f'{" ".join(TABLE_GRAPHS)}; '
         f'with --search {" ".join(GRAPHS)}; also '
-        f'{", ".join(OTHER_GRAPHS)})',
+        f'{", ".join(OTHER_GRAPHS)}; synthetic: {CSBM}<phi> with phi in '
+        f'[-1, 1], e.g. {" ".join(CSBM_GRAPHS)})',
     )
     parser.add_argument(
         '--planetoid-root',

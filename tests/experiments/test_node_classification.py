@@ -169,6 +169,8 @@ def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):
         (['--graphs', 'Karate'], "--graphs: unknown graph 'Karate'"),
         (['--graphs', 'Texas'], '--geom-gcn-root: no folder'),
         (['--graphs', 'CiteSeer'], '--planetoid-root: no folder'),
+        (['--graphs', 'cSBM:2'], '--graphs cSBM:2: a synthetic graph'),
+        (['--graphs', 'cSBM:x-random'], '--graphs cSBM:x-random: a synth'),
     ],
 )
 def test_bad_flags_end_in_one_line(argv, message, tmp_path, capsys):
@@ -264,3 +266,77 @@ def test_nontest_graph_goes_with_the_search_only(roots, tmp_path, monkeypatch):
     out = tmp_path / 'search.md'
     runner.main(flags + roots + ['--search', '--out', str(out)])
     assert '| layer | Cora-nontest |' in out.read_text()
+
+
+@pytest.mark.parametrize('phi', [-0.75, 0.0, 0.75])
+def test_csbm_is_a_two_class_graph_of_homophily_phi(phi):
+    data = runner.csbm(phi, num_nodes=400, num_features=40, degree=5.0)
+    assert data.x.shape == (400, 40) and data.y.bincount().tolist() == [
+        200,
+        200,
+    ]
+    row, col = data.edge_index
+    assert not (row == col).any()  # no self-loops; both directions
+    assert torch.equal(
+        torch.sparse_coo_tensor(data.edge_index, torch.ones(row.numel()))
+        .coalesce()
+        .indices(),
+        torch.sparse_coo_tensor(
+            data.edge_index.flip(0), torch.ones(row.numel())
+        )
+        .coalesce()
+        .indices(),
+    )
+    assert 3.5 < row.numel() / 400 < 6.5  # average degree about 5
+    # The share of edges within a class: (1 + lambda / sqrt(d)) / 2, with
+    # lambda = sqrt(1 + 3.25) sin(pi phi / 2).
+    within = float((data.y[row] == data.y[col]).float().mean())
+    lam = (1 + 3.25) ** 0.5 * torch.sin(torch.tensor(torch.pi * phi / 2))
+    assert within == pytest.approx(float(1 + lam / 5**0.5) / 2, abs=0.06)
+    again = runner.csbm(phi, num_nodes=400, num_features=40, degree=5.0)
+    assert torch.equal(again.x, data.x)
+    assert torch.equal(again.edge_index, data.edge_index)
+    other = runner.csbm(phi, seed=1, num_nodes=400, num_features=40)
+    assert not torch.equal(other.edge_index, data.edge_index)
+
+
+def test_csbm_features_carry_the_class_where_phi_leaves_them_signal():
+    def class_gap(phi):
+        data = runner.csbm(phi, num_nodes=2000, num_features=4)
+        x, y = data.x, data.y
+        return float((x[y == 1].mean(0) - x[y == 0].mean(0)).norm())
+
+    # Noise alone puts the class means about 0.045 apart (4 features of
+    # variance 1/4, 1000 nodes a class); the signal, 2 sqrt(mu / n) |u|.
+    assert class_gap(1.0) < 0.06  # the edges carry all the signal
+    assert class_gap(0.0) > 4 * class_gap(1.0)  # the features carry it all
+
+
+def test_csbm_refuses_phi_outside_minus_one_one():
+    with pytest.raises(ValueError, match=r'phi must be in \[-1, 1\]'):
+        runner.csbm(1.5)
+
+
+def test_csbm_graphs_split_as_named():
+    graph = runner.load_graph('cSBM:0.5', '', '', 2)
+    train, val, test = graph.splits[0]
+    assert (int(train.sum()), int(val.sum()), int(test.sum())) == (
+        1200,
+        400,
+        400,
+    )
+    assert torch.equal(train | val | test, torch.ones_like(train))
+    assert not torch.equal(graph.splits[1][0], train)
+    few = runner.load_graph('cSBM:-0.5-random', '', '', 1)
+    train, val, test = few.splits[0]
+    assert [int(train[few.data.y == c].sum()) for c in (0, 1)] == [20, 20]
+    assert (int(val.sum()), int(test.sum())) == (500, 1000)
+
+
+def test_the_table_on_a_csbm_graph(tmp_path):
+    # Dense features take the dense dropout and Linear of the model.
+    out = tmp_path / 'csbm.md'
+    flags = ['--graphs', 'cSBM:-0.5', '--runs', '1', '--epochs', '2']
+    runner.main(flags + ['--out', str(out), '--layers', 'MLP', 'APNetConv'])
+    assert '(cSBM:-0.5: 1 splits)' in out.read_text()
+    assert runner.check(str(out)) == []
