@@ -1,5 +1,5 @@
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pytest
@@ -37,6 +37,7 @@ def dense_apnet_reference(
     num_steps: int = 1,
     add_self_loops: bool = True,
     step_weights: Optional[Tensor] = None,
+    attention_scales: Optional[Sequence[Tensor]] = None,
 ) -> Tensor:
     r"""APNet propagation written straight from its equation, with dense
     matrices: :math:`\alpha_{ij} \propto w_{ij} \exp(\gamma \cos(W x_i,
@@ -44,8 +45,10 @@ def dense_apnet_reference(
     weight), then :math:`x'_i = \sum_j \alpha_{ij} x_j`, :obj:`num_steps`
     times; the last step's output, or with :obj:`step_weights`
     :math:`\theta` the sum over the input and every step's output
-    :math:`\sum_t \theta_t x^{(t)}`. Independent of the package's
-    kernels; the tests compare every implementation to it."""
+    :math:`\sum_t \theta_t x^{(t)}`. With :obj:`attention_scales` (one
+    :math:`N \times N` matrix a step: what dropout drew, :math:`0` or
+    :math:`1 / (1 - p)`), :math:`\alpha` times it. Independent of the
+    package's kernels; the tests compare every implementation to it."""
     num_nodes = x.size(0)
     prior = x.new_zeros(num_nodes, num_nodes)
     if edge_weight is None:
@@ -67,6 +70,8 @@ def dense_apnet_reference(
         alpha = scores / torch.where(
             denominator > 0, denominator, torch.ones_like(denominator)
         )
+        if attention_scales is not None:
+            alpha = alpha * attention_scales[step - 1]
         x = alpha @ x
         if combined is not None:
             combined = combined + step_weights[step] * x

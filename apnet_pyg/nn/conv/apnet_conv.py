@@ -351,6 +351,15 @@ class APNetConv(MessagePassing):
             graph). Without it, eager calls reuse the structure while
             they see the same, unmodified :obj:`edge_index` tensor.
             (default: :obj:`False`)
+        dropout (float, optional): Dropout probability of the attention
+            coefficients :math:`\alpha_{i,j}` (self-loops included) in
+            training, a new draw each step, as
+            :class:`~torch_geometric.nn.conv.GATConv`'s :obj:`dropout`.
+            The fused kernels never hold an edge's coefficient: a layer
+            with dropout trains through message passing (:obj:`"auto"`
+            picks it in training only; :obj:`"sparse"` and
+            :obj:`"triton"` are refused). :obj:`return_attention_weights`
+            gives the coefficients before dropout. (default: :obj:`0.0`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing` (other than
             the defaults only with :obj:`kernel="message_passing"`).
@@ -384,6 +393,7 @@ class APNetConv(MessagePassing):
         proj_init: str = 'glorot',
         kernel: str = 'auto',
         cached: bool = False,
+        dropout: float = 0.0,
         **kwargs,
     ):
         kwargs.setdefault('aggr', 'add')
@@ -391,6 +401,14 @@ class APNetConv(MessagePassing):
             raise ValueError(
                 f"'kernel' must be one of {', '.join(KERNELS)} "
                 f'(got {kernel!r})'
+            )
+        dropout = check_number(dropout, 'dropout', minimum=0.0, maximum=1.0)
+        if dropout > 0 and kernel in ('sparse', 'triton'):
+            raise ValueError(
+                f'APNetConv(kernel={kernel!r}) fuses the attention and '
+                f"never holds an edge's coefficient to drop: pass "
+                f"kernel='auto' (message passing in training) or "
+                f"'message_passing' with dropout={dropout:g}"
             )
         if kernel != 'message_passing':
             for key, value in kwargs.items():
@@ -422,6 +440,7 @@ class APNetConv(MessagePassing):
             self, self.num_steps, learn_step_weights, teleport
         )
         self.kernel = kernel
+        self.dropout = dropout
         self.cached = check_bool(cached, 'cached')
         self._cached_structure = None
         self.reset_parameters()
@@ -691,7 +710,7 @@ class APNetConv(MessagePassing):
     def _kernel_for(self, x: Tensor, attention: bool) -> str:
         r"""The kernel of this call: :obj:`kernel`, with :obj:`"auto"`
         resolved; message passing under PyG's explainer, which masks
-        messages."""
+        messages, and for attention dropout in training."""
         if self.explain:
             return 'message_passing'
         if self.kernel == 'triton' and attention:
@@ -703,6 +722,8 @@ class APNetConv(MessagePassing):
             )
         if self.kernel != 'auto':
             return self.kernel
+        if self.dropout > 0 and self.training:
+            return 'message_passing'
         channels = (
             x.size(-1)
             if self.proj_channels is None
@@ -939,7 +960,10 @@ class APNetConv(MessagePassing):
             )
             # propagate_type: (x: PairTensor, alpha: Tensor)
             out = self.propagate(
-                edge_index, x=(x_src, x_dst), alpha=alpha, size=size
+                edge_index,
+                x=(x_src, x_dst),
+                alpha=F.dropout(alpha, self.dropout, self.training),
+                size=size,
             )
             # Messages in the attention's dtype (float32 sums for half
             # precision x), the output in x's, as on the kernels' path.
@@ -1010,6 +1034,7 @@ class APNetConv(MessagePassing):
             f'temperature={self.initial_temperature}, '
             f'num_steps={self.num_steps}'
             + step_weights_repr(self.learn_step_weights, self.teleport)
+            + (f', dropout={self.dropout:g}' if self.dropout > 0 else '')
             + ')'
         )
 

@@ -11,6 +11,7 @@ from apnet_pyg.checks import (
     check_features,
     check_finite,
     check_int,
+    check_number,
     check_positive_weights,
     check_same_device,
     check_temperature,
@@ -101,6 +102,12 @@ class DenseAPNetConv(torch.nn.Module):
         proj_init (str, optional): Initialisation of :math:`f`:
             :obj:`"glorot"` or :obj:`"identity"`. (default:
             :obj:`"glorot"`)
+        dropout (float, optional): Dropout probability of the attention
+            coefficients in training, a new draw each step, as in
+            :class:`~apnet_pyg.nn.APNetConv` and
+            :class:`~torch_geometric.nn.dense.DenseGATConv`;
+            :obj:`return_attention_weights` gives them before dropout.
+            (default: :obj:`0.0`)
 
     Shapes:
         - **input:**
@@ -125,6 +132,7 @@ class DenseAPNetConv(torch.nn.Module):
         learn_step_weights: bool = False,
         teleport: Optional[float] = 0.2,
         proj_init: str = 'glorot',
+        dropout: float = 0.0,
     ):
         super().__init__()
         if isinstance(in_channels, (tuple, list)):
@@ -150,6 +158,9 @@ class DenseAPNetConv(torch.nn.Module):
         self.num_steps = check_int(num_steps, 'num_steps', minimum=1)
         register_step_weights(
             self, self.num_steps, learn_step_weights, teleport
+        )
+        self.dropout = check_number(
+            dropout, 'dropout', minimum=0.0, maximum=1.0
         )
         self.reset_parameters()
 
@@ -302,7 +313,7 @@ class DenseAPNetConv(torch.nn.Module):
             logits = logits.masked_fill(~edges & has_edge, float('-inf'))
             alpha = logits.softmax(dim=-1).masked_fill(~edges, 0.0)
             alpha = alpha.to(x.dtype)
-            x = alpha @ x
+            x = F.dropout(alpha, self.dropout, self.training) @ x
             alphas.append(alpha)
             steps.append(x)
 
@@ -326,6 +337,7 @@ class DenseAPNetConv(torch.nn.Module):
             f'temperature={self.initial_temperature}, '
             f'num_steps={self.num_steps}'
             + step_weights_repr(self.learn_step_weights, self.teleport)
+            + (f', dropout={self.dropout:g}' if self.dropout > 0 else '')
             + ')'
         )
 

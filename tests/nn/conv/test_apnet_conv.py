@@ -332,6 +332,111 @@ def test_apnet_conv_equals_reference(
         assert torch.allclose(grad, expected_grad, atol=1e-8)
 
 
+def record_dropout(monkeypatch) -> list:
+    r"""Every :func:`F.dropout` call from now on, as (input, output)."""
+    drawn, dropout = [], F.dropout
+
+    def recording(input, p=0.5, training=True, inplace=False):
+        out = dropout(input, p, training, inplace)
+        drawn.append((input.detach(), out.detach()))
+        return out
+
+    monkeypatch.setattr(F, 'dropout', recording)
+    return drawn
+
+
+def dropout_scales(drawn, edge_index, num_nodes):
+    r"""The :math:`N \times N` scale of every step's attention dropout,
+    from the per-edge draws of message passing (the edges, then a
+    self-loop per node)."""
+    loops = torch.arange(num_nodes, device=edge_index.device)
+    target = torch.cat([edge_index[1], loops])
+    source = torch.cat([edge_index[0], loops])
+    scales = []
+    for before, after in drawn:
+        scale = torch.where(before > 0, after / before, 0.0).view(-1)
+        dense = scale.new_zeros(num_nodes, num_nodes)
+        dense[target, source] = scale
+        scales.append(dense)
+    return scales
+
+
+@pytest.mark.parametrize('kernel', ['auto', 'message_passing'])
+@pytest.mark.parametrize('num_steps', [1, 3])
+def test_apnet_conv_attention_dropout_equals_reference(
+    kernel, num_steps, monkeypatch, apnet_reference, make_random_graph, device
+):
+    x, edge_index, edge_weight = graph(
+        make_random_graph=make_random_graph, device=device
+    )
+    x.requires_grad_()
+    conv = conv64(
+        6,
+        4,
+        temperature=3.0,
+        num_steps=num_steps,
+        teleport=0.3,
+        dropout=0.4,
+        kernel=kernel,
+        device=device,
+    )
+    drawn = record_dropout(monkeypatch)
+    out = conv(x, edge_index, edge_weight)
+    assert len(drawn) == num_steps  # a new draw each step
+    scales = dropout_scales(drawn, edge_index, x.size(0))
+    kept = torch.cat([scale[scale != 0] for scale in scales])
+    assert torch.allclose(kept, torch.full_like(kept, 1 / 0.6))
+    entries = num_steps * (edge_index.size(1) + x.size(0))
+    assert 0 < kept.numel() < entries  # some dropped, some kept
+    expected = apnet_reference(
+        x,
+        edge_index,
+        conv.lin.weight,
+        edge_weight,
+        conv.temperature,
+        num_steps,
+        step_weights=conv.step_weights,
+        attention_scales=scales,
+    )
+    assert torch.allclose(out, expected, atol=1e-10)
+    inputs = [x, conv.lin.weight, conv.temperature]
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-8)
+
+
+def test_apnet_conv_attention_dropout_in_training_only(make_random_graph):
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, num_steps=2, teleport=0.2, dropout=0.5)
+    plain = conv64(6, 4, num_steps=2, teleport=0.2)
+    plain.load_state_dict(conv.state_dict())
+    torch.manual_seed(1)
+    first = conv(x, edge_index, edge_weight)
+    torch.manual_seed(1)
+    assert torch.equal(conv(x, edge_index, edge_weight), first)  # seeded
+    assert not torch.allclose(first, plain(x, edge_index, edge_weight))
+    conv.eval()
+    out, (_, alpha) = conv(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
+    expected, (_, expected_alpha) = plain(
+        x, edge_index, edge_weight, return_attention_weights=True
+    )
+    assert torch.allclose(out, expected, atol=1e-12)
+    assert torch.allclose(alpha, expected_alpha, atol=1e-12)
+    assert 'dropout=0.5)' in repr(conv) and 'dropout' not in repr(plain)
+
+
+@pytest.mark.parametrize('kernel', ['sparse', 'triton'])
+def test_apnet_conv_attention_dropout_needs_message_passing(kernel):
+    with pytest.raises(ValueError, match=f"kernel='{kernel}'.*dropout=0.1"):
+        APNetConv(8, dropout=0.1, kernel=kernel)
+    with pytest.raises(ValueError, match=r"'dropout' must lie in \[0, 1\]"):
+        APNetConv(8, dropout=-0.1)
+
+
 def test_apnet_conv_sparse_kernels_equal_message_passing(
     make_random_graph, device
 ):

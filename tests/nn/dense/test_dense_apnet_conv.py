@@ -145,6 +145,56 @@ def test_dense_apnet_conv_equals_reference(
                 assert torch.allclose(grad, expected_grad, atol=1e-10)
 
 
+@pytest.mark.parametrize('num_steps', [1, 3])
+def test_dense_apnet_conv_attention_dropout_equals_reference(
+    num_steps, monkeypatch, apnet_reference, device
+):
+    x, _, adj = dense_graph(device=device)
+    x.requires_grad_()
+    conv = conv64(
+        6, 4, temperature=4.0, num_steps=num_steps, teleport=0.3, dropout=0.4
+    ).to(device)
+    drawn, dropout = [], torch.nn.functional.dropout
+
+    def recording(input, p=0.5, training=True, inplace=False):
+        out = dropout(input, p, training, inplace)
+        drawn.append(torch.where(input > 0, out / input, 0.0).detach())
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, 'dropout', recording)
+    out = conv(x, adj)
+    assert len(drawn) == num_steps  # a new draw each step
+    kept = torch.cat([scale[scale != 0] for scale in drawn])
+    assert torch.allclose(kept, torch.full_like(kept, 1 / 0.6))
+    for b in range(3):
+        target, source = adj[b].nonzero().t()
+        expected = apnet_reference(
+            x[b],
+            torch.stack([source, target]),
+            conv.lin.weight,
+            adj[b][target, source],
+            conv.temperature,
+            num_steps,
+            step_weights=conv.step_weights,
+            attention_scales=[scale[b] for scale in drawn],
+        )
+        assert torch.allclose(out[b], expected, atol=1e-12)
+        inputs = [x, conv.lin.weight, conv.temperature]
+        grad_out = torch.randn_like(expected)
+        grads = torch.autograd.grad(
+            out[b], inputs, grad_out, retain_graph=True
+        )
+        expected_grads = torch.autograd.grad(expected, inputs, grad_out)
+        for grad, expected_grad in zip(grads, expected_grads):
+            assert torch.allclose(grad, expected_grad, atol=1e-10)
+    # Not in evaluation, where it is the layer without dropout.
+    plain = conv64(6, 4, temperature=4.0, num_steps=num_steps, teleport=0.3)
+    plain.load_state_dict(conv.state_dict())
+    conv.eval()
+    assert torch.allclose(conv(x, adj), plain.to(device)(x, adj), atol=1e-12)
+    assert 'dropout=0.4)' in repr(conv)
+
+
 def test_dense_apnet_conv_gradcheck():
     x, _, weight = dense_graph(batch_size=2, num_nodes=4, channels=3)
     conv = conv64(3, 2, temperature=2.0, num_steps=2)
