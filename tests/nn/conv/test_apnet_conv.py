@@ -1588,6 +1588,25 @@ def test_apnet_conv_compile(kernel, backend, make_random_graph, device):
     assert_compiles(conv, (x, edge_index, edge_weight), backend)
 
 
+def test_apnet_conv_attention_dropout_compiles(make_random_graph):
+    import torch._dynamo
+
+    x, edge_index, edge_weight = graph(
+        dtype=torch.float32, make_random_graph=make_random_graph
+    )
+    conv = APNetConv(6, 4, num_steps=2, dropout=0.3)
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(conv)(x, edge_index, edge_weight)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(conv, fullgraph=True, backend='aot_eager')
+    outputs = []
+    for module in (compiled, conv):  # the same draws from the same seed
+        torch.manual_seed(1)
+        outputs.append(module(x, edge_index, edge_weight))
+    assert torch.allclose(outputs[0], outputs[1], atol=1e-6)
+    torch._dynamo.reset()
+
+
 def test_apnet_conv_compile_bipartite_and_attention(make_random_graph):
     import torch._dynamo
 
