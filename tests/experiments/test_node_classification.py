@@ -338,5 +338,8 @@ def test_the_table_on_a_csbm_graph(tmp_path):
     out = tmp_path / 'csbm.md'
     flags = ['--graphs', 'cSBM:-0.5', '--runs', '1', '--epochs', '2']
     runner.main(flags + ['--out', str(out), '--layers', 'MLP', 'APNetConv'])
-    assert '(cSBM:-0.5: 1 splits)' in out.read_text()
+    page = out.read_text()
+    assert '(cSBM:-0.5: 1 splits)' in page
+    assert 'on synthetic graphs (contextual stochastic' in page
+    assert 'never took part in choosing' in page
     assert runner.check(str(out)) == []
