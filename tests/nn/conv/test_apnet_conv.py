@@ -20,6 +20,7 @@ from torch_geometric.utils import (
 
 from apnet_pyg.nn import APNetConv, DenseAPNetConv
 from apnet_pyg.nn.conv import apnet_conv
+from tests.helpers.dropout import dropout_scale, record_dropout
 from tests.helpers.interpreter import (
     needs_interpreter,
     run_under_interpreter,
@@ -332,19 +333,6 @@ def test_apnet_conv_equals_reference(
         assert torch.allclose(grad, expected_grad, atol=1e-8)
 
 
-def record_dropout(monkeypatch) -> list:
-    r"""Every :func:`F.dropout` call from now on, as (input, output)."""
-    drawn, dropout = [], F.dropout
-
-    def recording(input, p=0.5, training=True, inplace=False):
-        out = dropout(input, p, training, inplace)
-        drawn.append((input.detach(), out.detach()))
-        return out
-
-    monkeypatch.setattr(F, 'dropout', recording)
-    return drawn
-
-
 def dropout_scales(drawn, edge_index, num_nodes):
     r"""The :math:`N \times N` scale of every step's attention dropout,
     from the per-edge draws of message passing (the edges, then a
@@ -354,7 +342,7 @@ def dropout_scales(drawn, edge_index, num_nodes):
     source = torch.cat([edge_index[0], loops])
     scales = []
     for before, after in drawn:
-        scale = torch.where(before > 0, after / before, 0.0).view(-1)
+        scale = dropout_scale(before, after).view(-1)
         dense = scale.new_zeros(num_nodes, num_nodes)
         dense[target, source] = scale
         scales.append(dense)

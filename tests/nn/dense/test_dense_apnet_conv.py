@@ -7,6 +7,7 @@ from torch.autograd import gradcheck
 from torch_geometric.nn import DenseGATConv
 
 from apnet_pyg.nn import DenseAPNetConv
+from tests.helpers.dropout import dropout_scale, record_dropout
 
 
 def dense_graph(batch_size=3, num_nodes=5, channels=6, seed=0, device='cpu'):
@@ -154,16 +155,10 @@ def test_dense_apnet_conv_attention_dropout_equals_reference(
     conv = conv64(
         6, 4, temperature=4.0, num_steps=num_steps, teleport=0.3, dropout=0.4
     ).to(device)
-    drawn, dropout = [], torch.nn.functional.dropout
-
-    def recording(input, p=0.5, training=True, inplace=False):
-        out = dropout(input, p, training, inplace)
-        drawn.append(torch.where(input > 0, out / input, 0.0).detach())
-        return out
-
-    monkeypatch.setattr(torch.nn.functional, 'dropout', recording)
+    draws = record_dropout(monkeypatch)
     out = conv(x, adj)
-    assert len(drawn) == num_steps  # a new draw each step
+    assert len(draws) == num_steps  # a new draw each step
+    drawn = [dropout_scale(*draw) for draw in draws]
     kept = torch.cat([scale[scale != 0] for scale in drawn])
     assert torch.allclose(kept, torch.full_like(kept, 1 / 0.6))
     for b in range(3):
