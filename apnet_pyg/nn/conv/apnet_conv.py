@@ -760,9 +760,18 @@ class APNetConv(MessagePassing):
         as in full-batch training: the sorts are most of a small graph's
         cost."""
         with_arrays = kernel != 'message_passing'
-        key = (size, bipartite, self.flow, with_arrays, self.add_self_loops)
+        key = (size, bipartite, self.flow, self.add_self_loops)
         cached = self._cached_structure
-        if self.cached and cached is not None and cached[2] == key:
+
+        def serves() -> bool:
+            # A structure with the kernels' arrays also serves message
+            # passing (the explainer, attention dropout in training):
+            # switching kernels does not build it again.
+            return cached[2] == key and (
+                cached[3].arrays is not None or not with_arrays
+            )
+
+        if self.cached and cached is not None and serves():
             return cached[3]
         # Inference tensors have no version counter, and what is built
         # under inference mode cannot be saved for a later backward pass:
@@ -779,7 +788,7 @@ class APNetConv(MessagePassing):
             and cached is not None
             and cached[0] is edge_index
             and cached[1] == edge_index._version
-            and cached[2] == key
+            and serves()
         ):
             return cached[3]
 

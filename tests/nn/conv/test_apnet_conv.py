@@ -916,6 +916,31 @@ def test_apnet_conv_cached_keeps_the_first_structure(
     assert conv(x, other).shape == out.shape
 
 
+@pytest.mark.parametrize('cached', [True, False])
+def test_apnet_conv_dropout_switches_kernels_without_a_new_structure(
+    cached, make_random_graph, monkeypatch
+):
+    # Attention dropout trains through message passing and evaluates on the
+    # sparse kernels: once both have run, the kernels' structure serves
+    # both, with cached=True or for the same edge_index tensor.
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    conv = conv64(6, 4, num_steps=2, teleport=0.2, dropout=0.5, cached=cached)
+    conv(x, edge_index, edge_weight)  # training: message passing
+    conv.eval()
+    expected = conv(x, edge_index, edge_weight)  # the sparse kernels
+
+    def no_structure(*args, **kwargs):
+        raise AssertionError('the structure was built again')
+
+    monkeypatch.setattr(apnet_conv, 'edge_index_arrays', no_structure)
+    monkeypatch.setattr(apnet_conv, '_lacks_self_loop', no_structure)
+    monkeypatch.setattr(apnet_conv, '_target_arrays', no_structure)
+    conv.train()
+    conv(x, edge_index, edge_weight)
+    conv.eval()
+    assert torch.equal(conv(x, edge_index, edge_weight), expected)
+
+
 def test_apnet_conv_cached_compiles_once_without_the_sort(
     make_random_graph, monkeypatch
 ):
