@@ -116,6 +116,8 @@ TABLE_GRAPHS = ('Cora', 'Texas', 'Cornell', 'Actor', 'Cora' + RANDOM)
 #: 60/20/20 splits (one a run), or with :data:`RANDOM` on PyG's random
 #: Planetoid splits (20 training nodes a class).
 CSBM = 'cSBM:'
+#: The synthetic graphs' size: nodes, Gaussian features, average degree.
+CSBM_NODES, CSBM_FEATURES, CSBM_DEGREE = 2000, 200, 5.0
 #: The synthetic graphs of the held-out check (never searched on): from
 #: heterophilic to homophilic, with many labels and with few.
 CSBM_GRAPHS = tuple(
@@ -305,9 +307,9 @@ def load_graph(
 def csbm(
     phi: float,
     seed: int = 0,
-    num_nodes: int = 2000,
-    num_features: int = 200,
-    degree: float = 5.0,
+    num_nodes: int = CSBM_NODES,
+    num_features: int = CSBM_FEATURES,
+    degree: float = CSBM_DEGREE,
     epsilon: float = 3.25,
 ) -> Data:
     r"""A contextual stochastic block model graph (Deshpande et al., 2018,
@@ -356,15 +358,12 @@ def load_csbm(name: str, num_runs: int) -> Graph:
     if planetoid_split:
         text = text[: -len(RANDOM)]
     try:
-        phi = float(text)
+        data = csbm(float(text))  # Refuses a phi outside [-1, 1].
     except ValueError:
-        phi = math.nan
-    if not -1.0 <= phi <= 1.0:
         raise ValueError(
             f'--graphs {name}: a synthetic graph is named {CSBM}<phi> with '
             f'phi in [-1, 1], e.g. {CSBM}0.5 or {CSBM}-0.5{RANDOM}'
-        )
-    data = csbm(phi)
+        ) from None
     if planetoid_split:
         splits = [random_split(data.y, run) for run in range(num_runs)]
         return Graph(name, data, splits, 'random splits, 20 a class')
@@ -763,8 +762,9 @@ def render_table(
     ]
     if synthetic:
         lines += [
-            f'`{CSBM}<phi>`: two classes, 2,000 nodes, 200 Gaussian '
-            'features, average degree 5, homophily phi from -1 (every edge '
+            f'`{CSBM}<phi>`: two classes, {CSBM_NODES:,} nodes, '
+            f'{CSBM_FEATURES} Gaussian features, average degree '
+            f'{CSBM_DEGREE:g}, homophily phi from -1 (every edge '
             'across the classes) to 1 (every edge within one), on random '
             f'60/20/20 splits; with `{RANDOM}`, 20 training nodes a class, '
             '500 validation and 1,000 test nodes (`csbm()` in '
