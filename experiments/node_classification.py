@@ -797,6 +797,7 @@ def render_table(
     for name, by_graph in results.items():
         cells = [mean_std([r['test'] for r in by_graph[g]]) for g in graphs]
         lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    lines += render_against_references(results, graphs)
     lines += [
         '',
         'Validation accuracy (%), the same runs:',
@@ -808,6 +809,65 @@ def render_table(
         cells = [mean_std([r['val'] for r in by_graph[g]]) for g in graphs]
         lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'
+
+
+def render_against_references(
+    results: Dict[str, Dict[str, List[dict]]], graphs: Sequence[str]
+) -> List[str]:
+    r"""Each APNetConv row against the better reference on each graph (of
+    AGNNConv and GATConv, the one with the higher mean test accuracy),
+    paired by run, as the drop-in claim is judged: the mean test accuracy
+    difference, the standard error of the paired differences, and the runs
+    above, level and below. Nothing without both references."""
+    if any(ref not in results for ref in REFERENCES):
+        return []
+    layers = [n for n in results if n not in REFERENCES and n != 'MLP']
+    if not layers:
+        return []
+    better = {
+        g: max(REFERENCES, key=lambda ref: mean(results[ref][g], 'test'))
+        for g in graphs
+    }
+    lines = [
+        '',
+        'Against the better of AGNNConv and GATConv on each graph (the one '
+        'with the higher mean test accuracy, named in the header), paired by '
+        'run: the mean difference in test accuracy (points) ± the standard '
+        'error of the paired differences, then the runs above, level and '
+        'below it:',
+        '',
+        '| layer | '
+        + ' | '.join(f'{g} (vs {better[g]})' for g in graphs)
+        + ' |',
+        '|---' * (len(graphs) + 1) + '|',
+    ]
+    for name in layers:
+        cells = []
+        for g in graphs:
+            diffs = [
+                100 * (ours['test'] - theirs['test'])
+                for ours, theirs in zip(
+                    results[name][g], results[better[g]][g]
+                )
+            ]
+            error = (
+                statistics.stdev(diffs) / math.sqrt(len(diffs))
+                if len(diffs) > 1
+                else float('nan')
+            )
+            counts = '/'.join(
+                str(sum(test(d) for d in diffs))
+                for test in (
+                    lambda d: d > 1e-9,
+                    lambda d: abs(d) <= 1e-9,
+                    lambda d: d < -1e-9,
+                )
+            )
+            cells.append(
+                f'{statistics.mean(diffs):+.1f} ± {error:.1f} ({counts})'
+            )
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return lines
 
 
 def mean_std_count(results, graph: str) -> str:

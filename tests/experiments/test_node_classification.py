@@ -222,6 +222,35 @@ def test_rank_puts_no_loss_first_then_mean_gap():
     assert ranked[0]['mean_gap'] == pytest.approx(10.0)  # points
 
 
+def test_against_references_pairs_runs_with_the_better_reference():
+    def runs(*tests):
+        return [{'val': 0.5, 'test': t} for t in tests]
+
+    graphs = ('A', 'B')
+    results = {
+        'MLP': {'A': runs(0.1, 0.1, 0.1), 'B': runs(0.9, 0.9, 0.9)},
+        # A: AGNNConv is better on average (0.80 against 0.70).
+        'AGNNConv': {'A': runs(0.80, 0.78, 0.82), 'B': runs(0.5, 0.5, 0.5)},
+        'GATConv': {'A': runs(0.70, 0.70, 0.70), 'B': runs(0.6, 0.7, 0.5)},
+        # A: +1, 0 and -3 points on AGNNConv's runs; B: +10 on GATConv's.
+        'APNetConv': {'A': runs(0.81, 0.78, 0.79), 'B': runs(0.7, 0.8, 0.6)},
+    }
+    lines = runner.render_against_references(results, graphs)
+    header = next(line for line in lines if line.startswith('| layer'))
+    assert 'A (vs AGNNConv)' in header and 'B (vs GATConv)' in header
+    # Only the APNetConv rows: never the references or the MLP.
+    rows = [line for line in lines if line.startswith('| ') and '±' in line]
+    assert [row.split(' | ')[0] for row in rows] == ['| APNetConv']
+    row = next(line for line in lines if line.startswith('| APNetConv'))
+    cells = [cell.strip() for cell in row.strip('|').split('|')[1:]]
+    # Mean -0.67, paired standard deviation 2.08, over sqrt(3).
+    assert cells[0] == '-0.7 ± 1.2 (1/1/1)'
+    assert cells[1] == '+10.0 ± 0.0 (3/0/0)'
+    # Without both references there is nothing to compare with.
+    del results['GATConv']
+    assert runner.render_against_references(results, graphs) == []
+
+
 def test_random_split_is_pyg_random_planetoid_split():
     y = torch.arange(3).repeat_interleave(700)  # 3 classes, 2100 nodes
     train, val, test = runner.random_split(y, seed=0)
