@@ -36,7 +36,8 @@ classes, 2,000 nodes, 200 Gaussian features) of homophily ``phi`` from -1
 validation and 1,000 test nodes: the held-out check of
 ``node-classification-csbm.md``, never searched on. Every run is kept in a
 record (JSON lines), so an interrupted run resumes and the page is rendered
-from the record.
+from the record; a recorded run is reused only while its layers (their
+``repr``) and its graph and split (a digest of them) are the same.
 
     python experiments/node_classification.py            # the table
     python experiments/node_classification.py --search   # choose the defaults
@@ -59,6 +60,7 @@ it never computes a test accuracy.
 
 import argparse
 import datetime
+import hashlib
 import json
 import math
 import multiprocessing
@@ -516,6 +518,21 @@ def train(
 # Records: one line a run, so that an interrupted job resumes #################
 
 
+def graph_fingerprint(graph: Graph, run: int) -> str:
+    r"""What run :obj:`run` of :obj:`graph` trains on, as a short digest
+    of its features, edges, labels and split: a record's run is reused
+    only while this is the same (a changed file, reader or generator,
+    such as :func:`csbm`'s defaults, would otherwise pass)."""
+    digest = hashlib.sha256()
+    data = graph.data
+    for tensor in (data.x, data.edge_index, data.y, *graph.splits[run]):
+        if tensor is not None:
+            tensor = tensor.contiguous()
+            digest.update(f'{tensor.dtype} {tuple(tensor.shape)};'.encode())
+            digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def record_key(graph: str, layer: str, run: int, epochs: int) -> str:
     return json.dumps([graph, layer, run, epochs])
 
@@ -575,14 +592,20 @@ def measure(
     it ran: its seed is its own); the results by layer and graph."""
     done = read_records(record)
     built = {name: describe_layers(make) for name, make in layers.items()}
+    contents = {
+        graph.name: [graph_fingerprint(graph, run) for run in range(num_runs)]
+        for graph in graphs
+    }
     todo = []
     for name in layers:
         for graph in graphs:
             for run in range(num_runs):
                 row = done.get(record_key(graph.name, name, run, epochs))
-                stale = (
-                    row is not None
-                    and row.get('layers', built[name]) != built[name]
+                # Rows written before a field was recorded match anything.
+                stale = row is not None and (
+                    row.get('layers', built[name]) != built[name]
+                    or row.get('data', contents[graph.name][run])
+                    != contents[graph.name][run]
                 )
                 if row is None or stale or (test and row['test'] is None):
                     todo.append((name, graph.name, run))
@@ -610,6 +633,7 @@ def measure(
                 graph=graph,
                 layer=name,
                 layers=built[name],
+                data=contents[graph][run],
                 run=run,
                 epochs=epochs,
                 **stamp,

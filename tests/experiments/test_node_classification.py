@@ -372,3 +372,28 @@ def test_the_table_on_a_csbm_graph(tmp_path):
     assert 'on synthetic graphs (contextual stochastic' in page
     assert 'never took part in choosing' in page
     assert runner.check(str(out)) == []
+
+
+def test_a_changed_graph_is_trained_again(tmp_path, monkeypatch):
+    # Runs are reused only while the graph and split are the same: a
+    # changed generator (here csbm's signal) trains them again.
+    out = tmp_path / 'csbm.md'
+    flags = ['--graphs', 'cSBM:0.5', '--runs', '2', '--epochs', '1']
+    flags += ['--layers', 'MLP', '--out', str(out)]
+    runner.main(flags)
+    record = tmp_path / 'csbm.jsonl'
+    first = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(first) == 2
+    # One digest a run: the same graph, two splits.
+    assert len({row['data'] for row in first}) == 2
+    runner.main(flags)
+    assert len(record.read_text().splitlines()) == 2
+    original = runner.csbm
+    monkeypatch.setattr(runner, 'csbm', lambda phi: original(phi, epsilon=1.0))
+    runner.main(flags)
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(rows) == 4
+    assert {row['data'] for row in rows[2:]}.isdisjoint(
+        row['data'] for row in first
+    )
+    assert runner.check(str(out)) == []
