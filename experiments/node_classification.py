@@ -835,6 +835,21 @@ def render_table(
     return '\n'.join(lines) + '\n'
 
 
+def paired_differences(
+    ours: List[dict], theirs: List[dict], key: str
+) -> tuple:
+    r"""The differences in :obj:`key` accuracy (points) of two layers'
+    runs, run by run (the same split and seed), and the standard error of
+    their mean (NaN for one run)."""
+    diffs = [100 * (a[key] - b[key]) for a, b in zip(ours, theirs)]
+    error = (
+        statistics.stdev(diffs) / math.sqrt(len(diffs))
+        if len(diffs) > 1
+        else float('nan')
+    )
+    return diffs, error
+
+
 def render_against_references(
     results: Dict[str, Dict[str, List[dict]]], graphs: Sequence[str]
 ) -> List[str]:
@@ -868,16 +883,8 @@ def render_against_references(
     for name in layers:
         cells = []
         for g in graphs:
-            diffs = [
-                100 * (ours['test'] - theirs['test'])
-                for ours, theirs in zip(
-                    results[name][g], results[better[g]][g]
-                )
-            ]
-            error = (
-                statistics.stdev(diffs) / math.sqrt(len(diffs))
-                if len(diffs) > 1
-                else float('nan')
+            diffs, error = paired_differences(
+                results[name][g], results[better[g]][g], 'test'
             )
             counts = '/'.join(
                 str(sum(test(d) for d in diffs))
@@ -936,6 +943,29 @@ def render_search(
             + ' | '.join(cells)
             + f' | {row["worst_gap"]:+.1f} | {row["mean_gap"]:+.1f} |'
         )
+    better = {
+        g: max(REFERENCES, key=lambda ref: mean(results[ref][g], 'val'))
+        for g in graphs
+    }
+    errors = {
+        g: statistics.median(
+            paired_differences(
+                results[row['config']][g], results[better[g]][g], 'val'
+            )[1]
+            for row in ranked
+        )
+        for g in graphs
+    }
+    lines += [
+        '',
+        'How far a gap can be trusted: the standard error of a '
+        "configuration's gap on a graph, from its runs paired with the "
+        "better reference's (the same split and seed), is, as the median "
+        'over the configurations, '
+        + ', '.join(f'{errors[g]:.1f} ({g})' for g in graphs)
+        + ' points. A worst gap within one of these of zero is a tie, which '
+        'the rule above still reads as a win or a loss.',
+    ]
     return '\n'.join(lines) + '\n'
 
 

@@ -148,6 +148,9 @@ def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):
     mean_gap = [float(line.split('|')[-2]) for line in ranked]
     order = [(w < 0, -m if w >= 0 else -w) for w, m in zip(worst, mean_gap)]
     assert order == sorted(order)
+    # The gaps' standard errors, paired by run, one a graph.
+    trust = next(line for line in page.splitlines() if 'be trusted' in line)
+    assert ' (Cora), ' in trust and ' (Texas) points' in trust
     records = [
         json.loads(line)
         for line in (tmp_path / 'search.jsonl').read_text().splitlines()
