@@ -483,7 +483,8 @@ def train(
     r"""Trains one model on run :obj:`run` (its split, and its seed);
     returns the best validation accuracy and the test accuracy at its
     epoch (:obj:`None` with :obj:`test=False`: then the test nodes are
-    never evaluated)."""
+    never evaluated), with which test nodes it got right
+    (``test_correct``, :func:`pack_bits`)."""
     train_mask, val_mask, test_mask = graph.splits[run]
     data = graph.data
     torch.manual_seed(run)
@@ -494,7 +495,7 @@ def train(
     x = data.x
     if x.count_nonzero() < x.numel() / 2:  # Bag-of-words features.
         x = x.to_sparse_csr()
-    best_val, test_acc = -1.0, None
+    best_val, test_acc, test_correct = -1.0, None, None
     for _ in range(epochs):
         model.train()
         optimizer.zero_grad()
@@ -509,10 +510,31 @@ def train(
         if val > best_val:
             best_val = val
             if test:
-                test_acc = float(
-                    (pred[test_mask] == data.y[test_mask]).float().mean()
-                )
-    return {'val': best_val, 'test': test_acc}
+                correct = pred[test_mask] == data.y[test_mask]
+                test_acc = float(correct.float().mean())
+                test_correct = pack_bits(correct)
+    row = {'val': best_val, 'test': test_acc}
+    if test_correct is not None:
+        row['test_correct'] = test_correct
+    return row
+
+
+def pack_bits(mask: torch.Tensor) -> str:
+    r"""A boolean vector as text, ``<size>:<hexadecimal>`` with 8 entries a
+    byte: which test nodes a run classified correctly, small enough for
+    every record row."""
+    padded = torch.cat([mask, mask.new_zeros(-mask.numel() % 8)])
+    weights = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1])
+    packed = (padded.view(-1, 8).long() * weights).sum(1)
+    return f'{mask.numel()}:{bytes(packed.tolist()).hex()}'
+
+
+def unpack_bits(text: str) -> torch.Tensor:
+    r"""The boolean vector :func:`pack_bits` gave :obj:`text` for."""
+    size, hexadecimal = text.split(':')
+    packed = torch.tensor(list(bytes.fromhex(hexadecimal)), dtype=torch.long)
+    bits = (packed.view(-1, 1) >> torch.arange(7, -1, -1)) & 1
+    return bits.view(-1)[: int(size)].bool()
 
 
 # Records: one line a run, so that an interrupted job resumes #################
@@ -898,7 +920,41 @@ def render_against_references(
                 f'{statistics.mean(diffs):+.1f} ± {error:.1f} ({counts})'
             )
         lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    for g in graphs:
+        errors = {
+            name: test_node_error(results[name][g], results[better[g]][g])
+            for name in layers
+        }
+        if g not in PLANETOID or None in errors.values():
+            continue
+        lines += [
+            '',
+            f'On {g} every run shares one test split, so the ± above (the '
+            "seeds' noise) leaves out the sampling of its test nodes. The "
+            'standard error of the mean difference over those nodes (each '
+            "node's right or wrong averaged over the runs, then the "
+            'difference node by node): '
+            + ', '.join(f'{name} {errors[name]:.1f}' for name in layers)
+            + ' points.',
+        ]
     return lines
+
+
+def test_node_error(ours: List[dict], theirs: List[dict]) -> Optional[float]:
+    r"""The standard error (points) of the mean test accuracy difference
+    of two layers' runs on one shared test split, over its test nodes:
+    each node's correctness averaged over a layer's runs, the difference
+    taken node by node; :obj:`None` where a run lacks ``test_correct``
+    (records from before it was kept)."""
+    if any('test_correct' not in row for row in (*ours, *theirs)):
+        return None
+
+    def rate(rows: List[dict]) -> torch.Tensor:
+        masks = [unpack_bits(row['test_correct']) for row in rows]
+        return torch.stack(masks).double().mean(0)
+
+    diffs = rate(ours) - rate(theirs)
+    return 100 * float(diffs.std()) / math.sqrt(diffs.numel())
 
 
 def mean_std_count(results, graph: str) -> str:

@@ -45,6 +45,10 @@ def test_the_table_on_both_kinds_of_graph(roots, tmp_path, capsys):
             mean, std = map(float, cell.split(' ± '))
             assert 0 <= mean <= 100 and std >= 0
     assert '(Cora: 2 seeds, Texas: 2 splits)' in page
+    # Cora's runs share one test split: the test nodes' sampling is given
+    # for it; Texas's runs each have their own.
+    assert 'On Cora every run shares one test split' in page
+    assert 'On Texas every run' not in page
     # Rendered again from its record, the page is the same; one changed
     # figure in the page is stale.
     assert runner.check(str(out)) == []
@@ -252,6 +256,39 @@ def test_against_references_pairs_runs_with_the_better_reference():
     # Without both references there is nothing to compare with.
     del results['GATConv']
     assert runner.render_against_references(results, graphs) == []
+
+
+@pytest.mark.parametrize('size', [1, 7, 8, 9, 1000])
+def test_pack_bits_round_trips(size):
+    mask = torch.rand(size, generator=torch.Generator().manual_seed(size))
+    mask = mask > 0.5
+    text = runner.pack_bits(mask)
+    assert text.startswith(f'{size}:') and len(text.split(':')[1]) == 2 * (
+        -(-size // 8)
+    )
+    assert torch.equal(runner.unpack_bits(text), mask)
+
+
+def test_test_node_error_is_over_the_nodes_of_one_split():
+    def runs(*masks):
+        return [
+            {'val': 0.5, 'test': sum(m) / len(m), 'test_correct': pack(m)}
+            for m in masks
+        ]
+
+    def pack(mask):
+        return runner.pack_bits(torch.tensor(mask, dtype=torch.bool))
+
+    # Four test nodes; averaged over two runs, ours gets node 0 right
+    # where theirs does not, and half of node 1: differences 1, 0.5, 0, 0.
+    ours = runs([1, 1, 0, 1], [1, 0, 0, 1])
+    theirs = runs([0, 0, 0, 1], [0, 0, 0, 1])
+    diffs = torch.tensor([1.0, 0.5, 0.0, 0.0], dtype=torch.float64)
+    expected = 100 * float(diffs.std()) / 2
+    assert runner.test_node_error(ours, theirs) == pytest.approx(expected)
+    # A record row from before test_correct was kept: nothing to say.
+    del theirs[1]['test_correct']
+    assert runner.test_node_error(ours, theirs) is None
 
 
 def test_random_split_is_pyg_random_planetoid_split():
