@@ -540,19 +540,29 @@ def unpack_bits(text: str) -> torch.Tensor:
 # Records: one line a run, so that an interrupted job resumes #################
 
 
-def graph_fingerprint(graph: Graph, run: int) -> str:
-    r"""What run :obj:`run` of :obj:`graph` trains on, as a short digest
-    of its features, edges, labels and split: a record's run is reused
-    only while this is the same (a changed file, reader or generator,
-    such as :func:`csbm`'s defaults, would otherwise pass)."""
-    digest = hashlib.sha256()
-    data = graph.data
-    for tensor in (data.x, data.edge_index, data.y, *graph.splits[run]):
-        if tensor is not None:
-            tensor = tensor.contiguous()
-            digest.update(f'{tensor.dtype} {tuple(tensor.shape)};'.encode())
-            digest.update(tensor.numpy().tobytes())
-    return digest.hexdigest()[:16]
+def graph_fingerprints(graph: Graph, num_runs: int) -> List[str]:
+    r"""What each of the first :obj:`num_runs` runs of :obj:`graph` trains
+    on, as a short digest of its features, edges, labels and split: a
+    recorded run is reused only while this is the same (a changed file,
+    reader or generator, such as :func:`csbm`'s defaults, would otherwise
+    pass)."""
+
+    def update(digest, tensors) -> None:
+        for tensor in tensors:
+            if tensor is not None:
+                tensor = tensor.contiguous()
+                shape = f'{tensor.dtype} {tuple(tensor.shape)};'
+                digest.update(shape.encode())
+                digest.update(tensor.numpy().tobytes())
+
+    data = hashlib.sha256()
+    update(data, (graph.data.x, graph.data.edge_index, graph.data.y))
+    digests = []
+    for run in range(num_runs):
+        digest = data.copy()
+        update(digest, graph.splits[run])
+        digests.append(digest.hexdigest()[:16])
+    return digests
 
 
 def record_key(graph: str, layer: str, run: int, epochs: int) -> str:
@@ -615,8 +625,7 @@ def measure(
     done = read_records(record)
     built = {name: describe_layers(make) for name, make in layers.items()}
     contents = {
-        graph.name: [graph_fingerprint(graph, run) for run in range(num_runs)]
-        for graph in graphs
+        graph.name: graph_fingerprints(graph, num_runs) for graph in graphs
     }
     todo = []
     for name in layers:
