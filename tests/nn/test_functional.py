@@ -407,6 +407,58 @@ def test_softmax_spmm(loops, device):
     assert gradgradcheck(lambda *i: function(*i)[0], inputs)
 
 
+@pytest.mark.parametrize('loops', [False, True])
+def test_softmax_spmm_scaled(loops, device):
+    # Attention dropout's draws scale the attention in the aggregation
+    # only: the attention comes back as the softmax gives it.
+    row, col = make_entries(5, 5, nnz=12, device=device)
+    pattern, _ = sparse_pattern(row, col, (5, 5))
+    generator = torch.Generator().manual_seed(1)
+    logits = randn(12, device=device, generator=generator).requires_grad_()
+    x = randn(5, 3, device=device, generator=generator).requires_grad_()
+    loop_logits = (
+        randn(5, device=device, generator=generator).requires_grad_()
+        if loops
+        else None
+    )
+    scale = 2.0 * (randn(12, device=device, generator=generator) > 0)
+    loop_scale = (
+        2.0 * (randn(5, device=device, generator=generator) > 0)
+        if loops
+        else None
+    )
+    assert 0 < int(scale.count_nonzero()) < 12
+
+    out, alpha, alpha_loop = softmax_spmm(
+        pattern, logits, x, loop_logits, scale, loop_scale
+    )
+    _, expected_alpha, expected_loop = softmax_reference(
+        pattern, logits, x, loop_logits
+    )
+    dense = x.new_zeros(5, 5).index_put(
+        (pattern.row.long(), pattern.col.long()),
+        expected_alpha * scale,
+        accumulate=True,
+    )
+    if loops:
+        dense = dense + torch.diag(expected_loop * loop_scale)
+    assert torch.allclose(out, dense @ x, atol=1e-12)
+    assert torch.allclose(alpha, expected_alpha, atol=1e-12)
+    if loops:
+        assert torch.allclose(alpha_loop, expected_loop, atol=1e-12)
+
+    inputs = (logits, x) + ((loop_logits,) if loops else ())
+
+    def function(*inputs):
+        logits, x, *loop = inputs
+        loop_logits = loop[0] if loop else None
+        return softmax_spmm(pattern, logits, x, loop_logits, scale, loop_scale)
+
+    for pick in [lambda r: r[0], lambda r: (r[0], r[1])]:
+        assert gradcheck(lambda *i, pick=pick: pick(function(*i)), inputs)
+    assert gradgradcheck(lambda *i: function(*i)[0], inputs)
+
+
 def test_softmax_spmm_masked_self_loops_and_high_logits(device):
     row, col = make_entries(5, 5, nnz=12, device=device)
     pattern, _ = sparse_pattern(row, col, (5, 5))
@@ -450,8 +502,11 @@ def test_kernels_as_custom_operators(dtype, device):
         pattern.rowptr, pattern.col, x, None
     )
     out, alpha, alpha_loop = ops.softmax_spmm(
-        pattern.rowptr, pattern.row, pattern.col, logits, x, zeros
+        pattern.rowptr, pattern.row, pattern.col, logits, x, zeros, None, None
     )
+    # Attention dropout's draws: 0 or 1 / (1 - p).
+    scale = 2.0 * (randn(24, device=device, generator=generator) > 0)
+    loop_scale = 2.0 * (randn(5, device=device, generator=generator) > 0)
     assert cos.dtype == h.dtype == out.dtype == alpha.dtype == torch.float32
     for op, args in [
         (
@@ -470,6 +525,8 @@ def test_kernels_as_custom_operators(dtype, device):
                 out,
                 alpha,
                 alpha_loop,
+                None,
+                None,
                 grad_out,
                 None,
                 None,
@@ -483,6 +540,24 @@ def test_kernels_as_custom_operators(dtype, device):
                 x,
                 out,
                 alpha,
+                alpha_loop,
+                scale,
+                loop_scale,
+                grad_out,
+                logits,
+                zeros,
+                True,
+            ),
+        ),
+        (
+            ops.softmax_spmm_backward,
+            (
+                *backward_args,
+                x,
+                out,
+                alpha,
+                None,
+                None,
                 None,
                 grad_out,
                 logits,
@@ -497,11 +572,29 @@ def test_kernels_as_custom_operators(dtype, device):
         (ops.edge_cosine, (pattern.rowptr, pattern.col, x, x + 1)),
         (
             ops.softmax_spmm,
-            (pattern.rowptr, pattern.row, pattern.col, logits, x, zeros),
+            (
+                pattern.rowptr,
+                pattern.row,
+                pattern.col,
+                logits,
+                x,
+                zeros,
+                None,
+                None,
+            ),
         ),
         (
             ops.softmax_spmm,
-            (pattern.rowptr, pattern.row, pattern.col, logits, x, None),
+            (
+                pattern.rowptr,
+                pattern.row,
+                pattern.col,
+                logits,
+                x,
+                None,
+                scale,
+                None,
+            ),
         ),
         # Float32 logits with x in another dtype (APNetConv's half path):
         (
@@ -513,6 +606,8 @@ def test_kernels_as_custom_operators(dtype, device):
                 logits.float(),
                 x,
                 zeros.float(),
+                scale,
+                loop_scale,
             ),
         ),
     ]:

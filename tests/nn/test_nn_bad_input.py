@@ -779,6 +779,24 @@ case(
     r"'loop_logits' needs a pattern with no more rows than "
     r'columns',
 )
+case(
+    'softmax_spmm/scale-wrong-length',
+    lambda c: softmax_spmm(PATTERN, WEIGHT, X, None, WEIGHT[:5]),
+    ValueError,
+    r"'scale' must have 6 rows, the pattern's number of entries",
+)
+case(
+    'softmax_spmm/loop_scale-without-loop_logits',
+    lambda c: softmax_spmm(PATTERN, WEIGHT, X, None, None, WEIGHT[:5]),
+    ValueError,
+    r"'loop_scale' scales the self-loops of 'loop_logits': pass both",
+)
+case(
+    'softmax_spmm/loop_scale-wrong-length',
+    lambda c: softmax_spmm(PATTERN, WEIGHT, X, WEIGHT[:5], None, WEIGHT[:4]),
+    ValueError,
+    r"'loop_scale' must have 5 rows, the pattern's number of rows",
+)
 
 # ---------------------------------------------------------------------------
 # Models

@@ -354,11 +354,13 @@ class APNetConv(MessagePassing):
         dropout (float, optional): Dropout probability of the attention
             coefficients :math:`\alpha_{i,j}` (self-loops included) in
             training, a new draw each step, as
-            :class:`~torch_geometric.nn.conv.GATConv`'s :obj:`dropout`.
-            The fused kernels never hold an edge's coefficient: a layer
-            with dropout trains through message passing (:obj:`"auto"`
-            picks it in training only; :obj:`"sparse"` and
-            :obj:`"triton"` are refused). :obj:`return_attention_weights`
+            :class:`~torch_geometric.nn.conv.GATConv`'s :obj:`dropout`
+            (drawn in the order of the edges on the sparse kernels and in
+            message passing: on CPU a seed draws the same on both). The
+            Triton kernel never holds an edge's
+            coefficient: a layer with dropout trains on the sparse
+            kernels (:obj:`"auto"` picks them in training only;
+            :obj:`"triton"` is refused). :obj:`return_attention_weights`
             gives the coefficients before dropout. (default: :obj:`0.0`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing` (other than
@@ -403,12 +405,12 @@ class APNetConv(MessagePassing):
                 f'(got {kernel!r})'
             )
         dropout = check_number(dropout, 'dropout', minimum=0.0, maximum=1.0)
-        if dropout > 0 and kernel in ('sparse', 'triton'):
+        if dropout > 0 and kernel == 'triton':
             raise ValueError(
-                f'APNetConv(kernel={kernel!r}) fuses the attention and '
+                f"APNetConv(kernel='triton') fuses the attention and "
                 f"never holds an edge's coefficient to drop: pass "
-                f"kernel='auto' (message passing in training) or "
-                f"'message_passing' with dropout={dropout:g}"
+                f"kernel='auto' (the sparse kernels in training) or "
+                f"'sparse' with dropout={dropout:g}"
             )
         if kernel != 'message_passing':
             for key, value in kwargs.items():
@@ -710,7 +712,8 @@ class APNetConv(MessagePassing):
     def _kernel_for(self, x: Tensor, attention: bool) -> str:
         r"""The kernel of this call: :obj:`kernel`, with :obj:`"auto"`
         resolved; message passing under PyG's explainer, which masks
-        messages, and for attention dropout in training."""
+        messages, and the sparse kernels for attention dropout in
+        training."""
         if self.explain:
             return 'message_passing'
         if self.kernel == 'triton' and attention:
@@ -723,7 +726,8 @@ class APNetConv(MessagePassing):
         if self.kernel != 'auto':
             return self.kernel
         if self.dropout > 0 and self.training:
-            return 'message_passing'
+            # The Triton kernel never holds an edge's coefficient to drop.
+            return 'sparse'
         channels = (
             x.size(-1)
             if self.proj_channels is None
@@ -875,6 +879,9 @@ class APNetConv(MessagePassing):
             h_dst, h_src = self._projections(
                 x_src, x_dst, bipartite, step, dtype
             )
+            scale, loop_scale = self._dropout_scales(
+                structure, loop_kept, dtype, x_src.device
+            )
             cos, self_cos = edge_cosine(pattern, h_dst, h_src)
             logits = self.temperature * cos
             if log_weight is not None:
@@ -890,7 +897,7 @@ class APNetConv(MessagePassing):
             # Logits in the attention's dtype, x_src in its own: the
             # output comes back in x_src's.
             out, alpha, alpha_loop = softmax_spmm(
-                pattern, logits, x_src, loop_logits
+                pattern, logits, x_src, loop_logits, scale, loop_scale
             )
             x_src, x_dst = (x_src if bipartite else out), out
             alphas.append(alpha)
@@ -909,6 +916,33 @@ class APNetConv(MessagePassing):
         if loop_kept is not None:
             alpha = torch.cat([alpha, torch.stack(loop_alphas, dim=-1)])
         return steps, alpha
+
+    def _dropout_scales(
+        self,
+        structure: '_Structure',
+        loop_kept: OptTensor,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> Tuple[OptTensor, OptTensor]:
+        r"""One step's attention dropout for the sparse kernels: what it
+        multiplies each entry's and each self-loop's attention by
+        (:obj:`None` without dropout). Drawn in the order of message
+        passing's edges (the edges, then the added self-loops) and in its
+        dtype, so that a seed draws the same on both paths (on CPU; CUDA's
+        dropout may vectorise its draws by the tensor's alignment)."""
+        if not (self.dropout > 0 and self.training):
+            return None, None
+        nnz = structure.arrays.nnz
+        num_loops = 0 if loop_kept is None else loop_kept.numel()
+        draws = F.dropout(
+            torch.ones(nnz + num_loops, dtype=dtype, device=device),
+            self.dropout,
+            training=True,
+        )
+        scale = draws[:nnz]
+        if structure.perm is not None:
+            scale = scale.index_select(0, structure.perm)
+        return scale, None if loop_kept is None else draws[nnz:]
 
     def _triton_propagate(
         self,

@@ -315,7 +315,9 @@ def _row_dot(a: Tensor, b: Tensor) -> Tensor:
     return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
 
 
-def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
+def _softmax_spmm_fake(
+    rowptr, row, col, logits, x, loop_logits, scale, loop_scale
+):
     dtype = compute_dtype(logits.dtype, x.dtype)
     alpha_loop = logits.new_empty(
         0 if loop_logits is None else loop_logits.size(0), dtype=dtype
@@ -330,7 +332,8 @@ def _softmax_spmm_fake(rowptr, row, col, logits, x, loop_logits):
 @custom_kernel(
     'softmax_spmm',
     '(Tensor rowptr, Tensor row, Tensor col, Tensor logits, '
-    'Tensor x, Tensor? loop_logits) -> (Tensor, Tensor, Tensor)',
+    'Tensor x, Tensor? loop_logits, Tensor? scale, Tensor? loop_scale) '
+    '-> (Tensor, Tensor, Tensor)',
     _softmax_spmm_fake,
 )
 def softmax_spmm_kernel(
@@ -340,9 +343,13 @@ def softmax_spmm_kernel(
     logits: Tensor,
     x: Tensor,
     loop_logits: Optional[Tensor],
+    scale: Optional[Tensor],
+    loop_scale: Optional[Tensor],
 ) -> Tuple[Tensor, ...]:
     # All three outputs in the compute dtype (the autograd function saves
     # them for the backward pass and returns them in the inputs' dtypes).
+    # The attention is returned as the softmax gives it; the aggregation
+    # takes it times `scale` (attention dropout's draws).
     dtype = compute_dtype(logits.dtype, x.dtype)
     logits, x = logits.to(dtype), x.to(dtype)
     if loop_logits is not None:
@@ -356,14 +363,22 @@ def softmax_spmm_kernel(
     denominator.index_add_(0, row, alpha)
     if loop_logits is None:
         alpha.div_(denominator.index_select(0, row))
-        return _csr_matmul(rowptr, col, alpha, x), alpha, logits.new_empty(0)
+        out = _csr_matmul(rowptr, col, _scaled(alpha, scale), x)
+        return out, alpha, logits.new_empty(0)
     alpha_loop = (loop_logits - row_max).exp_()
     denominator += alpha_loop
     alpha.div_(denominator.index_select(0, row))
     alpha_loop /= denominator
-    out = _csr_matmul(rowptr, col, alpha, x)
-    out.addcmul_(alpha_loop.unsqueeze(-1), x[: alpha_loop.numel()])
+    out = _csr_matmul(rowptr, col, _scaled(alpha, scale), x)
+    out.addcmul_(
+        _scaled(alpha_loop, loop_scale).unsqueeze(-1), x[: alpha_loop.numel()]
+    )
     return out, alpha, alpha_loop
+
+
+def _scaled(alpha: Tensor, scale: Optional[Tensor]) -> Tensor:
+    r""":obj:`alpha` times :obj:`scale` (:obj:`alpha` itself for none)."""
+    return alpha if scale is None else alpha * scale.to(alpha.dtype)
 
 
 def _softmax_spmm_backward_fake(
@@ -378,6 +393,8 @@ def _softmax_spmm_backward_fake(
     out,
     alpha,
     alpha_loop,
+    scale,
+    loop_scale,
     grad_out,
     grad_alpha,
     grad_alpha_loop,
@@ -396,7 +413,8 @@ def _softmax_spmm_backward_fake(
 @custom_kernel(
     'softmax_spmm_backward',
     f'({_PATTERN_SCHEMA}, Tensor x, Tensor out, Tensor alpha, '
-    f'Tensor? alpha_loop, Tensor grad_out, Tensor? grad_alpha, '
+    f'Tensor? alpha_loop, Tensor? scale, Tensor? loop_scale, '
+    f'Tensor grad_out, Tensor? grad_alpha, '
     f'Tensor? grad_alpha_loop, bool needs_grad_x) -> '
     f'(Tensor, Tensor, Tensor)',
     _softmax_spmm_backward_fake,
@@ -413,13 +431,17 @@ def softmax_spmm_backward_kernel(
     out: Tensor,
     alpha: Tensor,
     alpha_loop: Optional[Tensor],
+    scale: Optional[Tensor],
+    loop_scale: Optional[Tensor],
     grad_out: Tensor,
     grad_alpha: Optional[Tensor],
     grad_alpha_loop: Optional[Tensor],
     needs_grad_x: bool,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    # out_i = sum_j alpha_ij x_j (+ alpha_ii x_i) and alpha = softmax(z), so
-    #   dL/dz_ij = alpha_ij (g_ij - sum_k alpha_ik g_ik),  g_ij = <go_i, x_j>,
+    # out_i = sum_j s_ij alpha_ij x_j (+ s_ii alpha_ii x_i), alpha =
+    # softmax(z) and s the scale (1 without one), so
+    #   dL/dz_ij = alpha_ij (g_ij - sum_k alpha_ik g_ik),
+    #   g_ij = s_ij <go_i, x_j>,
     # where sum_k alpha_ik g_ik = <go_i, out_i>: a row dot, no scatter.
     # In the compute dtype (out's, alpha's).
     dtype = out.dtype
@@ -429,6 +451,8 @@ def softmax_spmm_backward_kernel(
     if grad_alpha_loop is not None:
         grad_alpha_loop = grad_alpha_loop.to(dtype)
     grad = _sampled_dot(rowptr, col, grad_out, x)
+    if scale is not None:
+        grad.mul_(scale.to(dtype))
     row_sum = _row_dot(grad_out, out)
     if grad_alpha is not None:  # The attention itself is used downstream.
         grad += grad_alpha
@@ -436,6 +460,8 @@ def softmax_spmm_backward_kernel(
     grad_loop_logits = alpha.new_empty(0)
     if alpha_loop is not None:
         grad_loop = _row_dot(grad_out, x[: alpha_loop.numel()])
+        if loop_scale is not None:
+            grad_loop.mul_(loop_scale.to(dtype))
         if grad_alpha_loop is not None:
             grad_loop += grad_alpha_loop
             row_sum.addcmul_(alpha_loop, grad_alpha_loop)
@@ -446,11 +472,11 @@ def softmax_spmm_backward_kernel(
         grad_x = _csr_matmul(
             rowptr_t,
             col_t,
-            transpose_entry_values(alpha, perm_t, transposed),
+            transpose_entry_values(_scaled(alpha, scale), perm_t, transposed),
             grad_out,
         )
         if alpha_loop is not None:
             grad_x[: alpha_loop.numel()].addcmul_(
-                alpha_loop.unsqueeze(-1), grad_out
+                _scaled(alpha_loop, loop_scale).unsqueeze(-1), grad_out
             )
     return grad_logits, grad_x, grad_loop_logits

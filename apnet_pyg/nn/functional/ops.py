@@ -200,10 +200,19 @@ class _SoftmaxSpMM(torch.autograd.Function):
         logits: Tensor,
         x: Tensor,
         loop_logits: Optional[Tensor],
+        scale: Optional[Tensor],
+        loop_scale: Optional[Tensor],
     ) -> Tuple[Tensor, Tensor, Tensor]:
         # Saved in the compute dtype; returned in the inputs' dtypes.
         out, alpha, alpha_loop = softmax_spmm_kernel(
-            pattern.rowptr, pattern.row, pattern.col, logits, x, loop_logits
+            pattern.rowptr,
+            pattern.row,
+            pattern.col,
+            logits,
+            x,
+            loop_logits,
+            scale,
+            loop_scale,
         )
         _save(
             ctx,
@@ -211,6 +220,8 @@ class _SoftmaxSpMM(torch.autograd.Function):
             logits,
             x,
             loop_logits,
+            scale,
+            loop_scale,
             out,
             alpha,
             None if loop_logits is None else alpha_loop,
@@ -229,19 +240,24 @@ class _SoftmaxSpMM(torch.autograd.Function):
         grad_alpha: Optional[Tensor],
         grad_alpha_loop: Optional[Tensor],
     ):
-        pattern, (logits, x, loop_logits, out, alpha, alpha_loop) = _saved(ctx)
+        pattern, saved = _saved(ctx)
+        logits, x, loop_logits, scale, loop_scale, out, alpha, alpha_loop = (
+            saved
+        )
         needs_grad = ctx.needs_input_grad[1:4]
         if torch.is_grad_enabled():
             # A second derivative is asked for: differentiate the composable
             # version (softmax from torch operations + differentiable SpMM).
-            outputs = _composable_softmax_spmm(pattern, logits, x, loop_logits)
+            outputs = _composable_softmax_spmm(
+                pattern, logits, x, loop_logits, scale, loop_scale
+            )
             grads = _grad_of(
                 list(outputs),
                 [grad_out, grad_alpha, grad_alpha_loop],
                 [logits, x, loop_logits],
                 needs_grad,
             )
-            return None, *grads
+            return None, *grads, None, None
 
         if grad_out is None:  # Only the attention is used downstream.
             grad_out = torch.zeros_like(out)
@@ -251,6 +267,8 @@ class _SoftmaxSpMM(torch.autograd.Function):
             out,
             alpha,
             alpha_loop,
+            scale,
+            loop_scale,
             grad_out,
             grad_alpha,
             grad_alpha_loop,
@@ -261,6 +279,8 @@ class _SoftmaxSpMM(torch.autograd.Function):
             _in_dtype(grad_logits, logits.dtype) if needs_grad[0] else None,
             _in_dtype(grad_x, x.dtype) if needs_grad[1] else None,
             _in_dtype(grad_loop, logits.dtype) if needs_grad[2] else None,
+            None,
+            None,
         )
 
 
@@ -269,6 +289,8 @@ def _composable_softmax_spmm(
     logits: Tensor,
     x: Tensor,
     loop_logits: Optional[Tensor],
+    scale: Optional[Tensor],
+    loop_scale: Optional[Tensor],
 ) -> Tuple[Tensor, Tensor, Tensor]:
     # In the compute dtype, the results in the inputs' dtypes, as the
     # fused kernels.
@@ -291,9 +313,12 @@ def _composable_softmax_spmm(
         denominator = denominator + exp_loop
         alpha_loop = exp_loop / denominator
     alpha = exp / denominator.index_select(0, row)
-    out = spmm(pattern, alpha, x)
+    out = spmm(pattern, alpha if scale is None else alpha * scale.to(dtype), x)
     if loop_logits is not None:
-        out = out + alpha_loop.unsqueeze(-1) * x[: alpha_loop.numel()]
+        weight = alpha_loop
+        if loop_scale is not None:
+            weight = weight * loop_scale.to(dtype)
+        out = out + weight.unsqueeze(-1) * x[: alpha_loop.numel()]
     return out.to(dtypes[0]), alpha.to(dtypes[1]), alpha_loop.to(dtypes[1])
 
 
@@ -411,12 +436,15 @@ def softmax_spmm(
     logits: Tensor,
     x: Tensor,
     loop_logits: Optional[Tensor] = None,
+    scale: Optional[Tensor] = None,
+    loop_scale: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
     r"""Attention aggregation: the softmax of :obj:`logits` over the
     entries of every row, :math:`\alpha_{ij} = \exp(z_{ij}) / \sum_k
     \exp(z_{ik})`, and the sparse-dense product :math:`\mathbf{o}_i =
-    \sum_j \alpha_{ij} \mathbf{x}_j`, differentiable in :obj:`logits`,
-    :obj:`x` and :obj:`loop_logits`, with a fused backward (see the module
+    \sum_j s_{ij} \alpha_{ij} \mathbf{x}_j` (:math:`s = 1` without a
+    :obj:`scale`), differentiable in :obj:`logits`, :obj:`x` and
+    :obj:`loop_logits`, with a fused backward (see the module
     docstring). A row without entries gets :math:`\mathbf{o}_i =
     \mathbf{0}`.
 
@@ -437,11 +465,18 @@ def softmax_spmm(
             the logits' dtype, which joins the softmax of its row and
             aggregates :math:`\mathbf{x}_i` (:math:`-\infty` for none).
             (default: :obj:`None`)
+        scale (torch.Tensor, optional): a constant factor :math:`s_{ij}`
+            per entry, :obj:`[nnz]`, on the attention in the aggregation
+            only: attention dropout's draws, :math:`0` or :math:`1 / (1 -
+            p)`, without an :math:`|\mathcal{E}|`-sized copy of the
+            attention for autograd. (default: :obj:`None`)
+        loop_scale (torch.Tensor, optional): the same for the self-loops,
+            :obj:`[M]`, with :obj:`loop_logits`. (default: :obj:`None`)
 
     :rtype: (:class:`torch.Tensor` :obj:`[M, F]`, :class:`torch.Tensor`
         :obj:`[nnz]`, :class:`torch.Tensor` :obj:`[M]` or :obj:`None`): the
         aggregation and the attention :math:`\alpha` (in entry order) of
-        the entries and of the self-loops
+        the entries and of the self-loops, before :obj:`scale`
     """
     pattern = as_csr_arrays(edge_index)
     if not is_compiling():
@@ -465,7 +500,25 @@ def softmax_spmm(
                     f"{pattern.size}): row i's self-loop "
                     f'aggregates x[i]'
                 )
+        if scale is not None:
+            check_entry_values_and_x(
+                pattern, scale, 'scale', x, same_dtype=False
+            )
+        if loop_scale is not None:
+            if loop_logits is None:
+                raise ValueError(
+                    "'loop_scale' scales the self-loops of "
+                    "'loop_logits': pass both, or neither"
+                )
+            check_operand(
+                loop_scale,
+                'loop_scale',
+                pattern,
+                pattern.size[0],
+                'number of rows',
+                dim=1,
+            )
     out, alpha, alpha_loop = _SoftmaxSpMM.apply(
-        pattern, logits, x, loop_logits
+        pattern, logits, x, loop_logits, scale, loop_scale
     )
     return out, alpha, None if loop_logits is None else alpha_loop

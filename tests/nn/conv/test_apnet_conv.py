@@ -349,7 +349,7 @@ def dropout_scales(drawn, edge_index, num_nodes):
     return scales
 
 
-@pytest.mark.parametrize('kernel', ['auto', 'message_passing'])
+@pytest.mark.parametrize('kernel', ['auto', 'sparse', 'message_passing'])
 @pytest.mark.parametrize('num_steps', [1, 3])
 def test_apnet_conv_attention_dropout_equals_reference(
     kernel, num_steps, monkeypatch, apnet_reference, make_random_graph, device
@@ -417,12 +417,73 @@ def test_apnet_conv_attention_dropout_in_training_only(make_random_graph):
     assert 'dropout=0.5)' in repr(conv) and 'dropout' not in repr(plain)
 
 
-@pytest.mark.parametrize('kernel', ['sparse', 'triton'])
-def test_apnet_conv_attention_dropout_needs_message_passing(kernel):
-    with pytest.raises(ValueError, match=f"kernel='{kernel}'.*dropout=0.1"):
-        APNetConv(8, dropout=0.1, kernel=kernel)
+def test_apnet_conv_attention_dropout_refused_by_triton():
+    with pytest.raises(ValueError, match="kernel='triton'.*dropout=0.1"):
+        APNetConv(8, dropout=0.1, kernel='triton')
     with pytest.raises(ValueError, match=r"'dropout' must lie in \[0, 1\]"):
         APNetConv(8, dropout=-0.1)
+
+
+def dropout_graphs(make_random_graph):
+    r"""Graphs whose entries reach the sparse kernels in other orders than
+    their edges': unsorted edges, a node with a self-loop of its own, an
+    :class:`EdgeIndex` sorted by target, and a bipartite graph (its
+    self-loops entries of the pattern)."""
+    x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
+    looped = torch.cat([edge_index, torch.tensor([[2], [2]])], dim=1)
+    looped_weight = torch.cat([edge_weight, edge_weight.new_ones(1)])
+    by_target = EdgeIndex(edge_index, sparse_size=(8, 8)).sort_by('col')[0]
+    x_src, x_dst, bipartite, bipartite_weight = bipartite_graph()
+    return [
+        (x, edge_index, edge_weight),
+        (x, looped, looped_weight),
+        (x, by_target, None),
+        ((x_src, x_dst), bipartite, bipartite_weight),
+    ]
+
+
+@pytest.mark.parametrize('case', range(4))
+def test_apnet_conv_attention_dropout_same_draws_on_both_kernels(
+    case, make_random_graph
+):
+    # The sparse kernels draw attention dropout in message passing's order
+    # of the edges: one seed, the same layer on either kernel.
+    x, edge_index, edge_weight = dropout_graphs(make_random_graph)[case]
+    results = []
+    for kernel in ('sparse', 'message_passing'):
+        conv = conv64(
+            (6, 6) if isinstance(x, tuple) else 6,
+            4,
+            temperature=2.0,
+            num_steps=2,
+            teleport=0.2,
+            dropout=0.5,
+            kernel=kernel,
+        )
+        inputs = [x] if torch.is_tensor(x) else list(x)
+        inputs = [t.detach().requires_grad_() for t in inputs]
+        torch.manual_seed(3)
+        out = conv(
+            inputs[0] if len(inputs) == 1 else tuple(inputs),
+            edge_index,
+            edge_weight,
+        )
+        params = [p for p in conv.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(out.square().sum(), inputs + params)
+        results.append((out, grads))
+    (out, grads), (expected, expected_grads) = results
+    assert torch.allclose(out, expected, atol=1e-12)
+    assert len(grads) == len(expected_grads)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-10)
+    plain = conv64(
+        (6, 6) if isinstance(x, tuple) else 6,
+        4,
+        temperature=2.0,
+        num_steps=2,
+        teleport=0.2,
+    )
+    assert not torch.allclose(out, plain(x, edge_index, edge_weight))
 
 
 def test_apnet_conv_sparse_kernels_equal_message_passing(
@@ -920,9 +981,9 @@ def test_apnet_conv_cached_keeps_the_first_structure(
 def test_apnet_conv_dropout_switches_kernels_without_a_new_structure(
     cached, make_random_graph, monkeypatch
 ):
-    # Attention dropout trains through message passing and evaluates on the
-    # sparse kernels: once both have run, the kernels' structure serves
-    # both, with cached=True or for the same edge_index tensor.
+    # Training with attention dropout and evaluating both run on the
+    # sparse kernels, from one structure, with cached=True or for the same
+    # edge_index tensor.
     x, edge_index, edge_weight = graph(make_random_graph=make_random_graph)
     conv = conv64(6, 4, num_steps=2, teleport=0.2, dropout=0.5, cached=cached)
     conv(x, edge_index, edge_weight)  # training: message passing
