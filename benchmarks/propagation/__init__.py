@@ -129,8 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '--defaults-on-all-graphs',
         action='store_true',
         help='measure the drop-in defaults (apnet_default, '
-        'apnet_default_new_graph) on every graph, not on '
-        'Cora only',
+        'apnet_default_new_graph, apnet_default_dropout, '
+        'apnet_default_dropout_mp) on every graph, not on Cora only',
     )
     parser.add_argument(
         '--no-wordnet', action='store_true', help='skip the WordNet noun graph'

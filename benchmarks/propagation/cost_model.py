@@ -45,6 +45,9 @@ def estimate_peak_bytes(
     # Message passing materialises E x F (and E x P) tensors.
     if method == 'apnet_mp':
         per_edge = (4 * P + 4 * F) if backward else (3 * P + 2 * F)
+    elif method == 'apnet_default_dropout_mp':
+        # Four steps of messages kept for the backward pass (no projection).
+        per_edge = 16 * F if backward else 3 * F
     elif method == 'agnn':
         per_edge = 7 * F if backward else 4 * F
     else:  # GAT: messages x_j and alpha * x_j, and their gradients.

@@ -32,6 +32,9 @@ PLANETOID_ROOT = osp.join(
 #: model on Cora, where a layer's fixed cost shows.
 CORA_FEATURES = (16,)
 
+#: The attention dropout probability of the dropout methods.
+ATTENTION_DROPOUT = 0.5
+
 QUICK_NODE_COUNTS = (100,)
 QUICK_DEGREES = (4, 'complete')
 QUICK_FEATURES = (256,)
@@ -118,6 +121,21 @@ def _apnet_default_new_graph(channels: int) -> torch.nn.Module:
     return NewGraphEachCall(_apnet_default(channels))
 
 
+def _apnet_default_dropout(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+
+    # Built in training mode, as every layer here: the dropout applies.
+    return APNetConv(channels, dropout=ATTENTION_DROPOUT)
+
+
+def _apnet_default_dropout_mp(channels: int) -> torch.nn.Module:
+    from apnet_pyg.nn import APNetConv
+
+    return APNetConv(
+        channels, dropout=ATTENTION_DROPOUT, kernel='message_passing'
+    )
+
+
 def _apnet_message_passing(channels: int) -> torch.nn.Module:
     return NewGraphEachCall(_apnet_paper(channels, 'message_passing'))
 
@@ -190,6 +208,24 @@ METHODS: Dict[str, Method] = {
             _apnet_default_new_graph,
             lambda F: F,
         ),
+        # The defaults with GATConv's usual attention dropout, in training:
+        # on the sparse kernels, and through message passing, which held
+        # every edge's message to drop before the kernels took it.
+        Method(
+            'apnet_default_dropout',
+            f'APNetConv (defaults, attention dropout {ATTENTION_DROPOUT:g})',
+            False,
+            _apnet_default_dropout,
+            lambda F: F,
+        ),
+        Method(
+            'apnet_default_dropout_mp',
+            f'APNetConv (defaults, attention dropout {ATTENTION_DROPOUT:g},'
+            f' message passing)',
+            False,
+            _apnet_default_dropout_mp,
+            lambda F: F,
+        ),
         Method(
             'apnet_mp',
             'APNetConv (message passing)',
@@ -210,7 +246,12 @@ METHODS: Dict[str, Method] = {
 }
 SPARSE, DENSE, DEFAULT = 'apnet_sparse', 'apnet_dense', 'apnet_default'
 #: Measured on the small real graph only.
-DEFAULTS = (DEFAULT, 'apnet_default_new_graph')
+DEFAULTS = (
+    DEFAULT,
+    'apnet_default_new_graph',
+    'apnet_default_dropout',
+    'apnet_default_dropout_mp',
+)
 #: Measured on CUDA only (Triton's interpreter on CPU is for tests).
 CUDA_ONLY = ('apnet_triton', 'apnet_triton_cached')
 #: The layers that keep the pattern of the edge_index they were called
