@@ -73,7 +73,6 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import torch
@@ -86,7 +85,7 @@ from torch_geometric.nn import AGNNConv, GATConv
 from apnet_pyg.data.planetoid import read_raw_planetoid
 from apnet_pyg.files import atomic_write_text, check_output_file
 from apnet_pyg.nn import APNetConv
-from apnet_pyg.scripting import run_script
+from apnet_pyg.scripting import map_in_workers, run_script
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED = osp.join(ROOT, '..', 'shared', 'data')
@@ -655,29 +654,29 @@ def measure(
             + f' ({sum(r["seconds"] for r in runs):.0f} s of training)'
         )
 
-    global _MEASURED
-    _MEASURED = ({graph.name: graph for graph in graphs}, layers, epochs, test)
+    # Inherited by forked workers, never pickled: the layers are closures.
+    state = ({graph.name: graph for graph in graphs}, layers, epochs, test)
+    threads = torch.get_num_threads()
     left = Counter((name, graph) for name, graph, _ in todo)
-    try:
-        for name, graph, run, row in run_jobs(todo, workers):
-            row.update(
-                graph=graph,
-                layer=name,
-                layers=built[name],
-                data=contents[graph][run],
-                run=run,
-                epochs=epochs,
-                **stamp,
-            )
-            if record is not None:
-                with open(record, 'a') as f:
-                    f.write(json.dumps(row) + '\n')
-            done[record_key(graph, name, run, epochs)] = row
-            left[name, graph] -= 1
-            if not left[name, graph]:
-                summarise(name, graph)
-    finally:
-        _MEASURED = None
+    for name, graph, run, row in map_in_workers(
+        run_job, todo, state, workers, threads
+    ):
+        row.update(
+            graph=graph,
+            layer=name,
+            layers=built[name],
+            data=contents[graph][run],
+            run=run,
+            epochs=epochs,
+            **stamp,
+        )
+        if record is not None:
+            with open(record, 'a') as f:
+                f.write(json.dumps(row) + '\n')
+        done[record_key(graph, name, run, epochs)] = row
+        left[name, graph] -= 1
+        if not left[name, graph]:
+            summarise(name, graph)
     for name in layers:
         for graph in graphs:
             if (name, graph.name) not in left:  # Every run reused.
@@ -688,36 +687,16 @@ def measure(
     }
 
 
-#: What :func:`measure` trains, for the forked workers of :func:`run_jobs`
-#: (inherited, never pickled: the layers are closures).
-_MEASURED: Optional[tuple] = None
-
-
-def run_job(job: tuple) -> tuple:
-    r"""One run of :func:`measure`'s: (layer, graph, run) and its row."""
-    graphs, layers, epochs, test = _MEASURED
+def run_job(state: tuple, job: tuple) -> tuple:
+    r"""One run of :func:`measure`'s: (layer, graph, run) and its row;
+    :obj:`state` holds the graphs by name, the layers, the epochs and
+    whether to test."""
+    graphs, layers, epochs, test = state
     name, graph, run = job
     started = time.perf_counter()
     row = train(graphs[graph], run, layers[name], epochs, test)
     row['seconds'] = time.perf_counter() - started
     return (name, graph, run, row)
-
-
-def run_jobs(jobs: List[tuple], workers: int):
-    r"""The rows of :obj:`jobs`, in their order: trained one after
-    another, or side by side in :obj:`workers` forked processes."""
-    if workers == 1 or len(jobs) < 2:
-        yield from map(run_job, jobs)
-        return
-    threads = torch.get_num_threads()
-    context = multiprocessing.get_context('fork')
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=torch.set_num_threads,
-        initargs=(threads,),
-    ) as pool:
-        yield from pool.map(run_job, jobs)
 
 
 def mean_std(values: Sequence[float]) -> str:

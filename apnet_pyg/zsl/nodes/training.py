@@ -8,14 +8,13 @@ smoothings, the ensembles, the class sets), so settings that differ only
 in how scores are read share their runs.
 """
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
+from apnet_pyg.scripting import map_in_workers
 from apnet_pyg.zsl.nodes.inputs import NodeTask
 from apnet_pyg.zsl.nodes.scores import NodeScores
 
@@ -112,25 +111,11 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
-#: The task of a worker process of :func:`record_runs`, set once when the
-#: worker starts (inherited where it is forked, pickled once where it is
-#: spawned) rather than sent with every run.
-_WORKER_TASK: Optional[NodeTask] = None
-
-
-def _start_worker(task: NodeTask) -> None:
-    # One torch thread, so that the workers share the cores instead of
-    # oversubscribing them.
-    global _WORKER_TASK
-    _WORKER_TASK = task
-    torch.set_num_threads(1)
-
-
-def _recorded_run(job: Tuple) -> Dict[str, Tensor]:
-    # The scores travel back as arrays (no shared-memory handles to keep
-    # alive).
+def _recorded_run(task: NodeTask, job: Tuple) -> Dict[str, Tensor]:
+    # The scores travel back from a worker as arrays (no shared-memory
+    # handles to keep alive).
     seed, class_sets, at = job
-    recorded = record_scores(_WORKER_TASK, seed, class_sets, at)
+    recorded = record_scores(task, seed, class_sets, at)
     return {name: values.numpy() for name, values in recorded.items()}
 
 
@@ -149,22 +134,10 @@ def record_runs(
     those of the runs one after another in this process at one torch
     thread, for any :obj:`workers` (tested); only the wall clock
     changes."""
-    if workers < 1:
-        raise ValueError(f"'workers' must be at least 1 (got {workers})")
     seeds = [int(seed) for seed in seeds]
     at = [int(epoch) for epoch in at]
-    if workers == 1 or len(seeds) < 2:
-        return [record_scores(task, seed, class_sets, at) for seed in seeds]
-    forks = 'fork' in multiprocessing.get_all_start_methods()
-    with ProcessPoolExecutor(
-        min(workers, len(seeds)),
-        mp_context=multiprocessing.get_context('fork' if forks else 'spawn'),
-        initializer=_start_worker,
-        initargs=(task,),
-    ) as pool:
-        return [
-            {name: torch.from_numpy(values) for name, values in run.items()}
-            for run in pool.map(
-                _recorded_run, [(seed, dict(class_sets), at) for seed in seeds]
-            )
-        ]
+    jobs = [(seed, dict(class_sets), at) for seed in seeds]
+    return [
+        {name: torch.from_numpy(values) for name, values in run.items()}
+        for run in map_in_workers(_recorded_run, jobs, task, workers)
+    ]

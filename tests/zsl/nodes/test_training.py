@@ -3,7 +3,7 @@ import multiprocessing
 import pytest
 import torch
 
-import apnet_pyg.zsl.nodes.training as training
+import apnet_pyg.scripting as scripting
 import apnet_pyg.zsl.train as nodes_train
 from apnet_pyg.zsl.nodes.inputs import NodeTask
 from apnet_pyg.zsl.nodes.scores import NodeScores
@@ -107,7 +107,7 @@ def test_record_runs_in_workers_equal_one_process(tiny, monkeypatch, method):
         alone[0]['val'], record_scores(task, 2, classes, [1, 2])['val']
     )
     monkeypatch.setattr(
-        training.multiprocessing,
+        scripting.multiprocessing,
         'get_all_start_methods',
         lambda: [method],
     )
