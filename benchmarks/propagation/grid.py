@@ -208,8 +208,8 @@ METHODS: Dict[str, Method] = {
             _apnet_default_new_graph,
             lambda F: F,
         ),
-        # The defaults with GATConv's usual attention dropout, in training:
-        # on the sparse kernels, and through message passing, which held
+        # The defaults with attention dropout, in training: on the kernels
+        # kernel='auto' picks, and through message passing, which held
         # every edge's message to drop before the kernels took it.
         Method(
             'apnet_default_dropout',

@@ -10,6 +10,7 @@ before Triton is imported: the CPU cases run in one subprocess started
 with TRITON_INTERPRET=1 (:func:`test_cpu_cases_under_the_interpreter`);
 the same tests run natively on a CUDA device when there is one."""
 
+import functools
 import subprocess
 import sys
 
@@ -675,6 +676,101 @@ def test_double_backward(device):
 
 
 # ---------------------------------------------------------------------------
+# Attention dropout
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    'name,loops,channels',
+    [
+        ('square', True, (5, 3)),
+        ('square', False, (5, 3)),
+        ('bipartite', True, (5, 3)),
+        ('wide', False, (5, 3)),
+        # F <= H: the one-pass symmetric backward; F > H: columns and rows.
+        ('symmetric', True, (3, 5)),
+        ('symmetric', True, (5, 3)),
+    ],
+)
+def test_dropout_matches_composed_kernels(device, name, loops, channels):
+    # The kernels draw each entry's and self-loop's factor from the seed
+    # (forward and backward the same draws): equal to the sparse kernels
+    # given those factors (dropout_scales), every gradient.
+    pattern, inputs = make_case(
+        name,
+        device,
+        loops=loops,
+        x_channels=channels[0],
+        h_channels=channels[1],
+    )
+    seed = torch.tensor([11], device=device)
+    scales = tp.dropout_scales(
+        seed, 0.5, pattern.nnz + pattern.size[0], torch.float64
+    )
+    assert set(scales.tolist()) == {0.0, 2.0}
+    dropout = dict(dropout=0.5, dropout_seed=seed)
+    actual = outputs_and_grads(
+        functools.partial(triton_attention_propagate, **dropout),
+        pattern,
+        inputs,
+    )
+    expected = outputs_and_grads(
+        functools.partial(composed_attention_propagate, **dropout),
+        pattern,
+        inputs,
+    )
+    assert_close_all(actual, expected, rtol=1e-9, atol=1e-11)
+    plain = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    assert not torch.allclose(actual[0], plain[0])
+
+
+def test_dropout_draws(device):
+    # From torch's generator when no seed is given (manual_seed fixes
+    # them); about the probability dropped; none at 0, all at 1.
+    pattern, inputs = make_case('square', device)
+    torch.manual_seed(0)
+    first = triton_attention_propagate(pattern, **inputs, dropout=0.3)
+    torch.manual_seed(0)
+    again = triton_attention_propagate(pattern, **inputs, dropout=0.3)
+    other = triton_attention_propagate(pattern, **inputs, dropout=0.3)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    seed = tp.draw_dropout_seed(device)
+    assert seed.dtype == torch.int64 and seed.shape == (1,)
+    drawn = tp.dropout_scales(seed, 0.3, 20_000, torch.float32)
+    assert abs(float((drawn == 0).float().mean()) - 0.3) < 0.02
+    assert torch.equal(
+        drawn[drawn != 0], torch.full_like(drawn, 1 / 0.7)[drawn != 0]
+    )
+    none = triton_attention_propagate(pattern, **inputs, dropout=0.0)
+    assert torch.equal(none, triton_attention_propagate(pattern, **inputs))
+    everything = triton_attention_propagate(pattern, **inputs, dropout=1.0)
+    assert torch.equal(everything, torch.zeros_like(everything))
+
+
+def test_dropout_double_backward(device):
+    # The second derivative differentiates the composed kernels with the
+    # kernels' own draws.
+    pattern, inputs = make_case('square', device, weights=False)
+    seed = torch.tensor([5], device=device)
+    results = []
+    for function in (triton_attention_propagate, composed_attention_propagate):
+        x = inputs['x'].detach().clone().requires_grad_()
+        h = inputs['h_dst'].detach().clone().requires_grad_()
+        out = function(
+            pattern,
+            x,
+            h,
+            None,
+            inputs['temperature'],
+            loop_kept=inputs['loop_kept'],
+            dropout=0.5,
+            dropout_seed=seed,
+        )
+        (grad_h,) = torch.autograd.grad(out.sum(), h, create_graph=True)
+        results.append(torch.autograd.grad(grad_h.square().sum(), [x, h]))
+    for actual, expected in zip(*results):
+        torch.testing.assert_close(actual, expected, rtol=1e-8, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------
 # The operators torch.compile sees
 # ---------------------------------------------------------------------------
 def test_custom_operators(device):
@@ -687,17 +783,20 @@ def test_custom_operators(device):
         inputs['loop_log_weight'],
     )
     forward_args = (x, h, None, gamma, lw, kept, loop_lw)
+    no_dropout = (None, 0.0)
     out, lse, out_acc = torch.ops.apnet_pyg.triton_propagate(
-        *forward_args, pattern.rowptr, pattern.col
+        *forward_args, pattern.rowptr, pattern.col, *no_dropout
     )
     assert lse.dtype == torch.float32 and lse.shape == (7,)
     assert out_acc.shape == (0,)  # float32 x: the output is in float32
-    torch.library.opcheck(
-        torch.ops.apnet_pyg.triton_propagate,
-        (*forward_args, pattern.rowptr, pattern.col),
-    )
+    seed = torch.tensor([7], device=device)
+    for dropout in (no_dropout, (seed, 0.5)):
+        torch.library.opcheck(
+            torch.ops.apnet_pyg.triton_propagate,
+            (*forward_args, pattern.rowptr, pattern.col, *dropout),
+        )
     half = torch.ops.apnet_pyg.triton_propagate(
-        x.bfloat16(), *forward_args[1:], pattern.rowptr, pattern.col
+        x.bfloat16(), *forward_args[1:], pattern.rowptr, pattern.col, None, 0.0
     )
     assert half[0].dtype == torch.bfloat16
     assert half[2].dtype == torch.float32 and half[2].shape == out.shape
@@ -712,14 +811,15 @@ def test_custom_operators(device):
         pattern.col_t,
         pattern.perm_t,
     )
-    for needs_grad in (
-        [True] * 6,
-        [False, True, False, False, True, False],
-        [True, False, False, False, False, True],
+    for needs_grad, dropout in (
+        ([True] * 6, no_dropout),
+        ([True] * 6, (seed, 0.5)),
+        ([False, True, False, False, True, False], no_dropout),
+        ([True, False, False, False, False, True], no_dropout),
     ):
         torch.library.opcheck(
             torch.ops.apnet_pyg.triton_propagate_backward,
-            (*backward_args, needs_grad),
+            (*backward_args, *dropout, needs_grad),
         )
 
 
@@ -778,6 +878,7 @@ KERNELS = [
     'column_backward_kernel',
     'row_backward_kernel',
     'symmetric_backward_kernel',
+    'dropout_scale_kernel',
 ]
 
 
@@ -808,6 +909,8 @@ def compile_for_sm90(name, dtype, flags, num_warps=4, block_e=16):
         'out_acc_ptr',
         'partial_ptr',
     )
+    if name == 'dropout_scale_kernel':
+        accumulated += ('out_ptr',)
     signature, constants, attrs = {}, {}, {}
     for position, arg in enumerate(function.arg_names):
         if arg.endswith('_ptr'):
@@ -815,10 +918,19 @@ def compile_for_sm90(name, dtype, flags, num_warps=4, block_e=16):
                 signature[arg] = '*i32'
             elif arg == 'loop_ptr':
                 signature[arg] = '*u8'
+            elif arg == 'seed_ptr':
+                signature[arg] = '*i64'
             else:
                 signature[arg] = acc if arg in accumulated else data
             attrs[(position,)] = [['tt.divisibility', 16]]
-        elif arg.startswith('num_') or arg in ('degree', 'loop_weight_stride'):
+        elif arg in ('p', 'keep_scale'):  # Attention dropout's.
+            signature[arg] = 'fp32'
+        elif arg.startswith('num_') or arg in (
+            'degree',
+            'loop_weight_stride',
+            'nnz',
+            'count',
+        ):
             signature[arg] = 'i32'
             if arg in ('num_x', 'num_h'):
                 attrs[(position,)] = [['tt.divisibility', 16]]
@@ -827,6 +939,7 @@ def compile_for_sm90(name, dtype, flags, num_warps=4, block_e=16):
             constants[arg] = flags
     constants.update(
         BLOCK_E=block_e,
+        BLOCK=1024,
         BLOCK_R=16,
         BLOCK_X=64,
         BLOCK_H=256,
@@ -860,7 +973,8 @@ def test_kernels_compile_for_sm90(kernel, dtype, flags):
     # would issue four to eight times the instructions for the same bytes.
     compiled = compile_for_sm90(kernel, dtype, flags)
     assert compiled.asm['cubin']
-    if flags and dtype != torch.float64:
+    gathers = kernel != 'dropout_scale_kernel'
+    if gathers and flags and dtype != torch.float64:
         assert 'ld.global.v4' in compiled.asm['ptx'] or (
             'ld.global.nc.v4' in compiled.asm['ptx']
         )
@@ -884,6 +998,11 @@ def test_bad_input():
             r'\(4, 6\)',
         ),
         (dict(h_dst=h_src), r"'h_dst' must have 4 rows"),
+        (dict(dropout=1.5), r"'dropout' must lie in \[0, 1\]"),
+        (
+            dict(dropout=0.5, dropout_seed=torch.tensor([1.0])),
+            r"'dropout_seed' must be an int64 tensor of shape \[1\]",
+        ),
         (
             dict(h_src=None),
             r'h_src=None \(h_src = h_dst\) needs a square '

@@ -356,12 +356,10 @@ class APNetConv(MessagePassing):
             training, a new draw each step, as
             :class:`~torch_geometric.nn.conv.GATConv`'s :obj:`dropout`
             (drawn in the order of the edges on the sparse kernels and in
-            message passing: on CPU a seed draws the same on both). The
-            Triton kernel never holds an edge's
-            coefficient: a layer with dropout trains on the sparse
-            kernels (:obj:`"auto"` picks them in training only;
-            :obj:`"triton"` is refused). :obj:`return_attention_weights`
-            gives the coefficients before dropout. (default: :obj:`0.0`)
+            message passing: on CPU a seed draws the same on both; the
+            Triton kernel draws its own in the kernel, by entry, and
+            stores none). :obj:`return_attention_weights` gives the
+            coefficients before dropout. (default: :obj:`0.0`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing` (other than
             the defaults only with :obj:`kernel="message_passing"`).
@@ -405,13 +403,6 @@ class APNetConv(MessagePassing):
                 f'(got {kernel!r})'
             )
         dropout = check_number(dropout, 'dropout', minimum=0.0, maximum=1.0)
-        if dropout > 0 and kernel == 'triton':
-            raise ValueError(
-                f"APNetConv(kernel='triton') fuses the attention and "
-                f"never holds an edge's coefficient to drop: pass "
-                f"kernel='auto' (the sparse kernels in training) or "
-                f"'sparse' with dropout={dropout:g}"
-            )
         if kernel != 'message_passing':
             for key, value in kwargs.items():
                 if value not in _KERNEL_KWARGS.get(key, ()):
@@ -712,8 +703,7 @@ class APNetConv(MessagePassing):
     def _kernel_for(self, x: Tensor, attention: bool) -> str:
         r"""The kernel of this call: :obj:`kernel`, with :obj:`"auto"`
         resolved; message passing under PyG's explainer, which masks
-        messages, and the sparse kernels for attention dropout in
-        training."""
+        messages."""
         if self.explain:
             return 'message_passing'
         if self.kernel == 'triton' and attention:
@@ -725,9 +715,6 @@ class APNetConv(MessagePassing):
             )
         if self.kernel != 'auto':
             return self.kernel
-        if self.dropout > 0 and self.training:
-            # The Triton kernel never holds an edge's coefficient to drop.
-            return 'sparse'
         channels = (
             x.size(-1)
             if self.proj_channels is None
@@ -769,7 +756,7 @@ class APNetConv(MessagePassing):
 
         def serves() -> bool:
             # A structure with the kernels' arrays also serves message
-            # passing (the explainer, attention dropout in training):
+            # passing (the explainer):
             # switching kernels does not build it again.
             return cached[2] == key and (
                 cached[3].arrays is not None or not with_arrays
@@ -967,6 +954,7 @@ class APNetConv(MessagePassing):
                 self.temperature,
                 log_weight,
                 loop_kept,
+                dropout=self.dropout if self.training else 0.0,
             )
             x_src, x_dst = (x_src if bipartite else out), out
             steps.append(out)

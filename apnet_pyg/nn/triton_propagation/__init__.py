@@ -76,6 +76,7 @@ sparse kernels of :mod:`apnet_pyg.nn.functional` instead.
 
 from apnet_pyg.nn.triton_propagation.launch import (
     MAX_FEATURES,
+    dropout_scales,
     interpreter_enabled,
     interpreting,
     is_triton_available,
@@ -83,6 +84,7 @@ from apnet_pyg.nn.triton_propagation.launch import (
 )
 from apnet_pyg.nn.triton_propagation.propagate import (
     composed_attention_propagate,
+    draw_dropout_seed,
     is_symmetric_pattern,
     propagation_floor_bytes,
     propagation_kernel_bytes,
@@ -96,6 +98,8 @@ __all__ = [
     'interpreter_enabled',
     'triton_attention_propagate',
     'composed_attention_propagate',
+    'draw_dropout_seed',
+    'dropout_scales',
     'is_symmetric_pattern',
     'propagation_floor_bytes',
     'propagation_kernel_bytes',

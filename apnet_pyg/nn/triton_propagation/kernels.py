@@ -24,6 +24,7 @@ __all__ = [
     'column_backward_kernel',
     'row_backward_kernel',
     'symmetric_backward_kernel',
+    'dropout_scale_kernel',
     'INTERPRETED',
     'CONFIGS',
     'KEY',
@@ -138,6 +139,18 @@ def _self_loop_logit(
 
 
 @triton.jit
+def _dropout_scale(seed_ptr, offsets, p, keep_scale):
+    r"""Attention dropout's factor for the draws :obj:`offsets` (an entry
+    :math:`k` of the pattern, or :obj:`nnz` plus a row for its
+    self-loop): :math:`0` with probability :obj:`p`, else
+    :obj:`keep_scale` (:math:`1 / (1 - p)`); counter-based (Philox from
+    the seed at :obj:`seed_ptr`), so the forward and backward passes draw
+    the same without storing them."""
+    kept = tl.rand(tl.load(seed_ptr), offsets) >= p
+    return tl.where(kept, keep_scale, 0.0)
+
+
+@triton.jit
 def _unit(h, norm, EPS: tl.constexpr):
     r""":math:`\mathbf{h} / |\mathbf{h}|` where the norm is not clamped,
     :math:`0` where it is (the clamped norm has no gradient)."""
@@ -163,12 +176,17 @@ def forward_kernel(
     out_ptr,
     out_acc_ptr,
     lse_ptr,
+    seed_ptr,
+    p,
+    keep_scale,
+    nnz,
     num_x,
     num_h,
     degree,
     HAS_WEIGHT: tl.constexpr,
     HAS_LOOPS: tl.constexpr,
     HAS_LOOP_WEIGHT: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     STORE_ACC: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_X: tl.constexpr,
@@ -182,7 +200,9 @@ def forward_kernel(
     :math:`\mathbf{o}_i` (and in :obj:`ACC` where :obj:`STORE_ACC`, for
     :math:`D_i` of a half-precision output) and
     :math:`\mathrm{lse}_i = m + \log s`; a row with nothing to aggregate
-    gets :math:`\mathbf{0}` and :math:`-\infty`."""
+    gets :math:`\mathbf{0}` and :math:`-\infty`. With
+    :obj:`HAS_DROPOUT` the weighted sum takes each term times its dropout
+    factor, the sum :math:`s` none."""
     row = tl.program_id(0).to(tl.int64)
     start = tl.load(rowptr_ptr + row).to(tl.int64)
     end = tl.load(rowptr_ptr + row + 1).to(tl.int64)
@@ -212,6 +232,8 @@ def forward_kernel(
         acc = tl.load(
             x_ptr + row * num_x + fx, mask=fx_mask & kept, other=0.0
         ).to(ACC)
+        if HAS_DROPOUT:
+            acc *= _dropout_scale(seed_ptr, nnz + row, p, keep_scale).to(ACC)
     else:
         m = tl.full((), float('-inf'), ACC)
         s = tl.zeros((), ACC)
@@ -232,10 +254,12 @@ def forward_kernel(
         # Nothing finite yet (no self-loop, all masked): shift by 0, not
         # by -inf, so that exp() gives 0 rather than NaN.
         shift = tl.where(m_new == float('-inf'), 0.0, m_new)
-        p = tl.exp(z - shift)
+        weight = tl.exp(z - shift)
         correction = tl.exp(m - shift)
-        s = s * correction + tl.sum(p, 0)
-        acc = acc * correction + tl.sum(p[:, None] * x_j.to(ACC), 0)
+        s = s * correction + tl.sum(weight, 0)
+        if HAS_DROPOUT:
+            weight *= _dropout_scale(seed_ptr, entries, p, keep_scale).to(ACC)
+        acc = acc * correction + tl.sum(weight[:, None] * x_j.to(ACC), 0)
         m = m_new
 
     nonempty = s > 0
@@ -303,6 +327,10 @@ def column_backward_kernel(
     grad_z_ptr,
     grad_loop_ptr,
     gamma_part_ptr,
+    seed_ptr,
+    p,
+    keep_scale,
+    nnz,
     num_dst,
     num_x,
     num_h,
@@ -310,6 +338,7 @@ def column_backward_kernel(
     HAS_WEIGHT: tl.constexpr,
     HAS_LOOPS: tl.constexpr,
     HAS_LOOP_WEIGHT: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     NEED_X: tl.constexpr,
     NEED_Z: tl.constexpr,
     NEED_H_SRC: tl.constexpr,
@@ -334,7 +363,10 @@ def column_backward_kernel(
     \partial \gamma`; and for the destination :math:`j`'s self-loop (which
     aggregates :math:`\mathbf{x}_j`), its share of both and
     :math:`\partial L / \partial z_{jj}` (stored where :obj:`STORE_LOOP`).
-    Each output only where its :obj:`NEED_` or :obj:`STORE_` flag is set."""
+    Each output only where its :obj:`NEED_` or :obj:`STORE_` flag is set.
+    With :obj:`HAS_DROPOUT`, :math:`\alpha_{ij}` aggregates times its
+    dropout factor :math:`d_{ij}`: :math:`g_{ij}` and
+    :math:`\partial L / \partial \mathbf{x}_j` take it."""
     src = tl.program_id(0).to(tl.int64)
     start = tl.load(rowptr_t_ptr + src).to(tl.int64)
     end = tl.load(rowptr_t_ptr + src + 1).to(tl.int64)
@@ -362,7 +394,7 @@ def column_backward_kernel(
         lse_i = tl.load(lse_ptr + dst, mask=mask, other=0.0)
         if NEED_Z:
             delta_i = tl.load(delta_ptr + dst, mask=mask, other=0.0)
-        if HAS_WEIGHT or STORE_Z:
+        if HAS_WEIGHT or STORE_Z or HAS_DROPOUT:
             original = tl.load(perm_t_ptr + entries, mask=mask, other=0)
             original = original.to(tl.int64)
         h_i = h_i.to(ACC)
@@ -371,10 +403,15 @@ def column_backward_kernel(
         if HAS_WEIGHT:
             z += tl.load(log_weight_ptr + original, mask=mask).to(ACC)
         alpha = tl.exp(tl.where(mask, z - lse_i, float('-inf')))
+        kept = alpha
+        if HAS_DROPOUT:
+            kept = alpha * _dropout_scale(
+                seed_ptr, original, p, keep_scale
+            ).to(ACC)
         if NEED_X:
-            grad_x += tl.sum(alpha[:, None] * grad_o, 0)
+            grad_x += tl.sum(kept[:, None] * grad_o, 0)
         if NEED_Z:
-            grad_z = alpha * (tl.sum(grad_o * x_j[None, :], 1) - delta_i)
+            grad_z = kept * tl.sum(grad_o * x_j[None, :], 1) - alpha * delta_i
             if STORE_Z:
                 tl.store(grad_z_ptr + original, grad_z, mask=mask)
             grad_cos += tl.sum(grad_z * cos, 0)
@@ -410,12 +447,17 @@ def column_backward_kernel(
         grad_o = tl.load(
             grad_out_ptr + row * num_x + fx, mask=fx_mask & kept, other=0.0
         ).to(ACC)
-        if NEED_X:
-            grad_x += self_alpha * grad_o
-        if NEED_Z:
-            self_grad_z = self_alpha * (
-                tl.sum(grad_o * x_j, 0) - tl.load(delta_ptr + row)
+        self_kept = self_alpha
+        if HAS_DROPOUT:
+            self_kept *= _dropout_scale(seed_ptr, nnz + row, p, keep_scale).to(
+                ACC
             )
+        if NEED_X:
+            grad_x += self_kept * grad_o
+        if NEED_Z:
+            self_grad_z = self_kept * tl.sum(
+                grad_o * x_j, 0
+            ) - self_alpha * tl.load(delta_ptr + row)
             grad_gamma += self_grad_z * self_cos
             if STORE_LOOP:
                 tl.store(grad_loop_ptr + row, self_grad_z, mask=has_row)
@@ -530,12 +572,17 @@ def symmetric_backward_kernel(
     grad_z_ptr,
     grad_loop_ptr,
     gamma_part_ptr,
+    seed_ptr,
+    p,
+    keep_scale,
+    nnz,
     num_x,
     num_h,
     degree,
     HAS_WEIGHT: tl.constexpr,
     HAS_LOOPS: tl.constexpr,
     HAS_LOOP_WEIGHT: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
     STORE_Z: tl.constexpr,
     STORE_LOOP: tl.constexpr,
     BLOCK_E: tl.constexpr,
@@ -554,7 +601,9 @@ def symmetric_backward_kernel(
     :math:`\partial L / \partial \gamma`) and :math:`\partial L / \partial
     z_{in}` (column :math:`n`'s), whence :math:`\partial L / \partial
     \mathbf{x}_n` and the whole :math:`\partial L / \partial
-    \mathbf{h}_n`."""
+    \mathbf{h}_n`; with :obj:`HAS_DROPOUT`, each entry's own dropout
+    factor (row :math:`n`'s entry :math:`k`, column :math:`n`'s
+    :obj:`perm_t[k]`)."""
     node = tl.program_id(0).to(tl.int64)
     start = tl.load(rowptr_ptr + node).to(tl.int64)
     end = tl.load(rowptr_ptr + node + 1).to(tl.int64)
@@ -593,22 +642,34 @@ def symmetric_backward_kernel(
         norm_i, cos, z = _scores(h_i, h_n, norm_n, gamma, EPS)
         z_row = z
         z_col = z
-        if HAS_WEIGHT:
+        if HAS_WEIGHT or HAS_DROPOUT:
             mirror = tl.load(perm_t_ptr + entries, mask=mask, other=0)
+            mirror = mirror.to(tl.int64)
+        if HAS_WEIGHT:
             z_row += tl.load(log_weight_ptr + entries, mask=mask).to(ACC)
-            z_col += tl.load(
-                log_weight_ptr + mirror.to(tl.int64), mask=mask
-            ).to(ACC)
+            z_col += tl.load(log_weight_ptr + mirror, mask=mask).to(ACC)
         # Entry (n, i): row n's softmax; entry (i, n): row i's.
         alpha_row = tl.exp(tl.where(mask, z_row - lse_n, float('-inf')))
         alpha_col = tl.exp(tl.where(mask, z_col - lse_i, float('-inf')))
-        grad_z_row = alpha_row * (
-            tl.sum(grad_o_n[None, :] * x_i.to(ACC), 1) - delta_n
+        kept_row = alpha_row
+        kept_col = alpha_col
+        if HAS_DROPOUT:
+            kept_row = alpha_row * _dropout_scale(
+                seed_ptr, entries, p, keep_scale
+            ).to(ACC)
+            kept_col = alpha_col * _dropout_scale(
+                seed_ptr, mirror, p, keep_scale
+            ).to(ACC)
+        grad_z_row = (
+            kept_row * tl.sum(grad_o_n[None, :] * x_i.to(ACC), 1)
+            - alpha_row * delta_n
         )
-        grad_z_col = alpha_col * (tl.sum(grad_o * x_n[None, :], 1) - delta_i)
+        grad_z_col = (
+            kept_col * tl.sum(grad_o * x_n[None, :], 1) - alpha_col * delta_i
+        )
         if STORE_Z:
             tl.store(grad_z_ptr + entries, grad_z_row, mask=mask)
-        grad_x += tl.sum(alpha_col[:, None] * grad_o, 0)
+        grad_x += tl.sum(kept_col[:, None] * grad_o, 0)
         grad_z = grad_z_row + grad_z_col
         grad_cos += tl.sum(grad_z * cos, 0)
         grad_gamma += tl.sum(grad_z_row * cos, 0)
@@ -626,8 +687,15 @@ def symmetric_backward_kernel(
             EPS,
         )
         self_alpha = tl.exp(tl.where(kept, loop_logit - lse_n, float('-inf')))
-        grad_x += self_alpha * grad_o_n
-        self_grad_z = self_alpha * (tl.sum(grad_o_n * x_n, 0) - delta_n)
+        self_kept = self_alpha
+        if HAS_DROPOUT:
+            self_kept *= _dropout_scale(
+                seed_ptr, nnz + node, p, keep_scale
+            ).to(ACC)
+        grad_x += self_kept * grad_o_n
+        self_grad_z = (
+            self_kept * tl.sum(grad_o_n * x_n, 0) - self_alpha * delta_n
+        )
         grad_gamma += self_grad_z * self_cos
         if STORE_LOOP:
             tl.store(grad_loop_ptr + node, self_grad_z)
@@ -643,3 +711,26 @@ def symmetric_backward_kernel(
         grad_h.to(grad_h_ptr.dtype.element_ty),
         mask=fh_mask,
     )
+
+
+# ---------------------------------------------------------------------------
+# Attention dropout's factors, as the kernels draw them
+# ---------------------------------------------------------------------------
+@triton.jit
+def dropout_scale_kernel(
+    seed_ptr,
+    out_ptr,
+    p,
+    keep_scale,
+    count,
+    BLOCK: tl.constexpr,
+    ACC: tl.constexpr,
+):
+    r"""The dropout factors of draws :math:`0, \ldots,` :obj:`count`
+    :math:`- 1` (the pattern's entries, then one self-loop a row), as the
+    propagation kernels draw them: for the composed second derivative and
+    for tests."""
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    scale = _dropout_scale(seed_ptr, offsets, p, keep_scale).to(ACC)
+    tl.store(out_ptr + offsets, scale, mask=mask)

@@ -6,6 +6,7 @@ import functools
 import importlib
 import importlib.util
 import weakref
+from contextlib import nullcontext
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -296,6 +297,13 @@ def _stride(tensor: Optional[Tensor]) -> int:
     return 0 if tensor is None else tensor.stride(0)
 
 
+def keep_scale(dropout: float) -> float:
+    r"""What attention dropout multiplies a kept coefficient by:
+    :math:`1 / (1 - p)`, and :math:`0` for :math:`p = 1` (nothing is
+    kept)."""
+    return 0.0 if dropout >= 1 else 1.0 / (1.0 - dropout)
+
+
 def _forward_impl(
     x: Tensor,
     h_dst: Tensor,
@@ -306,6 +314,8 @@ def _forward_impl(
     loop_log_weight: Optional[Tensor],
     rowptr: Tensor,
     col: Tensor,
+    dropout_seed: Optional[Tensor],
+    dropout: float,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     num_dst, num_x, num_h = rowptr.numel() - 1, x.size(1), h_dst.size(1)
     acc = accumulation_dtype(x, h_dst, h_src)
@@ -340,6 +350,10 @@ def _forward_impl(
             out,
             _or(out_acc if store_acc else None, gamma),
             lse,
+            _or(dropout_seed, gamma),
+            float(dropout),
+            keep_scale(dropout),
+            col.numel(),
             num_x,
             num_h,
             degree_bucket(col.numel(), num_dst),
@@ -348,6 +362,7 @@ def _forward_impl(
             HAS_WEIGHT=log_weight is not None,
             HAS_LOOPS=loop_kept is not None,
             HAS_LOOP_WEIGHT=loop_log_weight is not None,
+            HAS_DROPOUT=dropout_seed is not None,
             STORE_ACC=store_acc,
             BLOCK_X=block_x,
             BLOCK_H=block_h,
@@ -361,7 +376,17 @@ def _forward_impl(
 
 
 def _forward_fake(
-    x, h_dst, h_src, gamma, log_weight, loop_kept, loop_log_weight, rowptr, col
+    x,
+    h_dst,
+    h_src,
+    gamma,
+    log_weight,
+    loop_kept,
+    loop_log_weight,
+    rowptr,
+    col,
+    dropout_seed,
+    dropout,
 ):
     acc = accumulation_dtype(x, h_dst, h_src)
     num_dst = rowptr.size(0) - 1
@@ -416,6 +441,8 @@ def _backward_impl(
     rowptr_t: Tensor,
     col_t: Tensor,
     perm_t: Tensor,
+    dropout_seed: Optional[Tensor],
+    dropout: float,
     needs_grad: List[bool],
 ) -> Tuple[Tensor, ...]:
     needed = _needed(needs_grad, h_src, log_weight, loop_log_weight)
@@ -462,8 +489,17 @@ def _backward_impl(
         HAS_WEIGHT=log_weight is not None,
         HAS_LOOPS=loop_kept is not None,
         HAS_LOOP_WEIGHT=loop_log_weight is not None,
+        HAS_DROPOUT=dropout_seed is not None,
         ACC=_triton_dtype(acc),
         EPS=NORM_EPS,
+    )
+    # Attention dropout: the seed its draws come from, and the draws'
+    # count before the self-loops'.
+    drawn = (
+        _or(dropout_seed, gamma),
+        float(dropout),
+        keep_scale(dropout),
+        col.numel(),
     )
     block_x, block_h = feature_block(num_x), feature_block(num_h)
     loops = _or(_as_bytes(loop_kept), gamma)
@@ -508,6 +544,7 @@ def _backward_impl(
                 _or(grad_z if store_z else None, gamma),
                 _or(grad_loop if need_loop else None, gamma),
                 gamma_parts,
+                *drawn,
                 num_x,
                 num_h,
                 degree_bucket(col.numel(), num_dst),
@@ -560,6 +597,7 @@ def _backward_impl(
                     _or(grad_z if store_z else None, gamma),
                     _or(grad_loop if need_loop else None, gamma),
                     gamma_parts if need_z else gamma,
+                    *drawn,
                     num_dst,
                     num_x,
                     num_h,
@@ -640,6 +678,8 @@ def _backward_fake(
     rowptr_t,
     col_t,
     perm_t,
+    dropout_seed,
+    dropout,
     needs_grad,
 ):
     needed = _needed(needs_grad, h_src, log_weight, loop_log_weight)
@@ -670,7 +710,8 @@ forward_op = custom_kernel(
     'triton_propagate',
     '(Tensor x, Tensor h_dst, Tensor? h_src, Tensor gamma, '
     'Tensor? log_weight, Tensor? loop_kept, Tensor? loop_log_weight, '
-    'Tensor rowptr, Tensor col) -> (Tensor, Tensor, Tensor)',
+    'Tensor rowptr, Tensor col, Tensor? dropout_seed, float dropout) -> '
+    '(Tensor, Tensor, Tensor)',
     _forward_fake,
 )(_on_device_of_first(_forward_impl))
 
@@ -679,7 +720,31 @@ backward_op = custom_kernel(
     '(Tensor grad_out, Tensor out, Tensor lse, Tensor x, Tensor h_dst, '
     'Tensor? h_src, Tensor gamma, Tensor? log_weight, Tensor? loop_kept, '
     'Tensor? loop_log_weight, Tensor rowptr, Tensor col, Tensor rowptr_t, '
-    'Tensor col_t, Tensor perm_t, bool[] needs_grad) -> '
+    'Tensor col_t, Tensor perm_t, Tensor? dropout_seed, float dropout, '
+    'bool[] needs_grad) -> '
     '(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)',
     _backward_fake,
 )(_on_device_of_first(_backward_impl))
+
+
+def dropout_scales(
+    dropout_seed: Tensor, dropout: float, count: int, dtype: torch.dtype
+) -> Tensor:
+    r"""The attention dropout factors the kernels draw from
+    :obj:`dropout_seed` for draws :math:`0, \ldots,` :obj:`count`
+    :math:`- 1` (the entries, then a self-loop a row): :math:`0` or
+    :math:`1 / (1 -` :obj:`dropout` :math:`)`, in :obj:`dtype`."""
+    out = torch.empty(count, dtype=dtype, device=dropout_seed.device)
+    if count:
+        block = 1024
+        with torch.cuda.device(out.device) if out.is_cuda else nullcontext():
+            kernels.dropout_scale_kernel[(triton.cdiv(count, block),)](
+                dropout_seed,
+                out,
+                float(dropout),
+                keep_scale(dropout),
+                count,
+                BLOCK=block,
+                ACC=_triton_dtype(dtype),
+            )
+    return out

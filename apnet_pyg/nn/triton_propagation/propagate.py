@@ -8,10 +8,16 @@ import torch
 from torch import Tensor
 from torch_geometric import is_compiling
 
-from apnet_pyg.checks import check_features, check_same_device, describe
+from apnet_pyg.checks import (
+    check_features,
+    check_number,
+    check_same_device,
+    describe,
+)
 from apnet_pyg.nn.functional import (
     Adjacency,
     CSRArrays,
+    compute_dtype,
     edge_cosine,
     softmax_spmm,
 )
@@ -19,6 +25,7 @@ from apnet_pyg.nn.functional.csr import as_csr_arrays
 from apnet_pyg.nn.triton_propagation.launch import (
     MAX_FEATURES,
     backward_op,
+    dropout_scales,
     forward_op,
     interpreter_enabled,
     is_triton_available,
@@ -43,6 +50,8 @@ class _TritonPropagate(torch.autograd.Function):
         log_weight: Optional[Tensor],
         loop_kept: Optional[Tensor],
         loop_log_weight: Optional[Tensor],
+        dropout_seed: Optional[Tensor],
+        dropout: float,
     ) -> Tensor:
         out, lse, out_acc = forward_op(
             x,
@@ -54,12 +63,15 @@ class _TritonPropagate(torch.autograd.Function):
             loop_log_weight,
             pattern.rowptr,
             pattern.col,
+            dropout_seed,
+            dropout,
         )
         # Index tensors autograd never differentiates: an attribute.
         ctx.pattern = pattern
         # D_i reads the output in the accumulation dtype (out_acc, where
         # x's dtype is narrower).
         ctx.out_is_acc = out_acc.dim() == 2
+        ctx.dropout = dropout
         ctx.save_for_backward(
             x,
             h_dst,
@@ -70,6 +82,7 @@ class _TritonPropagate(torch.autograd.Function):
             loop_log_weight,
             lse,
             out_acc if ctx.out_is_acc else out,
+            dropout_seed,
         )
         return out
 
@@ -86,6 +99,7 @@ class _TritonPropagate(torch.autograd.Function):
             loop_log_weight,
             lse,
             out,
+            dropout_seed,
         ) = ctx.saved_tensors
         inputs = (x, h_dst, h_src, gamma, log_weight, loop_log_weight)
         needs_grad = (*ctx.needs_input_grad[1:6], ctx.needs_input_grad[7])
@@ -101,6 +115,8 @@ class _TritonPropagate(torch.autograd.Function):
                 log_weight,
                 loop_kept,
                 loop_log_weight,
+                ctx.dropout,
+                dropout_seed,
             )
             wanted = [t for t, needed in zip(inputs, needs_grad) if needed]
             grads = iter(
@@ -126,6 +142,8 @@ class _TritonPropagate(torch.autograd.Function):
                 pattern.rowptr_t,
                 pattern.col_t,
                 pattern.perm_t,
+                dropout_seed,
+                ctx.dropout,
                 list(needs_grad),
             )
             grads = [
@@ -133,8 +151,8 @@ class _TritonPropagate(torch.autograd.Function):
                 for grad, needed in zip(grads, needs_grad)
             ]
         # (pattern, x, h_dst, h_src, gamma, log_weight, loop_kept,
-        # loop_log_weight)
-        return (None, *grads[:5], None, grads[5])
+        # loop_log_weight, dropout_seed, dropout)
+        return (None, *grads[:5], None, grads[5], None, None)
 
 
 # ---------------------------------------------------------------------------
@@ -149,6 +167,8 @@ def triton_attention_propagate(
     log_weight: Optional[Tensor] = None,
     loop_kept: Optional[Tensor] = None,
     loop_log_weight: Optional[Tensor] = None,
+    dropout: float = 0.0,
+    dropout_seed: Optional[Tensor] = None,
 ) -> Tensor:
     r"""APNet's attention propagation in one fused kernel per pass:
 
@@ -205,6 +225,17 @@ def triton_attention_propagate(
             each row's self-loop, :obj:`[M]` (any strides, e.g. a learned
             scalar's :obj:`expand(M)`), ignored where :obj:`loop_kept` is
             not set; needs :obj:`loop_kept`. (default: :obj:`None`)
+        dropout (float, optional): attention dropout: each
+            :math:`\alpha_{ij}` (and self-loop) aggregates times
+            :math:`0` with this probability, else :math:`1 / (1 - p)`,
+            drawn in the kernels from :obj:`dropout_seed` by entry (Philox,
+            counter-based: the backward pass draws them again, nothing
+            :math:`|\mathcal{E}|`-sized is stored). (default: :obj:`0.0`)
+        dropout_seed (torch.Tensor, optional): int64 :obj:`[1]` on the
+            features' device; :obj:`None` draws one from torch's
+            generator of that device (so :func:`torch.manual_seed` fixes
+            the draws). :func:`dropout_scales` gives the factors it
+            draws. (default: :obj:`None`)
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[M, F]`
     """
@@ -217,6 +248,18 @@ def triton_attention_propagate(
         )
     if not is_compiling():
         _check_triton()
+        dropout = check_number(dropout, 'dropout', minimum=0.0, maximum=1.0)
+        if dropout_seed is not None and not (
+            isinstance(dropout_seed, Tensor)
+            and dropout_seed.dtype == torch.int64
+            and dropout_seed.shape == (1,)
+        ):
+            raise ValueError(
+                f"'dropout_seed' must be an int64 tensor of shape [1] "
+                f'(got {describe(dropout_seed)}); None draws one'
+            )
+        if dropout_seed is not None:
+            check_same_device(dropout_seed, 'dropout_seed', x)
     pattern = as_csr_arrays(edge_index)
     if not is_compiling():
         _check_inputs(
@@ -231,6 +274,8 @@ def triton_attention_propagate(
         )
     if h_src is h_dst:  # One tensor given twice to autograd: one gradient.
         h_src = None
+    if dropout > 0 and dropout_seed is None:
+        dropout_seed = draw_dropout_seed(x.device)
     return _TritonPropagate.apply(
         pattern,
         x,
@@ -240,7 +285,16 @@ def triton_attention_propagate(
         log_weight,
         loop_kept,
         loop_log_weight,
+        dropout_seed if dropout > 0 else None,
+        dropout,
     )
+
+
+def draw_dropout_seed(device: torch.device) -> Tensor:
+    r"""A seed of attention dropout's draws in the Triton kernels, from
+    torch's generator of :obj:`device` (on the device: no host
+    synchronisation, and a CUDA graph draws anew at every replay)."""
+    return torch.randint(0, 2**31 - 1, (1,), device=device, dtype=torch.int64)
 
 
 def composed_attention_propagate(
@@ -252,19 +306,32 @@ def composed_attention_propagate(
     log_weight: Optional[Tensor] = None,
     loop_kept: Optional[Tensor] = None,
     loop_log_weight: Optional[Tensor] = None,
+    dropout: float = 0.0,
+    dropout_seed: Optional[Tensor] = None,
 ) -> Tensor:
     r""":func:`triton_attention_propagate` from the sparse kernels
     :func:`~apnet_pyg.nn.functional.edge_cosine` and
     :func:`~apnet_pyg.nn.functional.softmax_spmm` (the path of
-    :class:`~apnet_pyg.nn.APNetConv` today): the reference of the fused
-    kernel, and its second derivative."""
+    :class:`~apnet_pyg.nn.APNetConv` today), with the dropout factors the
+    kernels draw from :obj:`dropout_seed` (:func:`dropout_scales`): the
+    reference of the fused kernel, and its second derivative."""
     pattern = as_csr_arrays(edge_index)
+    scale = loop_scale = None
+    if dropout > 0:
+        _check_triton()  # The factors are the kernels' draws.
+        scales = dropout_scales(
+            dropout_seed,
+            dropout,
+            pattern.nnz + pattern.size[0],
+            compute_dtype(x.dtype, h_dst.dtype),
+        )
+        scale, loop_scale = scales[: pattern.nnz], scales[pattern.nnz :]
     cos, self_cos = edge_cosine(pattern, h_dst, h_src)
     logits = temperature * cos
     if log_weight is not None:
         logits = logits + log_weight
     if loop_kept is None:
-        return softmax_spmm(pattern, logits.to(x.dtype), x)[0]
+        return softmax_spmm(pattern, logits.to(x.dtype), x, None, scale)[0]
     # A row with neither entries nor a self-loop would have no finite
     # logit, which softmax_spmm turns into NaN: it gets a constant finite
     # one, and its output is masked to 0.
@@ -278,7 +345,12 @@ def composed_attention_propagate(
         torch.where(empty, 0.0, float('-inf')).to(loop_logit.dtype),
     )
     out = softmax_spmm(
-        pattern, logits.to(x.dtype), x, loop_logits.to(x.dtype)
+        pattern,
+        logits.to(x.dtype),
+        x,
+        loop_logits.to(x.dtype),
+        scale,
+        loop_scale,
     )[0]
     return torch.where(empty.unsqueeze(-1), 0.0, out)
 

@@ -417,9 +417,7 @@ def test_apnet_conv_attention_dropout_in_training_only(make_random_graph):
     assert 'dropout=0.5)' in repr(conv) and 'dropout' not in repr(plain)
 
 
-def test_apnet_conv_attention_dropout_refused_by_triton():
-    with pytest.raises(ValueError, match="kernel='triton'.*dropout=0.1"):
-        APNetConv(8, dropout=0.1, kernel='triton')
+def test_apnet_conv_attention_dropout_bad_probability():
     with pytest.raises(ValueError, match=r"'dropout' must lie in \[0, 1\]"):
         APNetConv(8, dropout=-0.1)
 
@@ -2217,10 +2215,65 @@ def test_triton_kernel_equals_sparse_kernels_bipartite():
     )
 
 
+@needs_interpreter
+@pytest.mark.parametrize('num_steps', [1, 2])
+def test_triton_kernel_equals_sparse_kernels_with_dropout(
+    num_steps, make_random_graph, monkeypatch
+):
+    # The Triton kernel draws attention dropout itself, by entry, from a
+    # seed drawn from torch's generator: given the factors it draws, the
+    # sparse kernels give the same output and gradients; in evaluation,
+    # no dropout.
+    from apnet_pyg.nn import triton_propagation
+
+    x, edge_index, edge_weight = graph(
+        num_nodes=12, num_edges=40, make_random_graph=make_random_graph
+    )
+    x.requires_grad_()
+    settings = dict(num_steps=num_steps, teleport=0.2, dropout=0.5)
+    triton = conv64(6, kernel='triton', **settings)
+    sparse = conv64(6, kernel='sparse', **settings)
+    sparse.load_state_dict(triton.state_dict())
+    seeds = iter(torch.tensor([[3], [8]]))
+    monkeypatch.setattr(
+        triton_propagation.propagate,
+        'draw_dropout_seed',
+        lambda device: next(seeds).to(device),
+    )
+    expected_seeds = iter(torch.tensor([[3], [8]]))
+
+    def kernel_draws(structure, loop_kept, dtype, device):
+        nnz = structure.arrays.nnz
+        scales = triton_propagation.dropout_scales(
+            next(expected_seeds), 0.5, nnz + loop_kept.numel(), dtype
+        )
+        return scales[:nnz], scales[nnz:]
+
+    monkeypatch.setattr(sparse, '_dropout_scales', kernel_draws)
+    outs, grads = [], []
+    for conv in (triton, sparse):
+        out = conv(x, edge_index, edge_weight)
+        outs.append(out)
+        grads.append(
+            torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
+        )
+    assert torch.allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
+    for grad_triton, grad_sparse in zip(*grads):
+        assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10, atol=1e-12)
+    monkeypatch.undo()
+    triton.eval()
+    sparse.eval()
+    assert torch.allclose(
+        triton(x, edge_index, edge_weight),
+        sparse(x, edge_index, edge_weight),
+        atol=1e-12,
+    )
+
+
 @starts_interpreter
 def test_triton_kernel_cases_under_the_interpreter(tmp_path):
     run_under_interpreter(
-        __file__, 'test_triton_kernel_equals', tmp_path, minimum=5
+        __file__, 'test_triton_kernel_equals', tmp_path, minimum=7
     )
 
 
