@@ -373,11 +373,12 @@ def softmax_reference(pattern, logits, x, loop_logits=None):
     return torch.stack(out), full_alpha, loops
 
 
-@pytest.mark.parametrize('loops', [False, True])
-def test_softmax_spmm(loops, device):
+def softmax_inputs(loops, device, generator):
+    r"""A 5 x 5 pattern of 12 entries, and leaves of its logits, of
+    :math:`\mathbf{x}` and (where :obj:`loops`) of the self-loops'
+    logits."""
     row, col = make_entries(5, 5, nnz=12, device=device)
     pattern, _ = sparse_pattern(row, col, (5, 5))
-    generator = torch.Generator().manual_seed(0)
     logits = randn(12, device=device, generator=generator).requires_grad_()
     x = randn(5, 3, device=device, generator=generator).requires_grad_()
     loop_logits = (
@@ -385,6 +386,13 @@ def test_softmax_spmm(loops, device):
         if loops
         else None
     )
+    return pattern, logits, x, loop_logits
+
+
+@pytest.mark.parametrize('loops', [False, True])
+def test_softmax_spmm(loops, device):
+    generator = torch.Generator().manual_seed(0)
+    pattern, logits, x, loop_logits = softmax_inputs(loops, device, generator)
 
     out, alpha, alpha_loop = softmax_spmm(pattern, logits, x, loop_logits)
     expected = softmax_reference(pattern, logits, x, loop_logits)
@@ -411,16 +419,8 @@ def test_softmax_spmm(loops, device):
 def test_softmax_spmm_scaled(loops, device):
     # Attention dropout's draws scale the attention in the aggregation
     # only: the attention comes back as the softmax gives it.
-    row, col = make_entries(5, 5, nnz=12, device=device)
-    pattern, _ = sparse_pattern(row, col, (5, 5))
     generator = torch.Generator().manual_seed(1)
-    logits = randn(12, device=device, generator=generator).requires_grad_()
-    x = randn(5, 3, device=device, generator=generator).requires_grad_()
-    loop_logits = (
-        randn(5, device=device, generator=generator).requires_grad_()
-        if loops
-        else None
-    )
+    pattern, logits, x, loop_logits = softmax_inputs(loops, device, generator)
     scale = 2.0 * (randn(12, device=device, generator=generator) > 0)
     loop_scale = (
         2.0 * (randn(5, device=device, generator=generator) > 0)
