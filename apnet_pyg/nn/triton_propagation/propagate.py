@@ -293,7 +293,7 @@ def triton_attention_propagate(
 def draw_dropout_seed(device: torch.device) -> Tensor:
     r"""A seed of attention dropout's draws in the Triton kernels, from
     torch's generator of :obj:`device` (on the device: no host
-    synchronisation, and a CUDA graph draws anew at every replay)."""
+    synchronisation; torch's CUDA generator is graph-safe)."""
     return torch.randint(0, 2**31 - 1, (1,), device=device, dtype=torch.int64)
 
 
