@@ -1399,6 +1399,32 @@ def test_cuda_graph_capture_of_a_static_graph():
             torch.testing.assert_close(actual, wanted, rtol=0.0, atol=0.0)
 
 
+@cuda_only
+def test_cuda_graph_replays_draw_new_dropout():
+    # The dropout seed is drawn on the device from torch's CUDA generator,
+    # which is graph-safe: each replay of a captured forward draws anew.
+    device = torch.device('cuda', torch.cuda.current_device())
+    pattern = random_symmetric_pattern(2_000, 8, device)
+    inputs = static_inputs(pattern, 32, 64, device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            triton_attention_propagate(pattern, **inputs, dropout=0.5)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = triton_attention_propagate(pattern, **inputs, dropout=0.5)
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        replays.append(out.clone())
+    assert not torch.equal(replays[0], replays[1])
+    plain = triton_attention_propagate(pattern, **inputs)
+    mean = (replays[0] + replays[1]) / 2
+    assert (mean - plain).abs().mean() < (replays[0] - plain).abs().mean()
+
+
 class _Layer(torch.nn.Module):
     r"""A projection and the propagation over a fixed pattern."""
 
