@@ -816,9 +816,11 @@ def test_meta_tensors():
     assert out.dtype == torch.bfloat16
 
 
-def test_compile_fullgraph(device):
+@pytest.mark.parametrize('dropout', [0.0, 0.5])
+def test_compile_fullgraph(device, dropout):
     # One opaque operator each way, no graph break; the fake
-    # implementations under AOT autograd.
+    # implementations under AOT autograd; attention dropout's seed drawn
+    # inside the compiled function (the same draws as eager for a seed).
     pattern, inputs = make_case('bipartite', device, dtype=torch.float32)
     graphs = []
 
@@ -827,12 +829,14 @@ def test_compile_fullgraph(device):
         return lookup_backend('aot_eager')(graph_module, example_inputs)
 
     def function(pattern, **kwargs):
-        return triton_attention_propagate(pattern, **kwargs)
+        return triton_attention_propagate(pattern, **kwargs, dropout=dropout)
 
     torch._dynamo.reset()
     compiled = torch.compile(function, backend=backend, fullgraph=True)
+    torch.manual_seed(0)
     actual = outputs_and_grads(compiled, pattern, inputs)
-    expected = outputs_and_grads(triton_attention_propagate, pattern, inputs)
+    torch.manual_seed(0)
+    expected = outputs_and_grads(function, pattern, inputs)
     assert_close_all(actual, expected, rtol=0.0, atol=0.0)
     assert len(graphs) == 1
     # The autograd function's forward and backward bodies are subgraphs.
