@@ -6,7 +6,6 @@ import functools
 import importlib
 import importlib.util
 import weakref
-from contextlib import nullcontext
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -297,11 +296,17 @@ def _stride(tensor: Optional[Tensor]) -> int:
     return 0 if tensor is None else tensor.stride(0)
 
 
-def keep_scale(dropout: float) -> float:
-    r"""What attention dropout multiplies a kept coefficient by:
-    :math:`1 / (1 - p)`, and :math:`0` for :math:`p = 1` (nothing is
-    kept)."""
-    return 0.0 if dropout >= 1 else 1.0 / (1.0 - dropout)
+def _dropout_args(
+    dropout_seed: Optional[Tensor], dropout: float, count: int, dummy: Tensor
+) -> Tuple:
+    r"""The arguments attention dropout's draws take in every kernel: the
+    seed (:obj:`dummy` where there is none, never read), the probability,
+    what a kept coefficient is multiplied by (:math:`1 / (1 - p)`, and
+    :math:`0` for :math:`p = 1`) and the number of draws before the
+    self-loops' (:obj:`count`)."""
+    dropout = float(dropout)
+    keep_scale = 0.0 if dropout >= 1 else 1.0 / (1.0 - dropout)
+    return (_or(dropout_seed, dummy), dropout, keep_scale, count)
 
 
 def _forward_impl(
@@ -350,10 +355,7 @@ def _forward_impl(
             out,
             _or(out_acc if store_acc else None, gamma),
             lse,
-            _or(dropout_seed, gamma),
-            float(dropout),
-            keep_scale(dropout),
-            col.numel(),
+            *_dropout_args(dropout_seed, dropout, col.numel(), gamma),
             num_x,
             num_h,
             degree_bucket(col.numel(), num_dst),
@@ -493,14 +495,7 @@ def _backward_impl(
         ACC=_triton_dtype(acc),
         EPS=NORM_EPS,
     )
-    # Attention dropout: the seed its draws come from, and the draws'
-    # count before the self-loops'.
-    drawn = (
-        _or(dropout_seed, gamma),
-        float(dropout),
-        keep_scale(dropout),
-        col.numel(),
-    )
+    drawn = _dropout_args(dropout_seed, dropout, col.numel(), gamma)
     block_x, block_h = feature_block(num_x), feature_block(num_h)
     loops = _or(_as_bytes(loop_kept), gamma)
     loop_weight = _or(loop_log_weight, gamma)
@@ -727,6 +722,7 @@ backward_op = custom_kernel(
 )(_on_device_of_first(_backward_impl))
 
 
+@_on_device_of_first
 def dropout_scales(
     dropout_seed: Tensor, dropout: float, count: int, dtype: torch.dtype
 ) -> Tensor:
@@ -737,14 +733,8 @@ def dropout_scales(
     out = torch.empty(count, dtype=dtype, device=dropout_seed.device)
     if count:
         block = 1024
-        with torch.cuda.device(out.device) if out.is_cuda else nullcontext():
-            kernels.dropout_scale_kernel[(triton.cdiv(count, block),)](
-                dropout_seed,
-                out,
-                float(dropout),
-                keep_scale(dropout),
-                count,
-                BLOCK=block,
-                ACC=_triton_dtype(dtype),
-            )
+        seed, *drawn = _dropout_args(dropout_seed, dropout, count, out)
+        kernels.dropout_scale_kernel[(triton.cdiv(count, block),)](
+            seed, out, *drawn, BLOCK=block, ACC=_triton_dtype(dtype)
+        )
     return out

@@ -249,16 +249,16 @@ def triton_attention_propagate(
     if not is_compiling():
         _check_triton()
         dropout = check_number(dropout, 'dropout', minimum=0.0, maximum=1.0)
-        if dropout_seed is not None and not (
-            isinstance(dropout_seed, Tensor)
-            and dropout_seed.dtype == torch.int64
-            and dropout_seed.shape == (1,)
-        ):
-            raise ValueError(
-                f"'dropout_seed' must be an int64 tensor of shape [1] "
-                f'(got {describe(dropout_seed)}); None draws one'
-            )
         if dropout_seed is not None:
+            if not (
+                isinstance(dropout_seed, Tensor)
+                and dropout_seed.dtype == torch.int64
+                and dropout_seed.shape == (1,)
+            ):
+                raise ValueError(
+                    f"'dropout_seed' must be an int64 tensor of shape [1] "
+                    f'(got {describe(dropout_seed)}); None draws one'
+                )
             check_same_device(dropout_seed, 'dropout_seed', x)
     pattern = as_csr_arrays(edge_index)
     if not is_compiling():

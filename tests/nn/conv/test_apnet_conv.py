@@ -2181,15 +2181,24 @@ def test_triton_kernel_equals_sparse_kernels(settings, make_random_graph):
     sparse = conv64(6, kernel='sparse', **settings)
     triton = conv64(6, kernel='triton', **settings)
     triton.load_state_dict(sparse.state_dict())
+    assert_same_outputs_and_gradients(
+        triton, sparse, x, edge_index, edge_weight
+    )
+
+
+def assert_same_outputs_and_gradients(triton, sparse, x, *graph):
+    r"""The two layers' outputs on :obj:`x` and :obj:`graph`, and the
+    gradients of their squares' sum with respect to :obj:`x` and the
+    parameters, are the same (the Triton layer is called first)."""
     outs, grads = [], []
-    for conv in (sparse, triton):
-        out = conv(x, edge_index, edge_weight)
+    for conv in (triton, sparse):
+        out = conv(x, *graph)
         outs.append(out)
         grads.append(
             torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
         )
-    assert torch.allclose(outs[1], outs[0], rtol=1e-12, atol=1e-12)
-    for grad_triton, grad_sparse in zip(grads[1], grads[0]):
+    assert torch.allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
+    for grad_triton, grad_sparse in zip(*grads):
         assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10, atol=1e-12)
 
 
@@ -2250,16 +2259,9 @@ def test_triton_kernel_equals_sparse_kernels_with_dropout(
         return scales[:nnz], scales[nnz:]
 
     monkeypatch.setattr(sparse, '_dropout_scales', kernel_draws)
-    outs, grads = [], []
-    for conv in (triton, sparse):
-        out = conv(x, edge_index, edge_weight)
-        outs.append(out)
-        grads.append(
-            torch.autograd.grad(out.square().sum(), [x, *conv.parameters()])
-        )
-    assert torch.allclose(outs[0], outs[1], rtol=1e-12, atol=1e-12)
-    for grad_triton, grad_sparse in zip(*grads):
-        assert torch.allclose(grad_triton, grad_sparse, rtol=1e-10, atol=1e-12)
+    assert_same_outputs_and_gradients(
+        triton, sparse, x, edge_index, edge_weight
+    )
     monkeypatch.undo()
     triton.eval()
     sparse.eval()
