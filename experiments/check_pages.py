@@ -99,7 +99,12 @@ def node_classification() -> List[str]:
     module = load('node_classification')
     problems = [
         problem
-        for page in (module.TABLE_OUT, module.SEARCH_OUT, module.CSBM_OUT)
+        for page in (
+            module.TABLE_OUT,
+            module.SEARCH_OUT,
+            module.CSBM_OUT,
+            module.AUDIT_OUT,
+        )
         for problem in module.check(page)
     ]
     problems += unquoted_figures(

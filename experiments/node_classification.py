@@ -43,6 +43,7 @@ from the record; a recorded run is reused only while its layers (their
     python experiments/node_classification.py --search   # choose the defaults
     python experiments/node_classification.py --search --threads 1 \\
         --workers 2                                       # two runs at a time
+    python experiments/node_classification.py --audit    # after the choice
     python experiments/node_classification.py --graphs CiteSeer Wisconsin \\
         --out /tmp/held-out.md                            # other graphs
     python experiments/node_classification.py --graphs cSBM:-0.75 \\
@@ -56,11 +57,17 @@ the gaps between its mean validation accuracy and the better of
 AGNNConv's and GATConv's (the same runs): first the configurations that
 lose on no graph, by their mean gap, then the others by their worst gap;
 it never computes a test accuracy.
+
+``--audit`` comes after that choice and chooses nothing: the search's
+configurations again, on graphs with test nodes (Cora's public and random
+splits), reading test accuracy too, to show how far validation accuracy
+predicts test accuracy among them (:func:`render_audit`).
 """
 
 import argparse
 import datetime
 import hashlib
+import inspect
 import json
 import math
 import multiprocessing
@@ -93,6 +100,7 @@ HERE = osp.join(ROOT, 'experiments')
 TABLE_OUT = osp.join(HERE, 'node-classification.md')
 CSBM_OUT = osp.join(HERE, 'node-classification-csbm.md')
 SEARCH_OUT = osp.join(HERE, 'node-classification-search.md')
+AUDIT_OUT = osp.join(HERE, 'node-classification-audit.md')
 HIDDEN = 16
 EPOCHS = 200
 
@@ -129,6 +137,9 @@ CSBM_GRAPHS = tuple(
 #: The graphs of the search: Cora on its public split and on random
 #: splits of its non-test nodes, and the three heterophilic graphs.
 GRAPHS = ('Cora', 'Cora' + NONTEST, 'Texas', 'Cornell', 'Actor')
+#: The audit's graphs (:func:`render_audit`): Cora's public split, where
+#: the defaults lose on test, and its random splits.
+AUDIT_GRAPHS = ('Cora', 'Cora' + RANDOM)
 OTHER_GRAPHS = tuple(
     g for g in PLANETOID + GEOM_GCN if g not in GRAPHS
 ) + tuple(
@@ -1017,7 +1028,139 @@ def render_search(
     return '\n'.join(lines) + '\n'
 
 
+# The audit ###################################################################
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    r"""Pearson's correlation of two equally long sequences (NaN where
+    either is constant)."""
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else float('nan')
+
+
+def is_default(name: str) -> bool:
+    r"""Whether the search configuration :obj:`name` is APNetConv's
+    constructor defaults (by its signature today)."""
+    config = {config_name(c): c for c in SEARCH_GRID}.get(name)
+    if config is None:
+        return False
+    parameters = inspect.signature(APNetConv).parameters
+    return all(parameters[k].default == v for k, v in config.items())
+
+
+def render_audit(
+    results: Dict[str, Dict[str, List[dict]]],
+    graphs: Sequence[str],
+    configs: Sequence[str],
+    command: str,
+) -> str:
+    r"""The search's configurations read on test after the choice: each
+    one's validation and test gaps to the better reference on each graph,
+    and per graph how far the first predicts the second."""
+    better = {
+        key: better_references(results, graphs, key) for key in ('val', 'test')
+    }
+
+    def gap(config: str, graph: str, key: str) -> float:
+        reference = results[better[key][graph]][graph]
+        return mean(results[config][graph], key) - mean(reference, key)
+
+    gaps = {
+        config: {
+            (graph, key): gap(config, graph, key)
+            for graph in graphs
+            for key in ('val', 'test')
+        }
+        for config in configs
+    }
+    order = sorted(
+        configs,
+        key=lambda c: -statistics.mean(gaps[c][g, 'val'] for g in graphs),
+    )
+    lines = [
+        "# APNetConv's defaults search, read on test after the choice",
+        '',
+        f'Produced by `{command}`: {describe_runs(all_runs(results))}.',
+        '',
+        '**This page reads the test nodes.** It was made after the '
+        'constructor defaults were chosen on validation accuracy alone '
+        '([the search](node-classification-search.md)), and it chose '
+        "nothing. The search's configurations and references, trained as "
+        "there, on graphs with test nodes. A configuration's gap on a graph "
+        "is its mean accuracy less the better reference's (of AGNNConv and "
+        'GATConv, the one with the higher mean of that accuracy, the same '
+        'runs), on validation and on test. The question: among these '
+        'configurations, how far does the validation gap predict the test '
+        'gap? Gaps in points, to two decimals.',
+        '',
+        'The references: '
+        + '; '.join(
+            f'{g}: {better["val"][g]} on validation '
+            f'{mean(results[better["val"][g]][g], "val"):.1f}, '
+            f'{better["test"][g]} on test '
+            f'{mean(results[better["test"][g]][g], "test"):.1f}'
+            for g in graphs
+        )
+        + '.',
+        '',
+        '| layer | '
+        + ' | '.join(f'{g} validation | {g} test' for g in graphs)
+        + ' |',
+        '|---' * (2 * len(graphs) + 1) + '|',
+    ]
+    for config in order:
+        label = f'`{config}`' + (
+            ' (the defaults)' if is_default(config) else ''
+        )
+        cells = [
+            f'{gaps[config][g, key]:+.2f}'
+            for g in graphs
+            for key in ('val', 'test')
+        ]
+        lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+    lines.append('')
+    for g in graphs:
+        val = [gaps[c][g, 'val'] for c in configs]
+        test = [gaps[c][g, 'test'] for c in configs]
+        top = max(configs, key=lambda c: gaps[c][g, 'val'])
+        errors = [
+            paired_differences(
+                results[c][g], results[better['test'][g]][g], 'test'
+            )[1]
+            for c in configs
+        ]
+        defaults = [c for c in configs if is_default(c)]
+        r = pearson(val, test)
+        lines.append(
+            f'- **{g}**: over the {len(configs)} configurations the '
+            f'validation and test gaps correlate at r = {r:.2f}'
+            f' (validation gaps {min(val):+.2f} to {max(val):+.2f}, test '
+            f"gaps {min(test):+.2f} to {max(test):+.2f}, a test gap's "
+            "standard error from its runs paired with the reference's "
+            f'{statistics.median(errors):.1f} as the median). The largest '
+            f'validation gap ({gaps[top][g, "val"]:+.2f}) has a test gap of '
+            f'{gaps[top][g, "test"]:+.2f}; '
+            + ''.join(
+                f'the defaults: {gaps[c][g, "val"]:+.2f} and '
+                f'{gaps[c][g, "test"]:+.2f}; '
+                for c in defaults
+            )
+            + f'{sum(t >= 0 for t in test)} of {len(configs)} '
+            'configurations are level with the reference or above it on '
+            'test.'
+        )
+    return '\n'.join(lines) + '\n'
+
+
 # Command line ################################################################
+
+
+def config_name(config: dict) -> str:
+    r"""A search configuration's name: its arguments, in its order."""
+    return ', '.join(f'{k}={v!r}' for k, v in config.items())
 
 
 def search_configs() -> Dict[str, Callable[[int], torch.nn.Module]]:
@@ -1026,10 +1169,7 @@ def search_configs() -> Dict[str, Callable[[int], torch.nn.Module]]:
     def make(config: dict) -> Callable[[int], torch.nn.Module]:
         return lambda i: APNetConv(HIDDEN, **config)
 
-    return {
-        ', '.join(f'{k}={v!r}' for k, v in config.items()): make(config)
-        for config in SEARCH_GRID
-    }
+    return {config_name(config): make(config) for config in SEARCH_GRID}
 
 
 def machine() -> str:
@@ -1074,10 +1214,14 @@ def check_arguments(args: argparse.Namespace) -> None:
             f'--graphs: a graph named with {NONTEST} has no test nodes; '
             f'use it with --search'
         )
-    if args.search and args.layers is not None:
+    if args.search and args.audit:
         raise ValueError(
-            '--layers goes with the table, not --search (the search trains '
-            'AGNNConv, GATConv and every configuration of its grid)'
+            '--search and --audit are two pages: pass one of them'
+        )
+    if (args.search or args.audit) and args.layers is not None:
+        raise ValueError(
+            '--layers goes with the table, not --search or --audit (they '
+            'train AGNNConv, GATConv and every configuration of the grid)'
         )
     for flag in ('out', 'record'):
         if getattr(args, flag) is not None:
@@ -1129,9 +1273,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         'configurations, instead of the table',
     )
     parser.add_argument(
+        '--audit',
+        action='store_true',
+        help="after the choice: the search's configurations on graphs with "
+        'test nodes, validation beside test accuracy (reads the test '
+        'labels; chooses nothing)',
+    )
+    parser.add_argument(
         '--out',
         help=f'the page (default: {osp.relpath(TABLE_OUT, ROOT)}, with '
-        f'--search {osp.relpath(SEARCH_OUT, ROOT)})',
+        f'--search {osp.relpath(SEARCH_OUT, ROOT)}, with --audit '
+        f'{osp.relpath(AUDIT_OUT, ROOT)})',
     )
     parser.add_argument(
         '--record',
@@ -1160,13 +1312,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     warnings.filterwarnings('ignore', 'Sparse CSR tensor support is in beta')
     warnings.filterwarnings('ignore', 'Sparse invariant checks')
 
-    out = args.out or (SEARCH_OUT if args.search else TABLE_OUT)
+    if args.search:
+        out, default_graphs = SEARCH_OUT, GRAPHS
+    elif args.audit:
+        out, default_graphs = AUDIT_OUT, AUDIT_GRAPHS
+    else:
+        out, default_graphs = TABLE_OUT, TABLE_GRAPHS
+    out = args.out or out
     record = args.record or osp.splitext(out)[0] + '.jsonl'
     graphs = [
         load_graph(name, args.planetoid_root, args.geom_gcn_root, args.runs)
-        for name in args.graphs or (GRAPHS if args.search else TABLE_GRAPHS)
+        for name in args.graphs or default_graphs
     ]
-    if args.search:
+    if args.search or args.audit:
         layers = {name: LAYERS[name] for name in REFERENCES}
         layers.update(search_configs())
     else:
@@ -1182,6 +1340,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             ['python experiments/node_classification.py', *argv]
         ),
     }
+    if args.audit:  # Pages from before the audit have no such key.
+        spec['audit'] = True
     stamp = {'machine': machine(), 'date': str(datetime.date.today())}
     measure(
         graphs,
@@ -1224,6 +1384,11 @@ def render_page(spec: dict, records: Dict[str, dict]) -> str:
                 rows.append(row)
             results.setdefault(layer, {})[graph] = rows
     head = SPEC.format(json.dumps(spec, sort_keys=True)) + '\n'
+    if spec.get('audit'):
+        configs = [name for name in spec['layers'] if name not in REFERENCES]
+        return head + render_audit(
+            results, spec['graphs'], configs, spec['command']
+        )
     if spec['search']:
         configs = [name for name in spec['layers'] if name not in REFERENCES]
         ranked = rank(results, spec['graphs'], configs)

@@ -2,7 +2,9 @@ r"""experiments/node_classification.py: the operator beside AGNNConv,
 GATConv and an MLP on generated graphs in the raw layouts of Planetoid and
 Geom-GCN, its search of the defaults, its record and the page check."""
 
+import inspect
 import json
+import math
 import sys
 
 import pytest
@@ -163,9 +165,59 @@ def test_the_search_never_reads_the_test_nodes(roots, tmp_path, monkeypatch):
     assert runner.check(str(out)) == []
 
 
+def test_the_audit_reads_test_beside_validation(roots, tmp_path, monkeypatch):
+    parameters = inspect.signature(runner.APNetConv).parameters
+    defaults = {k: parameters[k].default for k in runner.search_config(1)}
+    grid = [defaults, {**defaults, 'num_steps': 1, 'teleport': None}]
+    monkeypatch.setattr(runner, 'SEARCH_GRID', grid)
+    out = tmp_path / 'audit.md'
+    flags = ['--graphs', 'Cora', '--runs', '2', '--epochs', '3']
+    runner.main(flags + roots + ['--audit', '--out', str(out)])
+    page = out.read_text()
+    assert '**This page reads the test nodes.**' in page
+    rows = [line for line in page.splitlines() if line.startswith('| `')]
+    assert len(rows) == len(grid)
+    assert sum('(the defaults)' in row for row in rows) == 1
+    # Validation then test gap, ordered by the validation gap.
+    gaps = [[float(c) for c in row.split('|')[2:4]] for row in rows]
+    assert gaps[0][0] >= gaps[1][0]
+    records = [
+        json.loads(line)
+        for line in (tmp_path / 'audit.jsonl').read_text().splitlines()
+    ]
+    assert all(row['test'] is not None for row in records)
+    # The gaps are each configuration's mean less the better reference's.
+    by = {}
+    for row in records:
+        by.setdefault(row['layer'], []).append(row)
+
+    def accuracy(layer, key):
+        return 100 * sum(r[key] for r in by[layer]) / len(by[layer])
+
+    name = runner.config_name(grid[1])
+    reference = max(runner.REFERENCES, key=lambda r: accuracy(r, 'test'))
+    row = next(r for r in rows if r.startswith(f'| `{name}` |'))
+    shown = float(row.split('|')[3])
+    assert shown == pytest.approx(
+        accuracy(name, 'test') - accuracy(reference, 'test'), abs=0.0051
+    )
+    summary = next(line for line in page.splitlines() if '**Cora**' in line)
+    assert 'correlate at r = ' in summary and 'the defaults: ' in summary
+    assert runner.check(str(out)) == []
+
+
+def test_pearson():
+    assert runner.pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert runner.pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(runner.pearson([1, 1, 1], [1, 2, 3]))
+
+
 @pytest.mark.parametrize(
     'argv, message',
     [
+        (['--search', '--audit'], '--search and --audit are two pages'),
+        (['--audit', '--layers', 'MLP'], '--layers goes with the table'),
+        (['--audit', '--graphs', 'Cora-nontest'], '--graphs: a graph named'),
         (['--runs', '0'], '--runs must be a positive integer (got 0)'),
         (['--epochs', '0'], '--epochs must be a positive integer (got 0)'),
         (['--threads', '0'], '--threads must be a positive integer (got 0)'),
