@@ -968,6 +968,25 @@ def mean_std_count(results, graph: str) -> str:
     return f'{len(rows)} {"seeds" if graph in PLANETOID else "splits"}'
 
 
+def median_gap_error(
+    results: Dict[str, Dict[str, List[dict]]],
+    configs: Sequence[str],
+    graph: str,
+    reference: str,
+    key: str,
+) -> float:
+    r"""The median over :obj:`configs` of the standard error of a
+    configuration's :obj:`key` gap to :obj:`reference` on :obj:`graph`,
+    from its runs paired with the reference's: how far a gap can be
+    trusted."""
+    return statistics.median(
+        paired_differences(
+            results[config][graph], results[reference][graph], key
+        )[1]
+        for config in configs
+    )
+
+
 def render_search(
     results: Dict[str, Dict[str, List[dict]]],
     graphs: Sequence[str],
@@ -1007,11 +1026,8 @@ def render_search(
         )
     better = better_references(results, graphs, 'val')
     errors = {
-        g: statistics.median(
-            paired_differences(
-                results[row['config']][g], results[better[g]][g], 'val'
-            )[1]
-            for row in ranked
+        g: median_gap_error(
+            results, [row['config'] for row in ranked], g, better[g], 'val'
         )
         for g in graphs
     }
@@ -1080,6 +1096,7 @@ def render_audit(
         configs,
         key=lambda c: -statistics.mean(gaps[c][g, 'val'] for g in graphs),
     )
+    defaults = [c for c in configs if is_default(c)]
     lines = [
         "# APNetConv's defaults search, read on test after the choice",
         '',
@@ -1113,7 +1130,7 @@ def render_audit(
     ]
     for config in order:
         label = f'`{config}`' + (
-            ' (the defaults)' if is_default(config) else ''
+            ' (the defaults)' if config in defaults else ''
         )
         cells = [
             f'{gaps[config][g, key]:+.2f}'
@@ -1126,13 +1143,9 @@ def render_audit(
         val = [gaps[c][g, 'val'] for c in configs]
         test = [gaps[c][g, 'test'] for c in configs]
         top = max(configs, key=lambda c: gaps[c][g, 'val'])
-        errors = [
-            paired_differences(
-                results[c][g], results[better['test'][g]][g], 'test'
-            )[1]
-            for c in configs
-        ]
-        defaults = [c for c in configs if is_default(c)]
+        error = median_gap_error(
+            results, configs, g, better['test'][g], 'test'
+        )
         r = pearson(val, test)
         lines.append(
             f'- **{g}**: over the {len(configs)} configurations the '
@@ -1140,7 +1153,7 @@ def render_audit(
             f' (validation gaps {min(val):+.2f} to {max(val):+.2f}, test '
             f"gaps {min(test):+.2f} to {max(test):+.2f}, a test gap's "
             "standard error from its runs paired with the reference's "
-            f'{statistics.median(errors):.1f} as the median). The largest '
+            f'{error:.1f} as the median). The largest '
             f'validation gap ({gaps[top][g, "val"]:+.2f}) has a test gap of '
             f'{gaps[top][g, "test"]:+.2f}; '
             + ''.join(
