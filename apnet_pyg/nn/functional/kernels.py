@@ -363,21 +363,23 @@ def softmax_spmm_kernel(
     denominator.index_add_(0, row, alpha)
     if loop_logits is None:
         alpha.div_(denominator.index_select(0, row))
-        out = _csr_matmul(rowptr, col, _scaled(alpha, scale), x)
+        out = _csr_matmul(rowptr, col, scaled(alpha, scale), x)
         return out, alpha, logits.new_empty(0)
     alpha_loop = (loop_logits - row_max).exp_()
     denominator += alpha_loop
     alpha.div_(denominator.index_select(0, row))
     alpha_loop /= denominator
-    out = _csr_matmul(rowptr, col, _scaled(alpha, scale), x)
+    out = _csr_matmul(rowptr, col, scaled(alpha, scale), x)
     out.addcmul_(
-        _scaled(alpha_loop, loop_scale).unsqueeze(-1), x[: alpha_loop.numel()]
+        scaled(alpha_loop, loop_scale).unsqueeze(-1), x[: alpha_loop.numel()]
     )
     return out, alpha, alpha_loop
 
 
-def _scaled(alpha: Tensor, scale: Optional[Tensor]) -> Tensor:
-    r""":obj:`alpha` times :obj:`scale` (:obj:`alpha` itself for none)."""
+def scaled(alpha: Tensor, scale: Optional[Tensor]) -> Tensor:
+    r""":obj:`alpha` times :obj:`scale` in :obj:`alpha`'s dtype
+    (:obj:`alpha` itself for none): the attention as it aggregates under
+    attention dropout's draws."""
     return alpha if scale is None else alpha * scale.to(alpha.dtype)
 
 
@@ -472,11 +474,11 @@ def softmax_spmm_backward_kernel(
         grad_x = _csr_matmul(
             rowptr_t,
             col_t,
-            transpose_entry_values(_scaled(alpha, scale), perm_t, transposed),
+            transpose_entry_values(scaled(alpha, scale), perm_t, transposed),
             grad_out,
         )
         if alpha_loop is not None:
             grad_x[: alpha_loop.numel()].addcmul_(
-                _scaled(alpha_loop, loop_scale).unsqueeze(-1), grad_out
+                scaled(alpha_loop, loop_scale).unsqueeze(-1), grad_out
             )
     return grad_logits, grad_x, grad_loop_logits

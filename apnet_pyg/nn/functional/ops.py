@@ -23,6 +23,7 @@ from apnet_pyg.nn.functional.kernels import (
     compute_dtype,
     edge_cosine_backward_kernel,
     edge_cosine_kernel,
+    scaled,
     sddmm_kernel,
     softmax_spmm_backward_kernel,
     softmax_spmm_kernel,
@@ -313,11 +314,9 @@ def _composable_softmax_spmm(
         denominator = denominator + exp_loop
         alpha_loop = exp_loop / denominator
     alpha = exp / denominator.index_select(0, row)
-    out = spmm(pattern, alpha if scale is None else alpha * scale.to(dtype), x)
+    out = spmm(pattern, scaled(alpha, scale), x)
     if loop_logits is not None:
-        weight = alpha_loop
-        if loop_scale is not None:
-            weight = weight * loop_scale.to(dtype)
+        weight = scaled(alpha_loop, loop_scale)
         out = out + weight.unsqueeze(-1) * x[: alpha_loop.numel()]
     return out.to(dtypes[0]), alpha.to(dtypes[1]), alpha_loop.to(dtypes[1])
 
